@@ -1,0 +1,1 @@
+"""session-store: atomic session records in Redis and the resume decision (contract section 3)."""

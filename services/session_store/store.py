@@ -1,0 +1,64 @@
+"""Session records in Redis: one read for a decision, one script for each write."""
+
+from __future__ import annotations
+
+import redis.asyncio as aioredis
+
+from shared import keys, store
+from shared.contracts.sessions import CommitRequest
+from shared.times import now_rfc3339
+
+from .record import V1_FIELDS, StoredSession, generation_binding
+
+_COMMIT = store.Script("session_commit")
+_REJECT = store.Script("session_reject")
+
+
+class CommitResult:
+    __slots__ = ("code", "epoch", "revision")
+
+    def __init__(self, code: str, revision: int, epoch: int) -> None:
+        self.code = code
+        self.revision = revision
+        self.epoch = epoch
+
+
+class SessionStore:
+    def __init__(self, client: aioredis.Redis) -> None:
+        self._redis = client
+
+    async def load(self, session_key: str) -> StoredSession | None:
+        raw = await store.call(self._redis.hgetall(keys.session(session_key)))  # type: ignore[arg-type]
+        return StoredSession.from_hash(raw) if raw else None
+
+    async def commit(self, req: CommitRequest) -> CommitResult:
+        sk = req.session.key
+        v1 = {
+            "native_session_id": req.native_session_id,
+            "adapter": req.adapter,
+            "model": req.model,
+            "cwd": req.cwd,
+            "cursor": req.cursor or "",
+            "prompt_hash": req.prompt_hash or "",
+            "checkpoint_policy": req.checkpoint_policy,
+            "updated_at": now_rfc3339(),
+        }
+        generation = req.compatibility_generation or ""
+        binding = generation_binding(v1) if generation else ""
+        args = [
+            *(v1[name] for name in V1_FIELDS),
+            generation,
+            binding,
+            "" if req.expected_revision is None else req.expected_revision,
+            "" if req.epoch is None else req.epoch,
+        ]
+        code, revision, epoch = await _COMMIT(
+            self._redis, [keys.session(sk), keys.held_archive(sk, "")], args
+        )
+        return CommitResult(
+            code.decode() if isinstance(code, bytes) else str(code), int(revision), int(epoch)
+        )
+
+    async def reject(self, session_key: str, native_session_id: str) -> bool:
+        cleared = await _REJECT(self._redis, [keys.session(session_key)], [native_session_id])
+        return bool(cleared)

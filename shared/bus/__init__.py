@@ -1,0 +1,1 @@
+"""NATS helpers shared by every service: connection, streams, request endpoints, consumers."""

@@ -1,0 +1,184 @@
+"""A durable JetStream pull consumer with the contract's delivery rules (section 7).
+
+The handler of one message either returns (the message is acknowledged), raises `Reject`
+(the message goes to a dead-letter subject with a closed reason, then is acknowledged), or
+raises anything else, which is transient: the message is negatively acknowledged with a delay
+and redelivered, and after `max_deliver` deliveries it moves to `continuity.dead.exhausted`.
+No input can stop the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+from shared import metrics, subjects
+from shared.bus.publish import dead_letter
+from shared.logs import Log
+
+log = Log("continuity.consumer")
+
+
+class Reject(Exception):
+    """The message can never be processed: dead-letter it with a closed reason."""
+
+    def __init__(self, dead_subject: str, reason: str) -> None:
+        super().__init__(reason)
+        self.dead_subject = dead_subject
+        self.reason = reason
+
+
+Handler = Callable[[Msg], Awaitable[None]]
+
+
+class PullConsumer:
+    def __init__(
+        self,
+        js: JetStreamContext,
+        *,
+        stream: str,
+        durable: str,
+        filter_subject: str | None,
+        handler: Handler,
+        service: str,
+        max_deliver: int,
+        nak_delay_s: float,
+        ack_wait_s: float,
+        batch: int = 64,
+    ) -> None:
+        self._js = js
+        self._stream = stream
+        self._durable = durable
+        self._filter = filter_subject
+        self._handler = handler
+        self._service = service
+        self._max_deliver = max_deliver
+        self._nak_delay = nak_delay_s
+        self._ack_wait = ack_wait_s
+        self._batch = batch
+        self._stopping = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._pending_task: asyncio.Task[None] | None = None
+        self.bound = False
+
+    async def ensure(self) -> None:
+        """Create or update the durable consumer; JetStream counts deliveries, we cap them."""
+        config = ConsumerConfig(
+            durable_name=self._durable,
+            ack_policy=AckPolicy.EXPLICIT,
+            deliver_policy=DeliverPolicy.ALL,
+            ack_wait=self._ack_wait,
+            max_deliver=-1,
+            max_ack_pending=4096,
+            filter_subject=self._filter,
+        )
+        await self._js.add_consumer(self._stream, config)
+
+    async def start(self) -> None:
+        await self.ensure()
+        self._task = asyncio.create_task(self._run(), name=f"consumer-{self._durable}")
+        self._pending_task = asyncio.create_task(self._watch_pending())
+
+    async def drain(self, timeout: float) -> None:
+        """Stop fetching; the batch in hand finishes (or is redelivered to another replica)."""
+        self._stopping.set()
+        for task in (self._task, self._pending_task):
+            if task is None:
+                continue
+            try:
+                await asyncio.wait_for(asyncio.shield(task), timeout)
+            except TimeoutError:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self.bound = False
+
+    async def _run(self) -> None:
+        sub = None
+        while not self._stopping.is_set():
+            try:
+                if sub is None:
+                    await self.ensure()
+                    sub = await self._js.pull_subscribe_bind(self._durable, self._stream)
+                    self.bound = True
+                try:
+                    msgs = await sub.fetch(self._batch, timeout=1.0)
+                except TimeoutError:
+                    continue
+                await asyncio.gather(*(self._process(m) for m in msgs))
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # NATS away or the consumer lost: bind again after a pause
+                self.bound = False
+                log.warning("consumer_unavailable", consumer=self._durable, error_type=type(exc).__name__)
+                if sub is not None:
+                    with contextlib.suppress(Exception):
+                        await sub.unsubscribe()
+                sub = None
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stopping.wait(), 1.0)
+
+    async def _process(self, msg: Msg) -> None:
+        try:
+            await self._handler(msg)
+        except Reject as rej:
+            await self._dead(msg, rej.dead_subject, rej.reason)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            await self._transient(msg, exc)
+        else:
+            await self._settle(msg.ack())
+
+    async def _transient(self, msg: Msg, exc: Exception) -> None:
+        delivered = msg.metadata.num_delivered
+        if delivered >= self._max_deliver:
+            log.error(
+                "message_exhausted",
+                consumer=self._durable,
+                deliveries=delivered,
+                error_type=type(exc).__name__,
+            )
+            await self._dead(msg, subjects.DEAD_EXHAUSTED, "exhausted")
+            return
+        log.warning(
+            "message_retry", consumer=self._durable, deliveries=delivered, error_type=type(exc).__name__
+        )
+        await self._settle(msg.nak(delay=self._nak_delay * delivered))
+
+    async def _dead(self, msg: Msg, dead_subject: str, reason: str) -> None:
+        seq = msg.metadata.sequence.stream
+        try:
+            await dead_letter(
+                self._js,
+                dead_subject,
+                reason=reason,
+                original_subject=msg.subject,
+                payload=msg.data,
+                msg_id=f"dead:{self._stream}:{seq}",
+                service=self._service,
+            )
+        except Exception as exc:  # cannot park it: leave it to redelivery, lose nothing
+            log.warning("dead_letter_failed", consumer=self._durable, error_type=type(exc).__name__)
+            await self._settle(msg.nak(delay=self._nak_delay))
+            return
+        await self._settle(msg.ack())
+
+    async def _settle(self, ack: Awaitable[None]) -> None:
+        # An ack lost to a disconnect only means a redelivery, which handlers make harmless.
+        with contextlib.suppress(Exception):
+            await ack
+
+    async def _watch_pending(self) -> None:
+        gauge = metrics.CONSUMER_PENDING.labels(consumer=self._durable)
+        while not self._stopping.is_set():
+            with contextlib.suppress(Exception):
+                info = await self._js.consumer_info(self._stream, self._durable)
+                gauge.set(info.num_pending + info.num_ack_pending)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), 5.0)

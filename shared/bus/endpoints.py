@@ -1,0 +1,141 @@
+"""Request endpoints registered with the NATS micro protocol (`$SRV.PING`, `.INFO`, `.STATS`).
+
+Each request is decoded into its contract Struct, handled in its own task (so one replica
+serves many requests at once while each waits on Redis), and answered with the reply Struct or
+with the contract's error reply: headers `Nats-Service-Error-Code` and `Nats-Service-Error`, body
+`{"error": {"code", "message"}}`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import msgspec
+from nats.aio.client import Client
+from nats.micro import add_service
+from nats.micro.request import Request
+from nats.micro.service import Service
+
+from shared import metrics, subjects
+from shared.contracts.errors import ErrorBody, ErrorDetail, ServiceError
+from shared.decoding import InvalidInput
+from shared.logs import Log
+from shared.store import TRANSIENT_REDIS_ERRORS
+
+Req = TypeVar("Req")
+log = Log("continuity.endpoints")
+_encode = msgspec.json.Encoder().encode
+
+
+def error_reply(error: ServiceError) -> tuple[bytes, dict[str, str]]:
+    body = _encode(ErrorBody(ErrorDetail(error.code, error.message)))
+    return body, {"Nats-Service-Error-Code": str(error.status), "Nats-Service-Error": error.message}
+
+
+class Endpoints:
+    """One micro service with typed endpoints, concurrent handling and a graceful drain."""
+
+    def __init__(self, nc: Client, name: str, version: str, description: str, concurrency: int = 256) -> None:
+        self._nc = nc
+        self._name = name
+        self._version = version
+        self._description = description
+        self._routes: list[tuple[str, str, Callable[[Request], Awaitable[None]]]] = []
+        self._service: Service | None = None
+        self._inflight: set[asyncio.Task[None]] = set()
+        self._slots = asyncio.Semaphore(concurrency)
+        self._draining = False
+
+    def add(
+        self, name: str, subject: str, request_type: type[Req], handler: Callable[[Req], Awaitable[Any]]
+    ) -> None:
+        decoder = msgspec.json.Decoder(request_type)
+
+        async def handle(request: Request) -> None:
+            await self._answer(name, request, decoder, handler)
+
+        async def dispatch(request: Request) -> None:
+            if self._draining:
+                body, headers = error_reply(ServiceError(503, "draining", "the service is shutting down"))
+                await request.respond(body, headers=headers)
+                return
+            # Waiting here, not queueing unboundedly, is the back-pressure of a busy replica.
+            await self._slots.acquire()
+            task = asyncio.create_task(handle(request))
+            self._inflight.add(task)
+            task.add_done_callback(self._done)
+
+        self._routes.append((name, subject, dispatch))
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._inflight.discard(task)
+        self._slots.release()
+
+    async def start(self) -> None:
+        self._service = await add_service(
+            self._nc,
+            name=self._name,
+            version=self._version,
+            description=self._description,
+            queue_group=subjects.QUEUE_GROUP,
+        )
+        for name, subject, dispatch in self._routes:
+            await self._service.add_endpoint(name=name, subject=subject, handler=dispatch)
+
+    async def drain(self, timeout: float) -> None:
+        """Stop taking requests, then let those in flight finish (up to `timeout`)."""
+        self._draining = True
+        if self._service is not None:
+            await self._service.stop()
+        if self._inflight:
+            await asyncio.wait(set(self._inflight), timeout=timeout)
+
+    async def _answer(
+        self,
+        name: str,
+        request: Request,
+        decoder: msgspec.json.Decoder[Any],
+        handler: Callable[[Any], Awaitable[Any]],
+    ) -> None:
+        started = time.perf_counter()
+        code = "ok"
+        try:
+            try:
+                req = decoder.decode(request.data)
+            except msgspec.MsgspecError as err:
+                from shared.decoding import sanitize_validation_error
+
+                bad = sanitize_validation_error(err)
+                raise ServiceError(400, bad.code, bad.message) from None
+            reply = await handler(req)
+            await request.respond(_encode(reply))
+        except ServiceError as err:
+            code = err.code
+            await self._respond_error(request, err)
+        except InvalidInput as err:
+            code = err.code
+            await self._respond_error(request, ServiceError(400, err.code, err.message))
+        except TRANSIENT_REDIS_ERRORS as err:
+            code = "unavailable"
+            log.warning("request_store_unavailable", endpoint=name, error_type=type(err).__name__)
+            await self._respond_error(
+                request, ServiceError(503, "unavailable", "the session store is unavailable; retry later")
+            )
+        except Exception as err:  # a bug must cost one request, never the process
+            code = "internal_error"
+            log.error("request_failed", exc=True, endpoint=name, error_type=type(err).__name__)
+            await self._respond_error(request, ServiceError(500, "internal_error", "internal error"))
+        finally:
+            metrics.REQUESTS.labels(endpoint=name, code=code).inc()
+            metrics.REQUEST_DURATION.labels(endpoint=name).observe(time.perf_counter() - started)
+
+    @staticmethod
+    async def _respond_error(request: Request, error: ServiceError) -> None:
+        body, headers = error_reply(error)
+        try:
+            await request.respond(body, headers=headers)
+        except Exception as exc:  # the requester may be gone, or NATS down: nothing to answer
+            log.debug("reply_failed", error_type=type(exc).__name__)

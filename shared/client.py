@@ -1,0 +1,94 @@
+"""A typed request client for Continuity's endpoints, used by the CLI, the simulator, the
+benchmarks and the tests: it encodes the request Struct, decodes the reply Struct, and turns
+the contract's error replies into `RequestError`."""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+import msgspec
+from nats.aio.client import Client
+
+from shared import subjects
+from shared.contracts import (
+    CommitReply,
+    CommitRequest,
+    DecideReply,
+    DecideRequest,
+    DeliveredReply,
+    ErrorBody,
+    GetRequest,
+    ListReply,
+    ListRequest,
+    ReconciliationRecord,
+    RejectReply,
+    RejectRequest,
+    ResolveRequest,
+    RetryRequest,
+    RunRequest,
+    RunView,
+    SessionView,
+)
+
+R = TypeVar("R")
+_encode = msgspec.json.Encoder().encode
+
+
+class RequestError(Exception):
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(f"{status} {code}: {message}")
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+def parse_reply(data: bytes, headers: dict[str, str] | None, reply_type: type[R]) -> R:
+    status = (headers or {}).get("Nats-Service-Error-Code")
+    if status:
+        try:
+            body = msgspec.json.decode(data, type=ErrorBody)
+            code, message = body.error.code, body.error.message
+        except msgspec.MsgspecError:
+            code, message = "unknown", (headers or {}).get("Nats-Service-Error", "")
+        raise RequestError(int(status), code, message)
+    return msgspec.json.decode(data, type=reply_type)
+
+
+class ContinuityClient:
+    """Request/reply over NATS core; one instance per connection."""
+
+    def __init__(self, nc: Client, timeout: float = 5.0) -> None:
+        self.nc = nc
+        self.timeout = timeout
+
+    async def call(self, subject: str, request: Any, reply_type: type[R]) -> R:
+        payload = request if isinstance(request, bytes) else _encode(request)
+        msg = await self.nc.request(subject, payload, timeout=self.timeout)
+        return parse_reply(msg.data, msg.headers, reply_type)
+
+    async def decide(self, req: DecideRequest) -> DecideReply:
+        return await self.call(subjects.SESSIONS_DECIDE, req, DecideReply)
+
+    async def commit(self, req: CommitRequest) -> CommitReply:
+        return await self.call(subjects.SESSIONS_COMMIT, req, CommitReply)
+
+    async def get(self, req: GetRequest) -> SessionView:
+        return await self.call(subjects.SESSIONS_GET, req, SessionView)
+
+    async def reject(self, req: RejectRequest) -> RejectReply:
+        return await self.call(subjects.SESSIONS_REJECT, req, RejectReply)
+
+    async def reconciliations(self, req: ListRequest) -> ListReply:
+        return await self.call(subjects.RECONCILIATIONS_LIST, req, ListReply)
+
+    async def reconciliation(self, run_id: str) -> ReconciliationRecord:
+        return await self.call(subjects.RECONCILIATIONS_GET, RunRequest(run_id=run_id), ReconciliationRecord)
+
+    async def resolve(self, req: ResolveRequest) -> DeliveredReply:
+        return await self.call(subjects.RECONCILIATIONS_RESOLVE, req, DeliveredReply)
+
+    async def run(self, run_id: str) -> RunView:
+        return await self.call(subjects.RUNS_GET, RunRequest(run_id=run_id), RunView)
+
+    async def retry(self, req: RetryRequest) -> DeliveredReply:
+        return await self.call(subjects.OPERATOR_RETRY, req, DeliveredReply)

@@ -1,0 +1,156 @@
+"""Configuration from environment variables, as one typed object.
+
+Every field has a docstring and a default that suits a developer's machine; production sets
+the variables (see deploy/). A bad value fails at start with a message naming the variable,
+never its value when the value may be secret.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+
+class ConfigError(ValueError):
+    """A configuration variable has a value that cannot be used."""
+
+
+@dataclass(frozen=True)
+class Config:
+    nats_url: str = "nats://127.0.0.1:4222"
+    """NATS_URL: one or more comma-separated NATS server URLs."""
+
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    """REDIS_URL: the Redis (or Redis-compatible) server holding every record."""
+
+    runner_keys: Mapping[str, bytes] = field(default_factory=dict, repr=False)
+    """CONTINUITY_RUNNER_KEYS: `k1=<base64>,k2=<base64>`, the live HMAC keys of runners' command
+    results; several may be live at once for rotation."""
+
+    archive_timeout_s: float = 30.0
+    """CONTINUITY_ARCHIVE_TIMEOUT_S: how long the archiver waits for a runner's remote move."""
+
+    metrics_host: str = "0.0.0.0"
+    """CONTINUITY_METRICS_HOST: address of the `/metrics`, `/healthz` and `/readyz` server."""
+
+    metrics_port: int = 9464
+    """CONTINUITY_METRICS_PORT: its port; 0 picks a free one."""
+
+    stream_replicas: int = 1
+    """CONTINUITY_STREAM_REPLICAS: JetStream replicas of every stream (3 in production)."""
+
+    duplicate_window_s: float = 120.0
+    """CONTINUITY_DUPLICATE_WINDOW_S: the streams' `Nats-Msg-Id` duplicate window."""
+
+    max_deliver: int = 5
+    """CONTINUITY_MAX_DELIVER: deliveries of a message before it moves to `continuity.dead.exhausted`."""
+
+    nak_delay_s: float = 1.0
+    """CONTINUITY_NAK_DELAY_S: redelivery delay after a transient failure (Redis or NATS down)."""
+
+    ack_wait_s: float = 30.0
+    """CONTINUITY_ACK_WAIT_S: how long JetStream waits for an ack before redelivering."""
+
+    retry_backoff_s: float = 5.0
+    """CONTINUITY_RETRY_BACKOFF_S: base of `not_before` for `retry_same_session` (doubles per attempt)."""
+
+    drain_timeout_s: float = 10.0
+    """CONTINUITY_DRAIN_TIMEOUT_S: how long a SIGTERM drain may take before the process exits."""
+
+    request_concurrency: int = 256
+    """CONTINUITY_REQUEST_CONCURRENCY: requests one replica handles at once."""
+
+    log_level: str = "INFO"
+    """CONTINUITY_LOG_LEVEL: DEBUG, INFO, WARNING or ERROR."""
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
+        env = os.environ if env is None else env
+        d = cls()
+        return cls(
+            nats_url=_str(env, "NATS_URL", d.nats_url),
+            redis_url=_str(env, "REDIS_URL", d.redis_url),
+            runner_keys=parse_runner_keys(env.get("CONTINUITY_RUNNER_KEYS", "")),
+            archive_timeout_s=_float(env, "CONTINUITY_ARCHIVE_TIMEOUT_S", d.archive_timeout_s),
+            metrics_host=_str(env, "CONTINUITY_METRICS_HOST", d.metrics_host),
+            metrics_port=_int(env, "CONTINUITY_METRICS_PORT", d.metrics_port, lo=0, hi=65535),
+            stream_replicas=_int(env, "CONTINUITY_STREAM_REPLICAS", d.stream_replicas, lo=1, hi=5),
+            duplicate_window_s=_float(env, "CONTINUITY_DUPLICATE_WINDOW_S", d.duplicate_window_s),
+            max_deliver=_int(env, "CONTINUITY_MAX_DELIVER", d.max_deliver, lo=1, hi=1000),
+            nak_delay_s=_float(env, "CONTINUITY_NAK_DELAY_S", d.nak_delay_s),
+            ack_wait_s=_float(env, "CONTINUITY_ACK_WAIT_S", d.ack_wait_s),
+            retry_backoff_s=_float(env, "CONTINUITY_RETRY_BACKOFF_S", d.retry_backoff_s),
+            drain_timeout_s=_float(env, "CONTINUITY_DRAIN_TIMEOUT_S", d.drain_timeout_s),
+            request_concurrency=_int(
+                env, "CONTINUITY_REQUEST_CONCURRENCY", d.request_concurrency, lo=1, hi=100_000
+            ),
+            log_level=_choice(env, "CONTINUITY_LOG_LEVEL", d.log_level, _LEVELS),
+        )
+
+
+_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+def parse_runner_keys(raw: str) -> dict[str, bytes]:
+    """Parse `k1=<base64>,k2=<base64>`; errors name the key id, never the key material."""
+    keys: dict[str, bytes] = {}
+    for i, item in enumerate(p.strip() for p in raw.split(",")):
+        if not item:
+            continue
+        key_id, sep, material = item.partition("=")
+        key_id = key_id.strip()
+        if not sep or not key_id:
+            raise ConfigError(f"CONTINUITY_RUNNER_KEYS: entry {i + 1} is not of the form id=<base64>")
+        try:
+            secret = base64.b64decode(material.strip(), validate=True)
+        except (binascii.Error, ValueError):
+            raise ConfigError(f"CONTINUITY_RUNNER_KEYS: key {key_id!r} is not valid base64") from None
+        if len(secret) < 16:
+            raise ConfigError(f"CONTINUITY_RUNNER_KEYS: key {key_id!r} is shorter than 16 bytes")
+        if key_id in keys:
+            raise ConfigError(f"CONTINUITY_RUNNER_KEYS: key {key_id!r} is given twice")
+        keys[key_id] = secret
+    return keys
+
+
+def _str(env: Mapping[str, str], name: str, default: str) -> str:
+    value = env.get(name, "").strip()
+    return value or default
+
+
+def _int(env: Mapping[str, str], name: str, default: int, *, lo: int, hi: int) -> int:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{name}: expected a whole number, got {raw!r}") from None
+    if not lo <= value <= hi:
+        raise ConfigError(f"{name}: must be between {lo} and {hi}, got {value}")
+    return value
+
+
+def _float(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{name}: expected a number of seconds, got {raw!r}") from None
+    if not 0 < value < 86_400:
+        raise ConfigError(f"{name}: must be more than 0 and less than a day, got {raw}")
+    return value
+
+
+def _choice(env: Mapping[str, str], name: str, default: str, choices: tuple[str, ...]) -> str:
+    raw = env.get(name, "").strip().upper()
+    if not raw:
+        return default
+    if raw not in choices:
+        raise ConfigError(f"{name}: must be one of {', '.join(choices)}, got {raw!r}")
+    return raw

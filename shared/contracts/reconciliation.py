@@ -1,0 +1,81 @@
+"""Reconciliation records, runs and operator requests (contract section 6)."""
+
+from __future__ import annotations
+
+import msgspec
+
+from shared.contracts.decisions import Decision
+from shared.contracts.events import ToolCall
+from shared.contracts.session import SessionRef
+from shared.contracts.types import (
+    ActionOutcome,
+    Evidence,
+    Limit,
+    ReconciliationStatus,
+    RecordedOutcome,
+    RunStatus,
+    Time,
+    Token,
+)
+
+
+class ListRequest(msgspec.Struct, kw_only=True):
+    status: ReconciliationStatus | None = None
+    limit: Limit = 100
+
+
+class RunRequest(msgspec.Struct, kw_only=True):
+    """`{"run_id"}`: the request of `reconciliations.get` and `runs.get`."""
+
+    run_id: Token
+
+
+class ResolveRequest(msgspec.Struct, kw_only=True):
+    run_id: Token
+    action_outcome: ActionOutcome
+    evidence: Evidence
+    actor: Token
+
+
+class Resolution(msgspec.Struct, kw_only=True):
+    action_outcome: ActionOutcome
+    evidence: str
+    actor: str
+    resolved_at: Time
+
+
+class ReconciliationRecord(msgspec.Struct, kw_only=True, omit_defaults=False):
+    run_id: str
+    runner_id: str
+    session: SessionRef
+    attempt: int
+    tool_call: ToolCall | None
+    recorded_outcome: RecordedOutcome | None
+    status: ReconciliationStatus
+    opened_at: str
+    resolution: Resolution | None = None
+
+
+class ListReply(msgspec.Struct, kw_only=True):
+    items: list[ReconciliationRecord]
+
+
+class DeliveredReply(msgspec.Struct, kw_only=True):
+    """Reply of `resolve` and of `operator.retry` (the latter an addition)."""
+
+    status: str
+    decision_id: str
+
+
+class RetryRequest(msgspec.Struct, kw_only=True):
+    run_id: Token
+    actor: Token
+
+
+class RunView(msgspec.Struct, kw_only=True, omit_defaults=False):
+    run_id: str
+    runner_id: str
+    session: SessionRef
+    attempt: int
+    status: RunStatus
+    last_decision: Decision | None = None

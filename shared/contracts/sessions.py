@@ -1,0 +1,87 @@
+"""Session-store requests and replies (contract section 3)."""
+
+from __future__ import annotations
+
+import msgspec
+
+from shared.contracts.session import SessionRef
+from shared.contracts.types import (
+    CheckpointPolicy,
+    Compatibility,
+    Mode,
+    RejectCode,
+    SessionReason,
+    SessionState,
+    Token,
+    Transcript,
+)
+
+
+class CommitRequest(msgspec.Struct, kw_only=True):
+    session: SessionRef
+    native_session_id: Token
+    adapter: str
+    model: str
+    cwd: str
+    checkpoint_policy: CheckpointPolicy
+    cursor: str | None = None
+    prompt_hash: str | None = None
+    compatibility_generation: Token | None = None
+    expected_revision: int | None = None
+    epoch: int | None = None
+    cancelled: bool = False
+
+
+class CommitReply(msgspec.Struct, kw_only=True):
+    revision: int
+    epoch: int
+
+
+class DecideRequest(msgspec.Struct, kw_only=True):
+    session: SessionRef
+    adapter: str
+    model: str
+    cwd: str
+    latest_cursor: str | None = None
+    compatibility: Compatibility = "none"
+    ready_generation: Token | None = None
+
+
+class DecideReply(msgspec.Struct, kw_only=True, omit_defaults=False):
+    mode: Mode
+    resume_session_id: str | None
+    transcript: Transcript
+    reason: SessionReason | None
+    revision: int | None
+    epoch: int | None
+
+
+class RejectRequest(msgspec.Struct, kw_only=True):
+    session: SessionRef
+    native_session_id: Token
+    code: RejectCode
+
+
+class RejectReply(msgspec.Struct, kw_only=True):
+    cleared: bool
+
+
+class GetRequest(msgspec.Struct, kw_only=True):
+    session: SessionRef
+
+
+class SessionView(msgspec.Struct, kw_only=True):
+    """A session record as `get` shows it: no generation value, only whether one is trusted."""
+
+    native_session_id: str
+    adapter: str
+    model: str
+    cwd: str
+    cursor: str
+    checkpoint_policy: str
+    state: SessionState
+    revision: int
+    epoch: int
+    updated_at: str
+    has_generation: bool
+    generation_trusted: bool

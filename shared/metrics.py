@@ -1,0 +1,122 @@
+"""Every Prometheus metric Continuity exports, and the HTTP server that serves them.
+
+One module so that dashboards, alert rules and their tests have a single list to check against.
+Label values are always closed codes (actions, reasons, classes, results): never a secret, a raw
+upstream message or a compatibility generation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
+
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+
+EVENTS = Counter(
+    "continuity_events_total", "Runner events consumed, by event type and outcome.", ["type", "outcome"]
+)
+FAILURE_CLASSES = Counter(
+    "continuity_failure_class_total", "Resume failures by closed failure class.", ["class"]
+)
+DECISIONS = Counter(
+    "continuity_decisions_total", "Recovery decisions published, by action and reason.", ["action", "reason"]
+)
+DECISION_LATENCY = Histogram(
+    "continuity_decision_latency_seconds",
+    "Time from the event's publication in JetStream to the decision's publication.",
+    buckets=_LATENCY_BUCKETS,
+)
+SESSION_DECISIONS = Counter(
+    "continuity_session_decisions_total", "Resume decisions answered, by mode and reason.", ["mode", "reason"]
+)
+SESSION_COMMITS = Counter("continuity_session_commits_total", "Session commits, by result code.", ["result"])
+ARCHIVES = Counter("continuity_archive_total", "Archive operations, by result.", ["result"])
+ARCHIVE_DURATION = Histogram(
+    "continuity_archive_duration_seconds",
+    "Duration of an archive: remote move, local move and decision.",
+    buckets=(0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+)
+RECONCILIATIONS_OPEN = Gauge(
+    "continuity_reconciliations_open", "Reconciliation records waiting for an operator."
+)
+RECONCILIATION_OLDEST_OPEN = Gauge(
+    "continuity_reconciliation_oldest_open_seconds",
+    "Age of the oldest reconciliation record still waiting for an operator (0 when none).",
+)
+DEAD_LETTERS = Counter(
+    "continuity_dead_letters_total", "Messages moved to a dead-letter subject, by reason.", ["reason"]
+)
+REDIS_ERRORS = Counter("continuity_redis_errors_total", "Redis commands that failed.")
+CONSUMER_PENDING = Gauge(
+    "continuity_consumer_pending",
+    "Messages not yet delivered plus delivered but unacknowledged, per durable consumer.",
+    ["consumer"],
+)
+REQUESTS = Counter(
+    "continuity_requests_total", "Requests answered, by endpoint and result code.", ["endpoint", "code"]
+)
+REQUEST_DURATION = Histogram(
+    "continuity_request_duration_seconds",
+    "Request handling time, by endpoint.",
+    ["endpoint"],
+    buckets=_LATENCY_BUCKETS,
+)
+OUTBOX_PENDING = Gauge(
+    "continuity_outbox_pending", "Recorded messages not yet confirmed published by JetStream."
+)
+READY = Gauge("continuity_ready", "1 while the service is connected and consuming, else 0.")
+
+
+class MetricsServer:
+    """Serves `/metrics`, `/healthz` (the process is alive) and `/readyz` (it can do work)."""
+
+    def __init__(self, host: str, port: int, ready: Callable[[], bool]) -> None:
+        self._host = host
+        self._port = port
+        self._ready = ready
+        self._server: asyncio.Server | None = None
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None
+        return int(self._server.sockets[0].getsockname()[1])
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._handle, self._host, self._port)
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            request_line = await asyncio.wait_for(reader.readline(), 5)
+            while (await asyncio.wait_for(reader.readline(), 5)) not in (b"\r\n", b"\n", b""):
+                pass
+            parts = request_line.decode("latin-1").split()
+            path = parts[1] if len(parts) >= 2 else "/"
+            status, ctype, body = self._route(path)
+            head = (
+                f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\n"
+                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+            )
+            writer.write(head.encode() + body)
+            await writer.drain()
+        except (TimeoutError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    def _route(self, path: str) -> tuple[str, str, bytes]:
+        if path.startswith("/metrics"):
+            return "200 OK", CONTENT_TYPE_LATEST, generate_latest()
+        if path.startswith("/healthz"):
+            return "200 OK", "text/plain", b"ok\n"
+        if path.startswith("/readyz"):
+            if self._ready():
+                return "200 OK", "text/plain", b"ready\n"
+            return "503 Service Unavailable", "text/plain", b"not ready\n"
+        return "404 Not Found", "text/plain", b"not found\n"

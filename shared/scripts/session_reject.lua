@@ -1,0 +1,13 @@
+-- Mark a session's saved handle rejected (contract 3.4), only if it is still the stored one.
+-- KEYS[1] session hash; ARGV[1] native_session_id. Returns 1 when cleared, else 0.
+-- Version-1 fields are left alone, so the generation binding is not disturbed; a held or
+-- archived record is already out of resumption and stays as it is.
+local cur = redis.call('HMGET', KEYS[1], 'native_session_id', 'state', 'revision')
+if cur[1] ~= ARGV[1] then
+  return 0
+end
+if cur[2] == 'held' or cur[2] == 'archived' then
+  return 0
+end
+redis.call('HSET', KEYS[1], 'state', 'rejected', 'revision', (tonumber(cur[3]) or 0) + 1)
+return 1

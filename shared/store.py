@@ -1,0 +1,60 @@
+"""Redis connection and server-side scripts.
+
+Every write that must be atomic is one Lua script kept as a file under `shared/scripts/`;
+scripts run by EVALSHA and reload themselves after a server restart (NOSCRIPT).
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import NoScriptError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from shared import metrics
+
+TRANSIENT_REDIS_ERRORS = (RedisConnectionError, RedisTimeoutError, OSError)
+
+
+def connect(url: str, *, max_connections: int = 512) -> aioredis.Redis:
+    return aioredis.Redis.from_url(
+        url,
+        max_connections=max_connections,
+        socket_connect_timeout=2,
+        socket_timeout=5,
+        health_check_interval=10,
+        decode_responses=False,
+    )
+
+
+class Script:
+    """A Lua script from `shared/scripts/<name>.lua`, run with EVALSHA."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.source = resources.files("shared.scripts").joinpath(f"{name}.lua").read_text()
+        import hashlib
+
+        self.sha = hashlib.sha1(self.source.encode()).hexdigest()
+
+    async def __call__(self, client: aioredis.Redis, keys: list[str], args: list[Any]) -> Any:
+        try:
+            try:
+                return await client.evalsha(self.sha, len(keys), *keys, *args)  # type: ignore[misc]
+            except NoScriptError:
+                return await client.eval(self.source, len(keys), *keys, *args)  # type: ignore[misc]
+        except TRANSIENT_REDIS_ERRORS:
+            metrics.REDIS_ERRORS.inc()
+            raise
+
+
+async def call(awaitable: Any) -> Any:
+    """Await a plain Redis command, counting transient failures."""
+    try:
+        return await awaitable
+    except TRANSIENT_REDIS_ERRORS:
+        metrics.REDIS_ERRORS.inc()
+        raise

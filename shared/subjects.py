@@ -1,0 +1,53 @@
+"""Every NATS subject, stream and consumer name of the contract (section 2), in one place."""
+
+from __future__ import annotations
+
+EVENTS_STREAM = "CONTINUITY_EVENTS"
+DECISIONS_STREAM = "CONTINUITY_DECISIONS"
+WORK_STREAM = "CONTINUITY_WORK"
+DEAD_STREAM = "CONTINUITY_DEAD"
+
+EVENTS_ALL = "continuity.events.>"
+DECISIONS_ALL = "continuity.decisions.>"
+WORK_ARCHIVE = "continuity.work.archive"
+WORK_RECONCILE = "continuity.work.reconcile"
+DEAD_ALL = "continuity.dead.>"
+DEAD_INVALID = "continuity.dead.invalid"
+DEAD_QUARANTINE = "continuity.dead.quarantine"
+DEAD_EXHAUSTED = "continuity.dead.exhausted"
+
+SESSIONS_DECIDE = "continuity.sessions.decide"
+SESSIONS_COMMIT = "continuity.sessions.commit"
+SESSIONS_GET = "continuity.sessions.get"
+SESSIONS_REJECT = "continuity.sessions.reject"
+RECONCILIATIONS_LIST = "continuity.reconciliations.list"
+RECONCILIATIONS_GET = "continuity.reconciliations.get"
+RECONCILIATIONS_RESOLVE = "continuity.reconciliations.resolve"
+RUNS_GET = "continuity.runs.get"
+OPERATOR_RETRY = "continuity.operator.retry"
+
+QUEUE_GROUP = "q"
+
+CLASSIFIER_CONSUMER = "classifier"
+ARCHIVER_CONSUMER = "archiver"
+RECONCILIATION_CONSUMER = "reconciliation"
+
+
+def event(runner_id: str, event_type: str) -> str:
+    return f"continuity.events.{runner_id}.{event_type}"
+
+
+def decisions(runner_id: str) -> str:
+    return f"continuity.decisions.{runner_id}"
+
+
+def runner_archive(runner_id: str) -> str:
+    return f"continuity.runner.{runner_id}.archive"
+
+
+def runner_of_event_subject(subject: str) -> str | None:
+    """The runner token of `continuity.events.<runner_id>.<event_type>`, or None if malformed."""
+    parts = subject.split(".")
+    if len(parts) != 4 or parts[0] != "continuity" or parts[1] != "events":
+        return None
+    return parts[2]

@@ -1,0 +1,68 @@
+"""Fixtures: real NATS (JetStream) and Redis servers on free ports, and services run in-process
+against them. Servers are the same launchers `continuity up` uses."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import nats
+import pytest
+import redis.asyncio as aioredis
+from nats.aio.client import Client
+
+from continuity.servers import NatsServer, RedisServer
+from shared.client import ContinuityClient
+from shared.config import Config
+from tests.support import make_config
+
+
+@pytest.fixture(scope="session")
+def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
+    server = NatsServer(tmp_path_factory.mktemp("nats"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def fresh_servers(tmp_path: Path) -> Iterator[tuple[NatsServer, RedisServer]]:
+    """Servers of a test's own, for tests that stop and restart them."""
+    n, r = NatsServer(tmp_path / "nats"), RedisServer(tmp_path / "redis")
+    n.start()
+    r.start()
+    yield n, r
+    n.stop()
+    r.stop()
+
+
+@pytest.fixture
+def config(nats_server: NatsServer, redis_server: RedisServer) -> Config:
+    return make_config(nats_server.url, redis_server.url)
+
+
+@pytest.fixture
+async def nc(nats_server: NatsServer) -> AsyncIterator[Client]:
+    client = await nats.connect(nats_server.url)
+    yield client
+    await client.drain()
+
+
+@pytest.fixture
+async def redis_client(redis_server: RedisServer) -> AsyncIterator[aioredis.Redis]:
+    client = aioredis.Redis.from_url(redis_server.url)
+    yield client
+    await client.aclose()
+
+
+@pytest.fixture
+def client(nc: Client) -> ContinuityClient:
+    return ContinuityClient(nc)

@@ -6,6 +6,7 @@ scripts run by EVALSHA and reload themselves after a server restart (NOSCRIPT).
 
 from __future__ import annotations
 
+import hashlib
 from importlib import resources
 from typing import Any
 
@@ -30,14 +31,20 @@ def connect(url: str, *, max_connections: int = 512) -> aioredis.Redis:
     )
 
 
+def _script_source(name: str) -> str:
+    return resources.files("shared.scripts").joinpath(f"{name}.lua").read_text()
+
+
 class Script:
-    """A Lua script from `shared/scripts/<name>.lua`, run with EVALSHA."""
+    """A Lua script from `shared/scripts/<name>.lua`, run with EVALSHA.
 
-    def __init__(self, name: str) -> None:
+    With `with_lib`, the helpers of `lib.lua` are prepended: scripts that record run steps
+    share them without a second round trip.
+    """
+
+    def __init__(self, name: str, *, with_lib: bool = False) -> None:
         self.name = name
-        self.source = resources.files("shared.scripts").joinpath(f"{name}.lua").read_text()
-        import hashlib
-
+        self.source = (_script_source("lib") + "\n" if with_lib else "") + _script_source(name)
         self.sha = hashlib.sha1(self.source.encode()).hexdigest()
 
     async def __call__(self, client: aioredis.Redis, keys: list[str], args: list[Any]) -> Any:

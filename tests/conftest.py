@@ -53,7 +53,7 @@ def config(nats_server: NatsServer, redis_server: RedisServer) -> Config:
 async def nc(nats_server: NatsServer) -> AsyncIterator[Client]:
     client = await nats.connect(nats_server.url)
     yield client
-    await client.drain()
+    await client.close()
 
 
 @pytest.fixture

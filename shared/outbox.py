@@ -1,0 +1,78 @@
+"""The transactional outbox: messages recorded in Redis with the state they announce, then
+published to JetStream with `Nats-Msg-Id`, then deleted.
+
+A service publishes its own entries right after recording them (`flush`). Entries left behind
+by a crash between recording and publishing are found by the sweeper, which scans every
+session's outbox (a SCAN per node also works on Redis Cluster) and publishes what is older
+than a grace period; JetStream's duplicate window drops a second publication of the same id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+
+import msgspec
+import redis.asyncio as aioredis
+from nats.js import JetStreamContext
+
+from shared import keys, metrics, store
+from shared.bus.publish import publish
+from shared.logs import Log
+
+log = Log("continuity.outbox")
+
+
+class OutboxEntry(msgspec.Struct, kw_only=True):
+    subject: str
+    msg_id: str
+    payload: bytes
+    recorded_at: float = msgspec.field(default_factory=time.time)
+
+
+_decode_entry = msgspec.json.Decoder(OutboxEntry).decode
+
+
+class Outbox:
+    def __init__(self, client: aioredis.Redis, js: JetStreamContext, *, grace_s: float = 5.0) -> None:
+        self._redis = client
+        self._js = js
+        self._grace_s = grace_s
+
+    async def flush(self, session_key: str, entries: list[OutboxEntry]) -> None:
+        """Publish freshly recorded entries, then delete them; a failure leaves them for the sweeper."""
+        for entry in entries:
+            await publish(self._js, entry.subject, entry.payload, entry.msg_id)
+        if entries:
+            await store.call(self._redis.hdel(keys.outbox(session_key), *(e.msg_id for e in entries)))  # type: ignore[misc]
+
+    async def sweep(self) -> int:
+        """Publish every entry older than the grace period; returns how many were published."""
+        published = 0
+        pending = 0
+        cutoff = time.time() - self._grace_s
+        async for key in self._redis.scan_iter(match=keys.OUTBOX_PATTERN, count=500):
+            raw = await self._redis.hgetall(key)  # type: ignore[misc]
+            for msg_id, data in raw.items():
+                pending += 1
+                entry = _decode_entry(data)
+                if entry.recorded_at > cutoff:
+                    continue
+                await publish(self._js, entry.subject, entry.payload, entry.msg_id)
+                await self._redis.hdel(key, msg_id)  # type: ignore[misc]
+                published += 1
+                pending -= 1
+        metrics.OUTBOX_PENDING.set(pending)
+        if published:
+            log.info("outbox_republished", count=published)
+        return published
+
+    async def run_sweeper(self, stop: asyncio.Event, interval_s: float = 2.0) -> None:
+        while not stop.is_set():
+            try:
+                await self.sweep()
+            except Exception as exc:  # Redis or NATS away: the next round tries again
+                log.warning("outbox_sweep_failed", error_type=type(exc).__name__)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), interval_s)

@@ -1,0 +1,50 @@
+-- Helpers prepended to every script that records a run step (see shared/store.py).
+-- All keys a script touches share one session's hash tag.
+
+-- Write `value` into `slot` of `slots_key` unless the slot is taken; returns what was there.
+local function claim_slot(slots_key, slot, value)
+  local existing = redis.call('HGET', slots_key, slot)
+  if existing then
+    return existing
+  end
+  redis.call('HSET', slots_key, slot, value)
+  return false
+end
+
+-- HSET every field of a JSON object.
+local function hset_json(key, fields_json)
+  if fields_json == '' then
+    return
+  end
+  local fields = cjson.decode(fields_json)
+  for name, value in pairs(fields) do
+    redis.call('HSET', key, name, value)
+  end
+end
+
+-- Put outbox entries, a JSON array of [message id, envelope] pairs.
+local function outbox_put(outbox_key, entries_json)
+  if entries_json == '' then
+    return
+  end
+  for _, entry in ipairs(cjson.decode(entries_json)) do
+    redis.call('HSET', outbox_key, entry[1], entry[2])
+  end
+end
+
+local function audit_push(audit_key, entry)
+  if entry ~= '' then
+    redis.call('RPUSH', audit_key, entry)
+  end
+end
+
+-- Hold a saved session for an operator: only the state changes, and an archived record
+-- (already moved aside for a replacement) stays archived.
+local function hold_session(session_key)
+  if redis.call('EXISTS', session_key) == 0 then
+    return
+  end
+  if redis.call('HGET', session_key, 'state') ~= 'archived' then
+    redis.call('HSET', session_key, 'state', 'held')
+  end
+end

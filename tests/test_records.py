@@ -1,0 +1,87 @@
+"""Run steps and the outbox against real Redis and JetStream."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import nats
+import pytest
+import redis.asyncio as aioredis
+from nats.aio.client import Client
+
+from shared import keys, subjects
+from shared.bus.streams import ensure_streams
+from shared.contracts import Decision, SessionRef
+from shared.outbox import Outbox, OutboxEntry
+from shared.records import RunStep, decision_audit, index_run, record_step, run_fields, session_of_run
+from shared.times import now_rfc3339
+
+pytestmark = pytest.mark.asyncio
+
+
+def _decision(run_id: str, session: SessionRef, runner: str) -> Decision:
+    return Decision(
+        decision_id=f"{run_id}:1:operator",
+        runner_id=runner,
+        run_id=run_id,
+        attempt=1,
+        session=session,
+        action="operator",
+        reason="native_provider_state_incompatible",
+        failure_class="provider_attach_refused",
+        decided_at=now_rfc3339(),
+    )
+
+
+def _step(decision: Decision, recorded_at: float | None = None) -> RunStep:
+    payload = Decision.__struct_config__ and __import__("msgspec").json.encode(decision)
+    entry = OutboxEntry(
+        subject=subjects.decisions(decision.runner_id), msg_id=decision.decision_id, payload=payload
+    )
+    if recorded_at is not None:
+        entry.recorded_at = recorded_at
+    return RunStep(
+        slot="1",
+        slot_value=payload,
+        run_fields=run_fields(decision.run_id, decision.runner_id, decision.session, 1, "operator", decision),
+        outbox=[entry],
+        audit=decision_audit(decision, "classifier"),
+        hold_session=True,
+    )
+
+
+async def test_a_slot_is_recorded_once_and_holds_the_session(redis_client: aioredis.Redis) -> None:
+    session = SessionRef(tenant="t", conversation_id=uuid.uuid4().hex, agent_id="a")
+    await redis_client.hset(keys.session(session.key), mapping={"native_session_id": "ns", "state": "active"})  # type: ignore[misc]
+    run_id = f"run-{uuid.uuid4().hex}"
+    decision = _decision(run_id, session, "r1")
+    await index_run(redis_client, run_id, session.key)
+    assert await record_step(redis_client, session.key, run_id, _step(decision)) is None
+    again = await record_step(redis_client, session.key, run_id, _step(decision))
+    assert again is not None and b"native_provider_state_incompatible" in again
+    assert await redis_client.hget(keys.session(session.key), "state") == b"held"  # type: ignore[misc]
+    assert await redis_client.llen(keys.run_audit(session.key, run_id)) == 1  # type: ignore[misc]
+    assert await redis_client.hlen(keys.outbox(session.key)) == 1  # type: ignore[misc]
+    assert await session_of_run(redis_client, run_id) == session.key
+
+
+async def test_sweeper_publishes_what_a_crash_left_once(redis_client: aioredis.Redis, nc: Client) -> None:
+    js = nc.jetstream()
+    await ensure_streams(js)
+    runner = f"r{uuid.uuid4().hex[:8]}"
+    session = SessionRef(tenant="t", conversation_id=uuid.uuid4().hex, agent_id="a")
+    run_id = f"run-{uuid.uuid4().hex}"
+    decision = _decision(run_id, session, runner)
+    # Recorded, then the process died before publishing: the entry is old enough to sweep.
+    await record_step(redis_client, session.key, run_id, _step(decision, recorded_at=time.time() - 60))
+    outbox = Outbox(redis_client, js, grace_s=5)
+    assert await outbox.sweep() >= 1
+    assert await redis_client.hlen(keys.outbox(session.key)) == 0  # type: ignore[misc]
+    # A second publication of the same id (another replica's sweep) is dropped by JetStream.
+    await outbox.flush(session.key, _step(decision).outbox)
+    sub = await js.pull_subscribe(subjects.decisions(runner), stream=subjects.DECISIONS_STREAM)
+    msgs = await sub.fetch(10, timeout=2)
+    assert [m.headers.get("Nats-Msg-Id") for m in msgs if m.headers] == [decision.decision_id]
+    with pytest.raises(nats.errors.TimeoutError):
+        await sub.fetch(1, timeout=0.5)

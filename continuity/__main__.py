@@ -1,0 +1,5 @@
+import sys
+
+from continuity.cli import main
+
+sys.exit(main())

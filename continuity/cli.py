@@ -1,0 +1,67 @@
+"""The `continuity` command: run services, try records, operate runs, measure."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+
+from continuity import registry
+
+Command = Callable[[argparse.Namespace], int]
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from shared.config import Config, ConfigError
+    from shared.runtime import run
+
+    try:
+        config = Config.from_env()
+    except ConfigError as err:
+        print(f"continuity: configuration error: {err}", file=sys.stderr)
+        return 2
+    run(registry.load(args.service), config)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="continuity", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="run one service until SIGTERM")
+    serve.add_argument("service", choices=sorted(registry.SERVICES))
+    serve.set_defaults(func=_serve)
+
+    for register in _command_modules():
+        register(sub)
+    return parser
+
+
+def _command_modules() -> list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]]:
+    """Each command group lives in its own module and adds its own sub-parsers."""
+    import importlib
+
+    registrars = []
+    for module in (
+        "continuity.up",
+        "continuity.sessions_cli",
+        "continuity.operator_cli",
+        "continuity.bench",
+        "continuity.simulate",
+    ):
+        try:
+            registrars.append(importlib.import_module(module).register)
+        except ModuleNotFoundError as err:
+            if err.name != module:
+                raise
+    return registrars
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    func: Command = args.func
+    return func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

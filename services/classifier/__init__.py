@@ -1,0 +1,1 @@
+"""classifier: resume failures to recovery decisions (contract section 4)."""

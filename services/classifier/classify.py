@@ -1,0 +1,78 @@
+"""The closed failure classes (contract 4.3): from authenticated or typed fields only.
+
+The inputs here are views that carry no message text: `TypedError` keeps an error's type and
+code and nothing else, and `Evidence.authenticated_classification` is filled only from a command
+result whose signature verified. `error.message` cannot reach a classification because no value
+in this module has it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from shared.contracts.events import ErrorInfo
+from shared.contracts.types import FailureClass
+
+# command_result.classification (authenticated) -> class
+CLASS_BY_CLASSIFICATION: dict[str, FailureClass] = {
+    "provider_attach_refused": "provider_attach_refused",
+    "provider_side_effect_pending": "provider_side_effect_pending",
+}
+
+# error.code (typed) -> class; the source-reconciliation family is matched by shape below.
+CLASS_BY_ERROR_CODE: dict[str, FailureClass] = {
+    "runner_remote_provider_artifact_incompatible": "provider_state_incompatible",
+    "native_event_replay_conflict": "event_replay_conflict",
+}
+
+SOURCE_RECONCILIATION_PREFIX = "native_runner_source_"
+SOURCE_RECONCILIATION_SUFFIX = "_reconciliation_required"
+
+
+@dataclass(frozen=True, slots=True)
+class TypedError:
+    """A runner error without its message: the only form of an error the classifier holds."""
+
+    type: str
+    code: str
+
+    @classmethod
+    def of(cls, error: ErrorInfo | None) -> TypedError | None:
+        return None if error is None else cls(type=error.type, code=error.code)
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """What a class may be read from.
+
+    `authenticated_classification` is the command result's classification, set only after its
+    signature verified (an unverified result quarantines the event before classification).
+    """
+
+    authenticated_classification: str | None
+    error: TypedError | None
+
+
+def is_source_reconciliation_code(code: str) -> bool:
+    """`native_runner_source_<part>_reconciliation_required`, for any part.
+
+    The bare `native_runner_source_reconciliation_required` also matches (prefix and suffix
+    overlap): erring towards a closed class is the safe side, as it never reaches replacement.
+    """
+    return code.startswith(SOURCE_RECONCILIATION_PREFIX) and code.endswith(SOURCE_RECONCILIATION_SUFFIX)
+
+
+def classify(evidence: Evidence) -> FailureClass:
+    """Contract 4.3, row by row; anything else, or nothing, is `unclassified`."""
+    if evidence.authenticated_classification is not None:
+        by_result = CLASS_BY_CLASSIFICATION.get(evidence.authenticated_classification)
+        if by_result is not None:
+            return by_result
+    if evidence.error is not None:
+        code = evidence.error.code
+        if is_source_reconciliation_code(code):
+            return "source_reconciliation_required"
+        by_code = CLASS_BY_ERROR_CODE.get(code)
+        if by_code is not None:
+            return by_code
+    return "unclassified"

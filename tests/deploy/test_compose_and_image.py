@@ -1,0 +1,152 @@
+"""compose.yaml and deploy/Dockerfile, checked statically (no container engine here): the stack
+names every service, commands are real `continuity serve <name>` commands, the image is a
+non-root multi-stage build on python:3.11-slim that installs the lock's pins with hashes."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+
+import yaml
+
+from continuity import registry
+from continuity.cli import build_parser
+from tests.deploy.conftest import DEPLOY, REPO, SERVICES
+
+DOCKERFILE = DEPLOY / "Dockerfile"
+RUNTIME_LOCK = DEPLOY / "requirements-runtime.lock"
+
+
+def compose() -> dict:
+    return yaml.safe_load((REPO / "compose.yaml").read_text())
+
+
+def dockerfile_instructions() -> list[tuple[str, str]]:
+    text = re.sub(r"\\\n", " ", DOCKERFILE.read_text())
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            word, _, rest = line.partition(" ")
+            out.append((word.upper(), rest.strip()))
+    return out
+
+
+def test_the_four_names_are_the_cli_services() -> None:
+    assert set(SERVICES) == set(registry.SERVICES)
+    for name in SERVICES:
+        args = build_parser().parse_args(["serve", name])
+        assert args.service == name
+
+
+def test_compose_names_every_service() -> None:
+    services = compose()["services"]
+    assert {"nats", "redis", "prometheus", "grafana", *SERVICES} <= services.keys()
+    for name in SERVICES:
+        svc = services[name]
+        assert svc["command"] == ["serve", name]
+        build_parser().parse_args(svc["command"])  # a real command of the `continuity` CLI
+        env = svc["environment"]
+        assert env["NATS_URL"].startswith("nats://") and env["NATS_URL"].endswith("@nats:4222")
+        assert env["REDIS_URL"] == "redis://redis:6379/0"
+        assert env["CONTINUITY_STREAM_REPLICAS"] == "1"
+        assert svc["read_only"] is True and svc["cap_drop"] == ["ALL"]
+    builds = [s["build"] for s in services.values() if "build" in s]
+    assert builds == [{"context": ".", "dockerfile": "deploy/Dockerfile"}]
+    assert {s.get("image") for n, s in services.items() if n in SERVICES} == {"continuity:dev"}
+
+
+def test_compose_data_layer_is_durable_and_observed() -> None:
+    services = compose()["services"]
+    nats = services["nats"]
+    assert "/etc/nats/nats-server.conf" in nats["command"]
+    assert any(v.startswith("nats-data:") for v in nats["volumes"])
+    conf = (DEPLOY / "nats" / "nats-server.conf").read_text()
+    assert "jetstream" in conf and "store_dir: /data" in conf
+    redis_cmd = services["redis"]["command"]
+    assert redis_cmd[redis_cmd.index("--appendonly") + 1] == "yes"
+    assert any(v.startswith("redis-data:") for v in services["redis"]["volumes"])
+    mounts = services["prometheus"]["volumes"]
+    assert "./deploy/prometheus/prometheus.yml:/etc/prometheus/prometheus.yml:ro" in mounts
+    assert "./deploy/prometheus/rules:/etc/prometheus/rules:ro" in mounts
+    assert "./deploy/grafana/dashboards:/var/lib/grafana/dashboards:ro" in services["grafana"]["volumes"]
+    scrape = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
+    jobs = {c["job_name"]: c["static_configs"][0]["targets"] for c in scrape["scrape_configs"]}
+    for name in SERVICES:
+        assert jobs[f"continuity-{name}"] == [f"{name}:9464"]
+
+
+def test_dockerfile_is_multi_stage_slim_and_non_root() -> None:
+    ins = dockerfile_instructions()
+    froms = [rest for word, rest in ins if word == "FROM"]
+    assert len(froms) >= 2, "multi-stage"
+    args = dict(rest.split("=", 1) for word, rest in ins if word == "ARG" and "=" in rest)
+    assert args["PYTHON_IMAGE"].startswith("python:3.11-slim")
+    assert all(f.startswith("${PYTHON_IMAGE}") for f in froms)
+    final = max(i for i, (word, _) in enumerate(ins) if word == "FROM")
+    users = [rest for word, rest in ins[final:] if word == "USER"]
+    assert users and users[-1].split(":")[0].isdigit() and users[-1].split(":")[0] != "0"
+    runs = " ".join(rest for word, rest in ins if word == "RUN")
+    assert "pip install --require-hashes" in runs
+    assert "pip install --no-deps ." in runs
+    assert ("COPY", "--from=build /opt/continuity /opt/continuity") in ins[final:]
+
+
+def test_dockerfile_entrypoint_runs_the_continuity_command() -> None:
+    ins = dockerfile_instructions()
+    entry = [yaml.safe_load(rest) for word, rest in ins if word == "ENTRYPOINT"]
+    cmd = [yaml.safe_load(rest) for word, rest in ins if word == "CMD"]
+    assert entry[-1] == ["continuity"]
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    assert "continuity" in scripts
+    assert cmd[-1][0] == "serve" and cmd[-1][1] in SERVICES
+    build_parser().parse_args(cmd[-1])
+    assert "EXPOSE 9464" in DOCKERFILE.read_text()
+
+
+def _pins(text: str) -> dict[str, tuple[str, frozenset[str]]]:
+    """name -> (version, hashes) of a pip requirements file with hashes."""
+    pins: dict[str, tuple[str, frozenset[str]]] = {}
+    for block in re.split(r"\n(?=[A-Za-z0-9])", re.sub(r"\\\n", " ", text)):
+        match = re.match(r"([A-Za-z0-9_.-]+)==(\S+)", block.strip())
+        if match:
+            hashes = frozenset(re.findall(r"--hash=(sha256:[0-9a-f]{64})", block))
+            pins[match.group(1).lower()] = (match.group(2), hashes)
+    return pins
+
+
+def test_runtime_lock_is_the_runtime_part_of_the_project_lock() -> None:
+    full = _pins((REPO / "requirements.lock").read_text())
+    runtime = _pins(RUNTIME_LOCK.read_text())
+    assert runtime, "deploy/requirements-runtime.lock is empty"
+    for name, (version, hashes) in runtime.items():
+        assert name in full, f"{name} is not in requirements.lock"
+        assert full[name][0] == version, f"{name}: {version} here, {full[name][0]} in requirements.lock"
+        assert hashes and hashes <= full[name][1], f"{name}: hashes differ from requirements.lock"
+
+    # The runtime closure of the project according to uv.lock (markers ignored: a superset).
+    lock = tomllib.loads((REPO / "uv.lock").read_text())
+    packages = {p["name"]: p for p in lock["package"]}
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["name"]
+
+    def requires(deps: list[dict]) -> list[str]:
+        names = []
+        for dep in deps:
+            names.append(dep["name"])
+            for extra in dep.get("extra", []):  # e.g. redis[hiredis]
+                names += [d["name"] for d in packages[dep["name"]]["optional-dependencies"][extra]]
+        return names
+
+    todo = requires(packages[project].get("dependencies", []))
+    closure: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name not in closure:
+            closure.add(name)
+            todo += requires(packages[name].get("dependencies", []))
+    closure = {n for n in closure if n in full}
+    assert set(runtime) == closure, (
+        "deploy/requirements-runtime.lock is stale: regenerate it with "
+        "`uv export --frozen --format requirements-txt --no-emit-project "
+        "-o deploy/requirements-runtime.lock`"
+    )

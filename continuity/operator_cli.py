@@ -1,0 +1,480 @@
+"""Operator commands: `continuity reconciliations ...` and `continuity runs ...`.
+
+Readable tables by default, `--json` for scripts. Exit codes (docs/operator.md):
+0 done, 1 conflict (409), 2 bad input (400 or a rejected argument), 3 not found (404),
+4 unavailable (NATS unreachable, no service answering, a timeout, 503), 5 internal error (500).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+
+from services.reconciliation.wire import RUNS_AUDIT, AuditReply
+from shared.client import ContinuityClient, RequestError
+from shared.contracts import (
+    ListRequest,
+    ReconciliationRecord,
+    ResolveRequest,
+    RetryRequest,
+    RunRequest,
+    RunView,
+)
+from shared.contracts.types import TOKEN_PATTERN
+
+DEFAULT_NATS_URL = "nats://127.0.0.1:4222"
+EVIDENCE_MAX = 2000
+
+EXIT_OK = 0
+EXIT_CONFLICT = 1
+EXIT_BAD_INPUT = 2
+EXIT_NOT_FOUND = 3
+EXIT_UNAVAILABLE = 4
+EXIT_INTERNAL = 5
+
+_EXIT_BY_STATUS = {400: EXIT_BAD_INPUT, 404: EXIT_NOT_FOUND, 409: EXIT_CONFLICT, 503: EXIT_UNAVAILABLE}
+_TOKEN = re.compile(TOKEN_PATTERN)
+
+
+class Failure(Exception):
+    """A command's failure: an exit code, a closed code, and a message for people."""
+
+    def __init__(self, exit_code: int, code: str, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+        self.code = code
+        self.message = message
+        self.status = status
+
+
+# What each error code means for the command that got it, and what to do next.
+def _explain(code: str, run_id: str | None, fallback: str) -> str:
+    run = f"run {run_id}" if run_id else "the run"
+    messages = {
+        "not_found": f"{run} is not known here (no such record)",
+        "execution_reconciliation_conflict": (
+            f"{run} was already resolved with another outcome; see `continuity reconciliations show {run_id}`"
+        ),
+        "execution_reconciliation_already_delivered": (
+            f"{run} was already resolved with this outcome; its decision was delivered, nothing to do"
+        ),
+        "reconciliation_required": (
+            f"{run} waits on a reconciliation, it cannot be retried: record what the pending tool "
+            f"call did with `continuity reconciliations resolve {run_id} --outcome ...`"
+        ),
+        "run_not_stopped": f"{run} is not stopped for an operator: {fallback}",
+        "operator_retry_already_delivered": (
+            f"a fresh continuation was already delivered for this attempt of {run}; nothing to do"
+        ),
+        "run_changed": f"{run} changed while the request was handled; show it and try again",
+        "missing_field": f"the request was rejected: {fallback}",
+        "invalid_field": f"the request was rejected: {fallback}",
+        "malformed_json": f"the request was rejected: {fallback}",
+        "unavailable": "the service's store is unavailable; retry later",
+        "draining": "the service is shutting down; retry in a moment",
+        "internal_error": "the service failed on this request; see its logs",
+    }
+    return messages.get(code, fallback or code)
+
+
+def _redacted_url(url: str) -> str:
+    """The URL without credentials, for messages."""
+    return re.sub(r"//[^/@]*@", "//", url)
+
+
+def _nats_url(args: argparse.Namespace) -> str:
+    return str(args.nats_url or os.environ.get("NATS_URL") or DEFAULT_NATS_URL)
+
+
+async def _connect(url: str, timeout: float) -> Any:
+    import nats
+
+    async def quiet(_: Exception) -> None:  # failures are reported once, by the command
+        return None
+
+    servers = [u.strip() for u in url.split(",") if u.strip()]
+    # One try per server, bounded: an operator wants an answer, not a reconnect loop.
+    return await asyncio.wait_for(
+        nats.connect(
+            servers=servers,
+            name="continuity-operator-cli",
+            connect_timeout=max(1, int(timeout)),
+            allow_reconnect=False,
+            max_reconnect_attempts=1,
+            reconnect_time_wait=0.1,
+            error_cb=quiet,
+        ),
+        timeout + 1,
+    )
+
+
+async def _session(args: argparse.Namespace, action: Callable[[ContinuityClient], Awaitable[Any]]) -> Any:
+    import nats.errors
+
+    url = _nats_url(args)
+    try:
+        nc = await _connect(url, args.timeout)
+    except Exception:
+        raise Failure(
+            EXIT_UNAVAILABLE, "unavailable", f"cannot connect to NATS at {_redacted_url(url)}"
+        ) from None
+    try:
+        return await action(ContinuityClient(nc, timeout=args.timeout))
+    except RequestError as err:
+        exit_code = _EXIT_BY_STATUS.get(err.status, EXIT_INTERNAL)
+        raise Failure(
+            exit_code, err.code, _explain(err.code, getattr(args, "run_id", None), err.message), err.status
+        ) from None
+    except nats.errors.NoRespondersError:
+        raise Failure(
+            EXIT_UNAVAILABLE, "unavailable", "no reconciliation service is answering; is it running?"
+        ) from None
+    except (TimeoutError, nats.errors.TimeoutError):
+        raise Failure(
+            EXIT_UNAVAILABLE, "timeout", f"no answer within {args.timeout:g}s; retry later"
+        ) from None
+    finally:
+        try:
+            await asyncio.wait_for(nc.close(), 2)
+        except Exception:  # closing is best effort: the answer is already in hand
+            pass
+
+
+def _execute(
+    args: argparse.Namespace,
+    action: Callable[[ContinuityClient], Awaitable[Any]],
+    render: Callable[[Any], str],
+) -> int:
+    try:
+        result = asyncio.run(_session(args, action))
+    except Failure as failure:
+        return _report(args, failure)
+    if args.json:
+        print(_json(result))
+    else:
+        print(render_run(result))
+    return EXIT_OK
+
+
+def _report(args: argparse.Namespace, failure: Failure) -> int:
+    if getattr(args, "json", False):
+        error: dict[str, Any] = {"code": failure.code, "message": failure.message}
+        if failure.status is not None:
+            error["status"] = failure.status
+        print(_json({"error": error}))
+    print(f"continuity: error: {failure.message} [{failure.code}]", file=sys.stderr)
+    return failure.exit_code
+
+
+def _json(value: Any) -> str:
+    return msgspec.json.format(msgspec.json.encode(value), indent=2).decode()
+
+
+# Validation of arguments, before anything is sent ------------------------------------------
+
+
+def _token(what: str) -> Callable[[str], str]:
+    def check(value: str) -> str:
+        if not _TOKEN.match(value):
+            raise argparse.ArgumentTypeError(f"{what} must be 1 to 128 of A-Z a-z 0-9 . _ : -")
+        return value
+
+    return check
+
+
+def _limit(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError("must be a whole number") from None
+    if not 1 <= n <= 1000:
+        raise argparse.ArgumentTypeError("must be between 1 and 1000")
+    return n
+
+
+def _evidence(args: argparse.Namespace) -> str:
+    if args.evidence_file is not None:
+        try:
+            if args.evidence_file == "-":
+                text = sys.stdin.read()
+            else:
+                with open(args.evidence_file, encoding="utf-8") as f:
+                    text = f.read()
+        except OSError as err:
+            raise Failure(
+                EXIT_BAD_INPUT, "invalid_argument", f"cannot read the evidence file: {err.strerror}"
+            ) from None
+        except UnicodeDecodeError:
+            raise Failure(EXIT_BAD_INPUT, "invalid_argument", "the evidence file is not UTF-8 text") from None
+        text = text.strip()
+    else:
+        text = args.evidence
+    if not text:
+        raise Failure(
+            EXIT_BAD_INPUT, "invalid_argument", "evidence is empty: say how the outcome was checked"
+        )
+    if len(text) > EVIDENCE_MAX:
+        raise Failure(
+            EXIT_BAD_INPUT, "invalid_argument", f"evidence is {len(text)} characters; at most {EVIDENCE_MAX}"
+        )
+    return str(text)
+
+
+# Rendering for people --------------------------------------------------------------------
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [len(h) for h in headers]
+    for row in rows:
+        widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    return "\n".join(lines)
+
+
+def _age(rfc3339: str) -> str:
+    try:
+        seconds = int((datetime.now(UTC) - datetime.fromisoformat(rfc3339)).total_seconds())
+    except ValueError:
+        return "-"
+    if seconds < 120:
+        return f"{max(seconds, 0)}s"
+    if seconds < 7200:
+        return f"{seconds // 60}m"
+    if seconds < 172800:
+        return f"{seconds // 3600}h"
+    return f"{seconds // 86400}d"
+
+
+def _session_text(run: RunView | ReconciliationRecord) -> str:
+    s = run.session
+    return f"{s.tenant}/{s.conversation_id}/{s.agent_id}"
+
+
+def _fields(pairs: Sequence[tuple[str, str]]) -> str:
+    width = max(len(k) for k, _ in pairs)
+    return "\n".join(f"{k.ljust(width)}  {v}" for k, v in pairs)
+
+
+def render_list(reply: Any, status: str | None) -> str:
+    items: list[ReconciliationRecord] = reply.items
+    if not items:
+        return f"No {status or ''} reconciliations.".replace("  ", " ")
+    rows = [
+        [
+            r.run_id,
+            r.runner_id,
+            str(r.attempt),
+            r.tool_call.tool_name if r.tool_call else "-",
+            r.recorded_outcome or "-",
+            r.status,
+            r.resolution.action_outcome if r.resolution else "-",
+            r.opened_at,
+            _age(r.opened_at) if r.status == "open" else "-",
+        ]
+        for r in items
+    ]
+    headers = ["RUN ID", "RUNNER", "ATTEMPT", "TOOL", "RECORDED", "STATUS", "OUTCOME", "OPENED AT", "WAITING"]
+    return _table(headers, rows)
+
+
+def render_record(r: ReconciliationRecord) -> str:
+    pairs = [
+        ("Run", r.run_id),
+        ("Runner", r.runner_id),
+        ("Session", _session_text(r)),
+        ("Attempt", str(r.attempt)),
+        ("Status", r.status),
+        ("Opened at", f"{r.opened_at} ({_age(r.opened_at)} ago)"),
+    ]
+    if r.tool_call is not None:
+        pairs += [
+            ("Tool call", f"{r.tool_call.tool_name} ({r.tool_call.tool_call_id})"),
+            ("Started at", r.tool_call.started_at),
+        ]
+    else:
+        pairs.append(("Tool call", "- (the runner reported a pending side effect without details)"))
+    pairs.append(("Runner's outcome", r.recorded_outcome or "unknown"))
+    if r.resolution is not None:
+        pairs += [
+            ("Resolved outcome", r.resolution.action_outcome),
+            ("Resolved by", r.resolution.actor),
+            ("Resolved at", r.resolution.resolved_at),
+            ("Evidence", r.resolution.evidence),
+        ]
+    text = _fields(pairs)
+    if r.status == "open":
+        text += (
+            f"\n\nNext: check whether the tool call took effect, then\n"
+            f"  continuity reconciliations resolve {r.run_id} "
+            f"--outcome completed|not_performed|mixed --evidence TEXT --actor NAME"
+        )
+    return text
+
+
+def render_delivered(reply: Any, what: str) -> str:
+    return (
+        f"{what}. Delivered continue_fresh (decision {reply.decision_id}): the runner starts a "
+        f"fresh provider session in the same workspace; the saved session stays held."
+    )
+
+
+def render_run(result: tuple[RunView, AuditReply]) -> str:
+    run, audit = result
+    pairs = [
+        ("Run", run.run_id),
+        ("Runner", run.runner_id),
+        ("Session", _session_text(run)),
+        ("Attempt", str(run.attempt)),
+        ("Status", run.status),
+    ]
+    d = run.last_decision
+    if d is not None:
+        pairs.append(("Last decision", f"{d.action} ({d.reason}) at {d.decided_at}"))
+        if d.reconciled_outcome:
+            pairs.append(("Reconciled outcome", d.reconciled_outcome))
+        if d.detail:
+            pairs.append(("Detail", d.detail))
+    text = _fields(pairs)
+    hint = {
+        "operator": f"Next: continuity runs retry {run.run_id} --actor NAME",
+        "reconciling": f"Next: continuity reconciliations show {run.run_id}",
+    }.get(run.status)
+    if hint:
+        text += f"\n{hint}"
+    rows = [
+        [
+            e.at,
+            e.kind,
+            e.actor,
+            str(e.attempt),
+            e.action or "-",
+            e.reason or "-",
+            e.outcome or "-",
+        ]
+        for e in audit.items
+    ]
+    text += "\n\nAudit trail\n"
+    text += (
+        _table(["AT", "KIND", "ACTOR", "ATTEMPT", "ACTION", "REASON", "OUTCOME"], rows) if rows else "(empty)"
+    )
+    return text
+
+
+# Commands --------------------------------------------------------------------------------
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    status = None if args.status == "all" else args.status
+    return _execute(
+        args,
+        lambda c: c.reconciliations(ListRequest(status=status, limit=args.limit)),
+        lambda reply: render_list(reply, status),
+    )
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    return _execute(args, lambda c: c.reconciliation(args.run_id), render_record)
+
+
+def _cmd_resolve(args: argparse.Namespace) -> int:
+    try:
+        evidence = _evidence(args)
+    except Failure as failure:
+        return _report(args, failure)
+    req = ResolveRequest(run_id=args.run_id, action_outcome=args.outcome, evidence=evidence, actor=args.actor)
+    return _execute(
+        args,
+        lambda c: c.resolve(req),
+        lambda reply: render_delivered(reply, f"Resolved run {args.run_id} as {args.outcome}"),
+    )
+
+
+async def _run_and_audit(c: ContinuityClient, run_id: str) -> tuple[RunView, AuditReply]:
+    run = await c.run(run_id)
+    audit = await c.call(RUNS_AUDIT, RunRequest(run_id=run_id), AuditReply)
+    return run, audit
+
+
+def _cmd_run_show(args: argparse.Namespace) -> int:
+    try:
+        result = asyncio.run(_session(args, lambda c: _run_and_audit(c, args.run_id)))
+    except Failure as failure:
+        return _report(args, failure)
+    if args.json:
+        print(_json({"run": result[0], "audit": result[1].items}))
+    else:
+        print(render_run(result))
+    return EXIT_OK
+
+
+def _cmd_run_retry(args: argparse.Namespace) -> int:
+    req = RetryRequest(run_id=args.run_id, actor=args.actor)
+    return _execute(
+        args,
+        lambda c: c.retry(req),
+        lambda reply: render_delivered(reply, f"Retried run {args.run_id}"),
+    )
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--nats-url", default=None, help=f"NATS URL (default: $NATS_URL, else {DEFAULT_NATS_URL})"
+    )
+    common.add_argument("--json", action="store_true", help="print JSON (for scripts) instead of tables")
+    common.add_argument(
+        "--timeout", type=float, default=5.0, help="seconds to wait for an answer (default 5)"
+    )
+    run_id = _token("RUN_ID")
+
+    rec = sub.add_parser("reconciliations", help="runs stopped on a tool call with no recorded result")
+    rsub = rec.add_subparsers(dest="reconciliations_command", required=True, metavar="COMMAND")
+
+    p = rsub.add_parser("list", parents=[common], help="list reconciliations, oldest first")
+    p.add_argument("--status", choices=["open", "delivered", "all"], default="open", help="default: open")
+    p.add_argument("--limit", type=_limit, default=100, help="at most this many (1 to 1000, default 100)")
+    p.set_defaults(func=_cmd_list)
+
+    p = rsub.add_parser("show", parents=[common], help="show one run's reconciliation record")
+    p.add_argument("run_id", metavar="RUN_ID", type=run_id)
+    p.set_defaults(func=_cmd_show)
+
+    p = rsub.add_parser(
+        "resolve",
+        parents=[common],
+        help="record what the pending tool call did, and continue the run in a fresh session",
+    )
+    p.add_argument("run_id", metavar="RUN_ID", type=run_id)
+    p.add_argument("--outcome", required=True, choices=["completed", "not_performed", "mixed"])
+    evidence = p.add_mutually_exclusive_group(required=True)
+    evidence.add_argument(
+        "--evidence", help=f"how the outcome was checked (at most {EVIDENCE_MAX} characters)"
+    )
+    evidence.add_argument(
+        "--evidence-file", metavar="PATH", help="read the evidence from a file, - for stdin"
+    )
+    p.add_argument("--actor", required=True, type=_token("--actor"), help="who decides (recorded)")
+    p.set_defaults(func=_cmd_resolve)
+
+    runs = sub.add_parser("runs", help="runs and their audit trail; retry a run stopped for an operator")
+    usub = runs.add_subparsers(dest="runs_command", required=True, metavar="COMMAND")
+
+    p = usub.add_parser("show", parents=[common], help="show a run, its last decision and its audit trail")
+    p.add_argument("run_id", metavar="RUN_ID", type=run_id)
+    p.set_defaults(func=_cmd_run_show)
+
+    p = usub.add_parser(
+        "retry", parents=[common], help="continue a run stopped with `operator` in a fresh session"
+    )
+    p.add_argument("run_id", metavar="RUN_ID", type=run_id)
+    p.add_argument("--actor", required=True, type=_token("--actor"), help="who decides (recorded)")
+    p.set_defaults(func=_cmd_run_retry)

@@ -1,0 +1,1 @@
+"""Reconciliation: records opened for pending side effects, operator resolve and retry."""

@@ -1,0 +1,382 @@
+"""Reconciliation records and operator steps in Redis.
+
+Layout (every key of one run under its session's hash tag, see `shared.keys`):
+- `keys.reconciliation(sk, run_id)`: hash of the record. `session`, `tool_call` and
+  `resolution` are JSON; an absent value is the empty string. `action_outcome` and
+  `continue_decision_id` are kept beside `resolution` so the scripts compare them directly.
+- `keys.RECONCILIATION_INDEX`: every record, member `<sk>\\n<run_id>`, score its opening time.
+- `OPEN_INDEX`: the records still open, same members: the gauges and `list status=open` read it
+  without walking delivered records. A member may outlive its record's delivery after a crash;
+  readers check the record's status, and the gauge refresher prunes such members.
+
+The two indexes are not under a session's tag, so they are written outside the atomic scripts:
+after the record is opened (the work item is acknowledged only after both) and after it is
+delivered.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+import msgspec
+import redis.asyncio as aioredis
+
+from shared import keys, store, subjects
+from shared.contracts.decisions import Decision, ReconcileWork, decision_id
+from shared.contracts.events import ToolCall
+from shared.contracts.reconciliation import ReconciliationRecord, Resolution, RunView
+from shared.contracts.session import SessionRef
+from shared.contracts.types import (
+    Action,
+    ActionOutcome,
+    DecisionReason,
+    ReconciliationStatus,
+    RecordedOutcome,
+    RunStatus,
+)
+from shared.outbox import OutboxEntry
+from shared.records import AuditEntry, run_fields
+from shared.times import now_rfc3339
+
+OPEN_INDEX = "continuity:reconciliations:open"
+"""Sorted set of the open records' `<session key>\\n<run_id>`, by opening time."""
+
+CONTINUE_ACTION: Action = "continue_fresh"
+SERVICE_ACTOR = "reconciliation"
+
+_OPEN = store.Script("reconciliation_open", with_lib=True)
+_RESOLVE = store.Script("reconciliation_resolve", with_lib=True)
+_RETRY = store.Script("reconciliation_retry", with_lib=True)
+
+_encode = msgspec.json.Encoder().encode
+_session = msgspec.json.Decoder(SessionRef)
+_tool_call = msgspec.json.Decoder(ToolCall)
+_resolution = msgspec.json.Decoder(Resolution)
+_decision = msgspec.json.Decoder(Decision)
+
+ResolveCode = Literal["resolved", "already_delivered", "conflict", "not_found", "changed", "slot_taken"]
+RetryCode = Literal[
+    "retried", "not_found", "reconciliation_required", "already_delivered", "not_stopped", "changed"
+]
+
+
+def member(session_key: str, run_id: str) -> str:
+    return f"{session_key}\n{run_id}"
+
+
+def split_member(value: bytes | str) -> tuple[str, str]:
+    text = value.decode() if isinstance(value, bytes) else value
+    session_key, _, run_id = text.rpartition("\n")
+    return session_key, run_id
+
+
+def epoch_of(rfc3339: str) -> float:
+    return datetime.fromisoformat(rfc3339).timestamp()
+
+
+def slot_of(attempt: int) -> str:
+    """The decision slot of an operator's continuation (see `shared.records`)."""
+    return f"{attempt}:continue"
+
+
+def _text(raw: dict[bytes, bytes], name: str) -> str:
+    return raw.get(name.encode(), b"").decode()
+
+
+def parse_record(raw: dict[bytes, bytes]) -> ReconciliationRecord:
+    tool_call = _text(raw, "tool_call")
+    recorded = _text(raw, "recorded_outcome")
+    resolution = _text(raw, "resolution")
+    return ReconciliationRecord(
+        run_id=_text(raw, "run_id"),
+        runner_id=_text(raw, "runner_id"),
+        session=_session.decode(raw[b"session"]),
+        attempt=int(_text(raw, "attempt")),
+        tool_call=_tool_call.decode(tool_call) if tool_call else None,
+        recorded_outcome=msgspec.convert(recorded, RecordedOutcome) if recorded else None,  # type: ignore[arg-type]
+        status=msgspec.convert(_text(raw, "status"), ReconciliationStatus),  # type: ignore[arg-type]
+        opened_at=_text(raw, "opened_at"),
+        resolution=_resolution.decode(resolution) if resolution else None,
+    )
+
+
+def parse_run(raw: dict[bytes, bytes]) -> RunView:
+    last = _text(raw, "last_decision")
+    return RunView(
+        run_id=_text(raw, "run_id"),
+        runner_id=_text(raw, "runner_id"),
+        session=_session.decode(raw[b"session"]),
+        attempt=int(_text(raw, "attempt")),
+        status=msgspec.convert(_text(raw, "status"), RunStatus),  # type: ignore[arg-type]
+        last_decision=_decision.decode(last) if last else None,
+    )
+
+
+def record_fields(work: ReconcileWork) -> dict[str, str]:
+    recorded = work.recorded_outcome
+    if recorded is None and work.tool_call is not None:
+        recorded = work.tool_call.recorded_outcome
+    return {
+        "run_id": work.run_id,
+        "runner_id": work.runner_id,
+        "session": _encode(work.session).decode(),
+        "attempt": str(work.attempt),
+        "native_session_id": work.native_session_id,
+        "tool_call": _encode(work.tool_call).decode() if work.tool_call else "",
+        "recorded_outcome": recorded or "",
+        "status": "open",
+        "opened_at": work.opened_at,
+        "reconcile_decision_id": work.decision_id,
+    }
+
+
+@dataclass(frozen=True)
+class Continuation:
+    """A recorded (or refused) continue_fresh step: what to publish, and for which session."""
+
+    code: str
+    detail: str
+    decision: Decision
+    session_key: str
+    outbox: list[OutboxEntry]
+
+
+def continue_fresh(
+    run_id: str,
+    runner_id: str,
+    session: SessionRef,
+    attempt: int,
+    reason: DecisionReason,
+    reconciled_outcome: ActionOutcome | None = None,
+) -> tuple[Decision, OutboxEntry]:
+    decision = Decision(
+        decision_id=decision_id(run_id, attempt, CONTINUE_ACTION),
+        runner_id=runner_id,
+        run_id=run_id,
+        attempt=attempt,
+        session=session,
+        action=CONTINUE_ACTION,
+        reason=reason,
+        reconciled_outcome=reconciled_outcome,
+        decided_at=now_rfc3339(),
+    )
+    payload = _encode(decision)
+    entry = OutboxEntry(subject=subjects.decisions(runner_id), msg_id=decision.decision_id, payload=payload)
+    return decision, entry
+
+
+class ReconciliationStore:
+    def __init__(self, client: aioredis.Redis) -> None:
+        self.redis = client
+
+    async def session_of_run(self, run_id: str) -> str | None:
+        value = await store.call(self.redis.get(keys.run_index(run_id)))
+        return value.decode() if value else None
+
+    # Opening -----------------------------------------------------------------------------
+
+    async def open(self, work: ReconcileWork) -> str:
+        """Open the record once, then index it; returns 'opened', 'reopened' or 'exists'."""
+        sk = work.session.key
+        fields = record_fields(work)
+        audit = AuditEntry(
+            at=now_rfc3339(),
+            kind="reconciliation_opened",
+            actor=SERVICE_ACTOR,
+            attempt=work.attempt,
+            action="reconcile",
+            decision_id=work.decision_id,
+            outcome=fields["recorded_outcome"] or None,
+        )
+        rec_key = keys.reconciliation(sk, work.run_id)
+        code, opened_at = await _OPEN(
+            self.redis,
+            [rec_key, keys.run_audit(sk, work.run_id), f"{rec_key}:history"],
+            [str(work.attempt), _encode(fields), _encode(audit)],
+        )
+        # The run index is the classifier's, written before its step; setting the same value
+        # again keeps `get` working for a record whatever wrote it first.
+        await store.call(self.redis.set(keys.run_index(work.run_id), sk))
+        # Scored by the stored opening time, so a redelivery re-indexes identically.
+        score = epoch_of(opened_at.decode())
+        name = member(sk, work.run_id)
+        await store.call(self.redis.zadd(keys.RECONCILIATION_INDEX, {name: score}))
+        status = await store.call(self.redis.hget(rec_key, "status"))  # type: ignore[misc]
+        if status == b"open":
+            await store.call(self.redis.zadd(OPEN_INDEX, {name: score}))
+        return str(code.decode())
+
+    # Reading ------------------------------------------------------------------------------
+
+    async def load(self, run_id: str) -> tuple[str, ReconciliationRecord] | None:
+        sk = await self.session_of_run(run_id)
+        if sk is None:
+            return None
+        raw = await store.call(self.redis.hgetall(keys.reconciliation(sk, run_id)))  # type: ignore[misc]
+        return (sk, parse_record(raw)) if raw else None
+
+    async def load_run(self, run_id: str) -> tuple[str, RunView] | None:
+        sk = await self.session_of_run(run_id)
+        if sk is None:
+            return None
+        raw = await store.call(self.redis.hgetall(keys.run(sk, run_id)))  # type: ignore[misc]
+        return (sk, parse_run(raw)) if raw else None
+
+    async def records(self, status: str | None, limit: int) -> list[ReconciliationRecord]:
+        """Oldest first; walks the index in pages, skipping records of another status."""
+        index = OPEN_INDEX if status == "open" else keys.RECONCILIATION_INDEX
+        page = min(max(limit, 64), 500)
+        items: list[ReconciliationRecord] = []
+        start = 0
+        while len(items) < limit:
+            members = await store.call(self.redis.zrange(index, start, start + page - 1))
+            if not members:
+                break
+            start += page
+            pipe = self.redis.pipeline(transaction=False)
+            for m in members:
+                sk, run_id = split_member(m)
+                pipe.hgetall(keys.reconciliation(sk, run_id))
+            for raw in await store.call(pipe.execute()):
+                if not raw:
+                    continue
+                record = parse_record(raw)
+                if status is None or record.status == status:
+                    items.append(record)
+        return items[:limit]
+
+    async def audit(self, run_id: str) -> list[AuditEntry] | None:
+        sk = await self.session_of_run(run_id)
+        if sk is None or not await store.call(self.redis.exists(keys.run(sk, run_id))):
+            return None
+        raw = await store.call(self.redis.lrange(keys.run_audit(sk, run_id), 0, -1))  # type: ignore[misc]
+        return [msgspec.json.decode(item, type=AuditEntry) for item in raw]
+
+    # Operator steps -----------------------------------------------------------------------
+
+    async def record_resolution(
+        self, sk: str, record: ReconciliationRecord, outcome: ActionOutcome, evidence: str, actor: str
+    ) -> Continuation:
+        """Resolve and record continue_fresh atomically; publishing is the caller's (or the
+        sweeper's) job. The returned code says whether this call won."""
+        resolved_at = now_rfc3339()
+        decision, entry = continue_fresh(
+            record.run_id, record.runner_id, record.session, record.attempt, "execution_reconciled", outcome
+        )
+        resolution = Resolution(
+            action_outcome=outcome, evidence=evidence, actor=actor, resolved_at=resolved_at
+        )
+        audit = AuditEntry(
+            at=resolved_at,
+            kind="operator_resolve",
+            actor=actor,
+            attempt=record.attempt,
+            action=CONTINUE_ACTION,
+            reason=decision.reason,
+            decision_id=decision.decision_id,
+            outcome=outcome,
+        )
+        fields = run_fields(
+            record.run_id, record.runner_id, record.session, record.attempt, "continued", decision
+        )
+        code, detail = await _RESOLVE(
+            self.redis,
+            [
+                keys.reconciliation(sk, record.run_id),
+                keys.run(sk, record.run_id),
+                keys.run_decisions(sk, record.run_id),
+                keys.outbox(sk),
+                keys.run_audit(sk, record.run_id),
+            ],
+            [
+                outcome,
+                _encode(resolution),
+                slot_of(record.attempt),
+                entry.payload,
+                _encode(fields),
+                _encode([[entry.msg_id, _encode(entry).decode()]]),
+                _encode(audit),
+                decision.decision_id,
+                str(record.attempt),
+            ],
+        )
+        return Continuation(code.decode(), detail.decode(), decision, sk, [entry])
+
+    async def record_retry(self, sk: str, run: RunView, actor: str) -> Continuation:
+        decision, entry = continue_fresh(
+            run.run_id, run.runner_id, run.session, run.attempt, "operator_retry"
+        )
+        audit = AuditEntry(
+            at=decision.decided_at,
+            kind="operator_retry",
+            actor=actor,
+            attempt=run.attempt,
+            action=CONTINUE_ACTION,
+            reason=decision.reason,
+            decision_id=decision.decision_id,
+        )
+        fields = run_fields(run.run_id, run.runner_id, run.session, run.attempt, "continued", decision)
+        code, detail = await _RETRY(
+            self.redis,
+            [
+                keys.run(sk, run.run_id),
+                keys.run_decisions(sk, run.run_id),
+                keys.outbox(sk),
+                keys.run_audit(sk, run.run_id),
+                keys.reconciliation(sk, run.run_id),
+            ],
+            [
+                str(run.attempt),
+                slot_of(run.attempt),
+                entry.payload,
+                _encode(fields),
+                _encode([[entry.msg_id, _encode(entry).decode()]]),
+                _encode(audit),
+            ],
+        )
+        return Continuation(code.decode(), detail.decode(), decision, sk, [entry])
+
+    # The open index -----------------------------------------------------------------------
+
+    async def drop_from_open(self, sk: str, run_id: str) -> None:
+        """Remove a delivered record from the open index. A record reopened meanwhile (a later
+        attempt) is put back, so a concurrent reopen is never lost from the index."""
+        name = member(sk, run_id)
+        rec_key = keys.reconciliation(sk, run_id)
+        await store.call(self.redis.zrem(OPEN_INDEX, name))
+        status, opened_at = await store.call(self.redis.hmget(rec_key, ["status", "opened_at"]))  # type: ignore[misc]
+        if status == b"open" and opened_at:
+            await store.call(self.redis.zadd(OPEN_INDEX, {name: epoch_of(opened_at.decode())}))
+
+    async def open_summary(self, now: float | None = None) -> tuple[int, float]:
+        """(open records, age in seconds of the oldest), pruning delivered members on the way."""
+        now = time.time() if now is None else now
+        count = 0
+        oldest: float | None = None
+        stale: list[tuple[str, str]] = []
+        start = 0
+        page = 500
+        while True:
+            members: list[tuple[bytes, float]] = await store.call(
+                self.redis.zrange(OPEN_INDEX, start, start + page - 1, withscores=True)
+            )
+            if not members:
+                break
+            start += page
+            pipe = self.redis.pipeline(transaction=False)
+            for m, _ in members:
+                sk, run_id = split_member(m)
+                pipe.hget(keys.reconciliation(sk, run_id), "status")
+            statuses: list[Any] = await store.call(pipe.execute())
+            for (m, score), status in zip(members, statuses, strict=True):
+                if status == b"open":
+                    count += 1
+                    oldest = score if oldest is None else min(oldest, score)
+                else:
+                    stale.append(split_member(m))
+        for sk, run_id in stale:
+            await self.drop_from_open(sk, run_id)
+        return count, (max(0.0, now - oldest) if oldest is not None else 0.0)

@@ -122,6 +122,11 @@ class PullConsumer:
                 sub = None
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stopping.wait(), 1.0)
+        # Unsubscribe before the connection drains: fetch never marks the subscription's queue
+        # done, so a connection drain would otherwise wait on it for the whole drain timeout.
+        if sub is not None:
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
 
     async def _process(self, msg: Msg) -> None:
         try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 
 from shared.runtime import App
 
@@ -19,7 +20,11 @@ def available() -> list[str]:
     names = []
     for name, target in SERVICES.items():
         module = target.partition(":")[0]
-        if importlib.util.find_spec(module) is not None:
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except ModuleNotFoundError:  # its parent package is not there either
+            found = False
+        if found:
             names.append(name)
     return names
 

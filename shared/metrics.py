@@ -8,7 +8,9 @@ upstream message or a compatibility generation.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable
+from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
 
@@ -67,6 +69,13 @@ OUTBOX_PENDING = Gauge(
     "continuity_outbox_pending", "Recorded messages not yet confirmed published by JetStream."
 )
 READY = Gauge("continuity_ready", "1 while the service is connected and consuming, else 0.")
+
+
+@functools.lru_cache(maxsize=4096)
+def labelled(metric: Any, *values: str) -> Any:
+    """The child of `metric` for these label values, cached: `.labels()` locks and hashes on
+    every call, which shows on hot paths. Label values are closed codes, so the cache is small."""
+    return metric.labels(*values)
 
 
 class MetricsServer:

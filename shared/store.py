@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from importlib import resources
-from typing import Any
+from typing import Any, Protocol
 
 import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -18,6 +18,12 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from shared import metrics
 
 TRANSIENT_REDIS_ERRORS = (RedisConnectionError, RedisTimeoutError, OSError)
+
+
+class Commands(Protocol):
+    """What scripts need of a client: redis-py's `Redis` and `PipelinedRedis` both serve."""
+
+    async def execute_command(self, *args: Any) -> Any: ...
 
 
 def connect(url: str, *, max_connections: int = 512) -> aioredis.Redis:
@@ -47,12 +53,12 @@ class Script:
         self.source = (_script_source("lib") + "\n" if with_lib else "") + _script_source(name)
         self.sha = hashlib.sha1(self.source.encode()).hexdigest()
 
-    async def __call__(self, client: aioredis.Redis, keys: list[str], args: list[Any]) -> Any:
+    async def __call__(self, client: Commands, keys: list[str], args: list[Any]) -> Any:
         try:
             try:
-                return await client.evalsha(self.sha, len(keys), *keys, *args)  # type: ignore[misc]
-            except NoScriptError:
-                return await client.eval(self.source, len(keys), *keys, *args)  # type: ignore[misc]
+                return await client.execute_command("EVALSHA", self.sha, len(keys), *keys, *args)
+            except NoScriptError:  # a restarted server forgot its scripts
+                return await client.execute_command("EVAL", self.source, len(keys), *keys, *args)
         except TRANSIENT_REDIS_ERRORS:
             metrics.REDIS_ERRORS.inc()
             raise

@@ -35,8 +35,10 @@ class StoredSession:
     binding: str
 
     @classmethod
-    def from_hash(cls, raw: Mapping[bytes, bytes]) -> StoredSession:
-        fields = {k.decode("utf-8", "replace"): v.decode("utf-8", "replace") for k, v in raw.items()}
+    def from_hash(cls, raw: Mapping[bytes, bytes] | list[bytes]) -> StoredSession:
+        """From HGETALL's reply: a mapping (redis-py) or the flat RESP list of names and values."""
+        pairs = raw.items() if isinstance(raw, Mapping) else zip(raw[::2], raw[1::2], strict=True)
+        fields = {k.decode("utf-8", "replace"): v.decode("utf-8", "replace") for k, v in pairs}
         return cls(
             v1={name: fields.get(name, "") for name in V1_FIELDS},
             revision=_int(fields.get("revision")),

@@ -15,6 +15,7 @@ from shared.contracts.sessions import (
     RejectRequest,
     SessionView,
 )
+from shared.pipeline import PipelinedRedis
 from shared.runtime import Context
 
 from . import rules
@@ -35,9 +36,12 @@ class SessionStoreApp:
     def __init__(self) -> None:
         self._endpoints: Endpoints | None = None
         self._store: SessionStore | None = None
+        self._redis: PipelinedRedis | None = None
 
     async def start(self, ctx: Context) -> None:
-        self._store = SessionStore(ctx.redis)
+        # Requests share one auto-pipelined connection: concurrent decisions cost one write.
+        self._redis = PipelinedRedis(ctx.config.redis_url)
+        self._store = SessionStore(self._redis)
         ep = Endpoints(
             ctx.nc,
             "continuity-session-store",
@@ -55,6 +59,8 @@ class SessionStoreApp:
     async def drain(self, timeout: float) -> None:
         if self._endpoints is not None:
             await self._endpoints.drain(timeout)
+        if self._redis is not None:
+            await self._redis.aclose()
 
     def ready(self) -> bool:
         return self._endpoints is not None
@@ -66,12 +72,12 @@ class SessionStoreApp:
 
     async def decide(self, req: DecideRequest) -> DecideReply:
         reply = rules.decide(await self.store.load(req.session.key), req)
-        metrics.SESSION_DECISIONS.labels(mode=reply.mode, reason=reply.reason or "none").inc()
+        metrics.labelled(metrics.SESSION_DECISIONS, reply.mode, reply.reason or "none").inc()
         return reply
 
     async def commit(self, req: CommitRequest) -> CommitReply:
         result = await self.store.commit(req)
-        metrics.SESSION_COMMITS.labels(result=result.code).inc()
+        metrics.labelled(metrics.SESSION_COMMITS, result.code).inc()
         if result.code != "ok":
             raise conflict(result.code, _CONFLICT_MESSAGES.get(result.code, "conflict"))
         return CommitReply(revision=result.revision, epoch=result.epoch)

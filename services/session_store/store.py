@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import redis.asyncio as aioredis
-
 from shared import keys, store
 from shared.contracts.sessions import CommitRequest
 from shared.times import now_rfc3339
@@ -24,11 +22,13 @@ class CommitResult:
 
 
 class SessionStore:
-    def __init__(self, client: aioredis.Redis) -> None:
+    """Every request is one Redis round trip: HGETALL for a decision, one script for a write."""
+
+    def __init__(self, client: store.Commands) -> None:
         self._redis = client
 
     async def load(self, session_key: str) -> StoredSession | None:
-        raw = await store.call(self._redis.hgetall(keys.session(session_key)))  # type: ignore[arg-type]
+        raw = await store.call(self._redis.execute_command("HGETALL", keys.session(session_key)))
         return StoredSession.from_hash(raw) if raw else None
 
     async def commit(self, req: CommitRequest) -> CommitResult:

@@ -129,8 +129,8 @@ class Endpoints:
             log.error("request_failed", exc=True, endpoint=name, error_type=type(err).__name__)
             await self._respond_error(request, ServiceError(500, "internal_error", "internal error"))
         finally:
-            metrics.REQUESTS.labels(endpoint=name, code=code).inc()
-            metrics.REQUEST_DURATION.labels(endpoint=name).observe(time.perf_counter() - started)
+            metrics.labelled(metrics.REQUESTS, name, code).inc()
+            metrics.labelled(metrics.REQUEST_DURATION, name).observe(time.perf_counter() - started)
 
     @staticmethod
     async def _respond_error(request: Request, error: ServiceError) -> None:

@@ -57,12 +57,15 @@ def test_every_rendered_manifest_validates(overlay: str) -> None:
         try:
             validate(doc)
         except jsonschema.ValidationError as err:
-            pytest.fail(f"{overlay}: {doc['kind']}/{doc['metadata']['name']}: {err.message} at {list(err.path)}")
+            where = f"{doc['kind']}/{doc['metadata']['name']}"
+            pytest.fail(f"{overlay}: {where}: {err.message} at {list(err.path)}")
 
 
 def test_example_secrets_validate_and_hold_placeholders_only() -> None:
-    docs = [d for d in yaml.safe_load_all((KUSTOMIZE_DIR / "examples" / "secrets.example.yaml").read_text()) if d]
-    assert {d["metadata"]["name"] for d in docs} == {"continuity-runner-keys", "continuity-nats", "continuity-redis"}
+    text = (KUSTOMIZE_DIR / "examples" / "secrets.example.yaml").read_text()
+    docs = [d for d in yaml.safe_load_all(text) if d]
+    names = {d["metadata"]["name"] for d in docs}
+    assert names == {"continuity-runner-keys", "continuity-nats", "continuity-redis"}
     for doc in docs:
         validate(doc)
     keys = next(d for d in docs if d["metadata"]["name"] == "continuity-runner-keys")
@@ -147,7 +150,9 @@ def test_network_policies_deny_by_default_and_open_only_what_is_needed(overlay: 
 
 
 def _config(docs: list[dict[str, Any]]) -> dict[str, str]:
-    (config,) = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].startswith("continuity-config")]
+    (config,) = [
+        d for d in docs if d["kind"] == "ConfigMap" and unhashed(d["metadata"]["name"]) == "continuity-config"
+    ]
     return config["data"]
 
 
@@ -182,8 +187,9 @@ def test_dev_overlay() -> None:
     redis = by_kind(docs, "StatefulSet")["redis"]
     assert "--appendonly" in redis["spec"]["template"]["spec"]["containers"][0]["args"]
     secrets = {unhashed(d["metadata"]["name"]): d for d in docs if d["kind"] == "Secret"}
-    keys = base64.b64decode(secrets["continuity-runner-keys"]["data"]["CONTINUITY_RUNNER_KEYS"]).decode()
-    key_id, value = keys.split("=", 1)
+    encoded = secrets["continuity-runner-keys"]["data"]["CONTINUITY_RUNNER_KEYS"]
+    keys = base64.b64decode(encoded).decode()
+    _key_id, value = keys.split("=", 1)
     assert base64.b64decode(value) == b"dev-only-not-a-secret", "dev keys must stay placeholders"
 
 
@@ -194,8 +200,8 @@ def test_helm_values_describe_the_production_data_layer() -> None:
     assert nats["config"]["jetstream"]["enabled"] and store["enabled"] and store["pvc"]["enabled"]
     assert nats["config"]["monitor"]["enabled"], "KEDA's nats-jetstream scaler reads the monitoring port"
     assert nats["config"]["merge"]["$include"].endswith("auth.conf")
-    referenced = {f"CONTINUITY_NATS_{u}_PASSWORD" for u in (
-        "CLASSIFIER", "SESSION_STORE", "ARCHIVER", "RECONCILIATION", "OPERATOR", "SYSTEM", "RUNNER_A", "RUNNER_B")}
+    users = ("CLASSIFIER", "SESSION_STORE", "ARCHIVER", "RECONCILIATION", "OPERATOR", "SYSTEM")
+    referenced = {f"CONTINUITY_NATS_{u}_PASSWORD" for u in (*users, "RUNNER_A", "RUNNER_B")}
     auth = (KUSTOMIZE_DIR.parent / "nats" / "auth.conf").read_text()
     for var in referenced:
         assert f"${var}" in auth

@@ -24,9 +24,27 @@ _MATCHERS = re.compile(r"\{[^}]*\}")
 _GROUPING = re.compile(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)")
 _NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 _PROMQL_WORDS = {
-    "sum", "max", "min", "avg", "count", "rate", "irate", "increase", "histogram_quantile",
-    "and", "or", "unless", "bool", "offset", "abs", "clamp_min", "clamp_max", "absent",
-    "e", "inf", "nan",
+    "sum",
+    "max",
+    "min",
+    "avg",
+    "count",
+    "rate",
+    "irate",
+    "increase",
+    "histogram_quantile",
+    "and",
+    "or",
+    "unless",
+    "bool",
+    "offset",
+    "abs",
+    "clamp_min",
+    "clamp_max",
+    "absent",
+    "e",
+    "inf",
+    "nan",
 }
 
 
@@ -34,7 +52,7 @@ def exported_series() -> dict[str, dict[str, set[str]]]:
     """Sample name -> its label names, for every continuity_* sample the registry can expose
     (a counter's _total, a histogram's _bucket/_sum/_count, a gauge's own name)."""
     series: dict[str, dict[str, set[str]]] = {}
-    registered = prometheus_client.REGISTRY._collector_to_names  # noqa: SLF001
+    registered = prometheus_client.REGISTRY._collector_to_names
     for collector, names in registered.items():
         labels = set(getattr(collector, "_labelnames", ()))
         for name in names:
@@ -54,7 +72,7 @@ def metric_names(expr: str) -> set[str]:
     names = set()
     for match in _NAME.finditer(expr):
         word = match.group(0)
-        rest = expr[match.end():].lstrip()
+        rest = expr[match.end() :].lstrip()
         if rest.startswith("(") or word.lower() in _PROMQL_WORDS or word.startswith("$"):
             continue
         if expr[max(0, match.start() - 1)] == "$":
@@ -102,11 +120,18 @@ def all_exprs() -> list[str]:
 def test_registry_lists_the_contract_metrics() -> None:
     series = exported_series()
     for name in (
-        "continuity_events_total", "continuity_failure_class_total", "continuity_decisions_total",
-        "continuity_decision_latency_seconds_bucket", "continuity_session_decisions_total",
-        "continuity_session_commits_total", "continuity_archive_total",
-        "continuity_archive_duration_seconds_bucket", "continuity_reconciliations_open",
-        "continuity_dead_letters_total", "continuity_redis_errors_total", "continuity_consumer_pending",
+        "continuity_events_total",
+        "continuity_failure_class_total",
+        "continuity_decisions_total",
+        "continuity_decision_latency_seconds_bucket",
+        "continuity_session_decisions_total",
+        "continuity_session_commits_total",
+        "continuity_archive_total",
+        "continuity_archive_duration_seconds_bucket",
+        "continuity_reconciliations_open",
+        "continuity_dead_letters_total",
+        "continuity_redis_errors_total",
+        "continuity_consumer_pending",
     ):
         assert name in series, name
 
@@ -147,5 +172,6 @@ def test_the_reference_check_catches_an_unknown_metric() -> None:
         "continuity_decisionz_total"
     }
     assert label_names('sum by (action) (rate(continuity_decisions_total{reason=~"a|b"}[5m]))') == {
-        "action", "reason"
+        "action",
+        "reason",
     }

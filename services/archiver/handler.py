@@ -1,0 +1,334 @@
+"""One work item on `continuity.work.archive`: remote move, then local move, then the decision
+(contract section 5).
+
+Outcomes of a delivery: it returns (acknowledged), raises `Reject` for a work item that can
+never be decoded (dead letter), or lets a Redis or NATS failure propagate (negative
+acknowledgement, redelivery). A runner's failure is not transient: it is a decision.
+
+Crash safety. Every step is recorded in Redis before the next one starts, and a redelivery
+resumes from the record (see `progress`):
+- the decision slot `<attempt>:archive` is recorded: only the outbox is flushed;
+- the remote move was never started: it is started now;
+- it was started and its lease still runs: its sender may be alive, so this delivery waits
+  for its result (or for the lease to end) instead of sending a second move;
+- it was started, the lease ended and no result was recorded: the sender died while waiting.
+  The move is not sent again; it counts as timed out with a detail saying the result is
+  unknown (see `remote.unknown`);
+- its result is recorded: the local move or the failure decision is made from it.
+The local move and the decision `open_replacement` are one atomic script, and a decision slot
+is written once, so two deliveries racing each other still make one decision.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable
+
+import msgspec
+import redis.asyncio as aioredis
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+
+from shared import keys, metrics, records, store, subjects
+from shared.bus.consumer import Reject
+from shared.config import Config
+from shared.contracts.decisions import ArchiveWork, Decision, decision_id
+from shared.contracts.types import Action, DecisionReason
+from shared.decoding import InvalidInput, decode
+from shared.logs import Log
+from shared.outbox import Outbox, OutboxEntry
+from shared.times import rfc3339_from_epoch
+
+from . import remote
+from .progress import MoveResult, Progress, slot
+
+log = Log("continuity.archiver")
+
+ACTOR = "archiver"
+MAX_ATTEMPTS = 3
+"""The attempt budget of a run (contract 4.1): a failure at this attempt goes to an operator."""
+REPLACEMENT_REASON: DecisionReason = "native_session_continuity_break"
+FAILED_REASON: DecisionReason = "runner_continuity_break_archive_failed"
+POLL_S = 0.25
+"""How often a delivery that waits on another's remote move looks at the progress again."""
+_RESULT_WRITES = 5
+_EPOCH_TRIES = 5
+
+_LOCAL_MOVE = store.Script("archive_local_move", with_lib=True)
+_decoder = msgspec.json.Decoder(ArchiveWork)
+_decode_decision = msgspec.json.Decoder(Decision).decode
+_decode_entry = msgspec.json.Decoder(OutboxEntry).decode
+_encode = msgspec.json.Encoder().encode
+
+
+class EpochContention(Exception):
+    """The session's epoch kept changing under the local move; a redelivery tries again."""
+
+
+def lease_s(timeout_s: float) -> float:
+    """How long a started remote move may still be in flight: the request's timeout plus a
+    grace for its sender to record the answer (at most 5 s, less for short timeouts)."""
+    return timeout_s + min(5.0, timeout_s)
+
+
+def retry_delay_s(backoff_s: float, attempt: int) -> float:
+    return backoff_s * float(2 ** (attempt - 1))
+
+
+class ArchiveHandler:
+    def __init__(
+        self,
+        nc: Client,
+        client: aioredis.Redis,
+        outbox: Outbox,
+        config: Config,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._nc = nc
+        self._redis = client
+        self._outbox = outbox
+        self._progress = Progress(client)
+        self._timeout_s = config.archive_timeout_s
+        self._backoff_s = config.retry_backoff_s
+        # Tell JetStream well within its ack wait that the item is still being worked on.
+        self._heartbeat_s = max(0.1, config.ack_wait_s / 3)
+        self._clock = clock
+
+    async def __call__(self, msg: Msg) -> None:
+        try:
+            work = decode(msg.data, ArchiveWork, _decoder)
+        except InvalidInput as err:
+            log.warning("work_rejected", reason=err.code)
+            raise Reject(subjects.DEAD_INVALID, err.code) from None
+        async with _keep_alive(msg, self._heartbeat_s):
+            await self.archive(work)
+
+    async def archive(self, work: ArchiveWork) -> None:
+        started = time.perf_counter()
+        await records.index_run(self._redis, work.run_id, work.session.key)
+        state = await self._begin(work)
+        if state == "decided":
+            await self._finish_recorded(work, None)
+            return
+        if state == "send":
+            result = await self._keep(work, await remote.move(self._nc, work, self._timeout_s))
+        elif state == "remote_started":
+            log.warning("archive_result_unknown", run_id=work.run_id, archive_id=work.archive_id)
+            result = await self._keep(work, remote.unknown())
+        else:
+            result = await self._progress.load_result(work)
+        if result.ok:
+            await self._replace(work, result, started)
+        else:
+            await self._refuse(work, result, started)
+
+    async def _begin(self, work: ArchiveWork) -> str:
+        """Start the remote move, or wait while another delivery's move may be in flight."""
+        lease = lease_s(self._timeout_s)
+        while True:
+            begin = await self._progress.begin(work, lease, self._now())
+            if begin.state != "remote_started" or begin.lease_left_s <= 0:
+                return begin.state
+            await asyncio.sleep(min(POLL_S, begin.lease_left_s))
+
+    async def _keep(self, work: ArchiveWork, result: MoveResult) -> MoveResult:
+        """Record the move's result before acting on it; retried here, because a result lost
+        to a short Redis outage could only be recovered as "unknown"."""
+        for i in range(_RESULT_WRITES):
+            try:
+                if await self._progress.record_result(work, result, self._now()):
+                    return result
+                # Another delivery recorded a result first (its sender's lease had ended):
+                # act on that one, so that every delivery agrees.
+                return await self._progress.load_result(work)
+            except store.TRANSIENT_REDIS_ERRORS:
+                if i == _RESULT_WRITES - 1:
+                    raise
+                await asyncio.sleep(0.2 * 2**i)
+        raise AssertionError("unreachable")
+
+    async def _replace(self, work: ArchiveWork, result: MoveResult, started: float) -> None:
+        """The local move and `open_replacement`, carrying the epoch the move sets."""
+        sk = work.session.key
+        for _ in range(_EPOCH_TRIES):
+            epoch = await self._epoch(sk)
+            decision = self._decision(work, "open_replacement", REPLACEMENT_REASON, (epoch or 0) + 1, None)
+            payload = _encode(decision)
+            entry = OutboxEntry(
+                subject=subjects.decisions(work.runner_id), msg_id=decision.decision_id, payload=payload
+            )
+            progress = {
+                "state": "done",
+                "decision_id": decision.decision_id,
+                "updated_at": decision.decided_at,
+                **{k: v for k, v in result.fields().items() if k != "state"},
+            }
+            status, value = await _LOCAL_MOVE(
+                self._redis,
+                [
+                    *records.step_keys(sk, work.run_id),
+                    keys.archive_copy(sk, work.archive_id),
+                    keys.archive_progress(sk, work.archive_id),
+                ],
+                [
+                    slot(work),
+                    payload,
+                    _encode(self._run_fields(work, "open_replacement", decision)),
+                    _encode([[entry.msg_id, _encode(entry).decode()]]),
+                    _encode(records.decision_audit(decision, ACTOR)),
+                    str(epoch or 0),
+                    _encode(progress),
+                ],
+            )
+            status = status.decode() if isinstance(status, bytes) else str(status)
+            if status == "recorded":
+                await self._published(work, decision, entry, result, started)
+                return
+            if status == "duplicate":
+                await self._finish_recorded(work, bytes(value))
+                return
+            # A commit changed the epoch between our read and the script: build it again.
+        raise EpochContention(work.archive_id)
+
+    async def _refuse(self, work: ArchiveWork, result: MoveResult, started: float) -> None:
+        """A failed move: the local record stays as it is; retry while the budget lasts."""
+        action: Action = "retry_same_session" if work.attempt < MAX_ATTEMPTS else "operator"
+        sk = work.session.key
+        decision = self._decision(work, action, FAILED_REASON, await self._epoch(sk), result.detail)
+        payload = _encode(decision)
+        entry = OutboxEntry(
+            subject=subjects.decisions(work.runner_id), msg_id=decision.decision_id, payload=payload
+        )
+        step = records.RunStep(
+            slot=slot(work),
+            slot_value=payload,
+            run_fields=self._run_fields(work, action, decision),
+            outbox=[entry],
+            audit=records.decision_audit(decision, ACTOR),
+            # An operator decision keeps the saved session exactly as it was, held.
+            hold_session=action == "operator",
+        )
+        existing = await records.record_step(self._redis, sk, work.run_id, step)
+        if existing is not None:
+            await self._finish_recorded(work, existing)
+            return
+        await self._progress.mark_done(work, decision.decision_id, decision.decided_at)
+        await self._published(work, decision, entry, result, started)
+
+    async def _published(
+        self, work: ArchiveWork, decision: Decision, entry: OutboxEntry, result: MoveResult, started: float
+    ) -> None:
+        await self._outbox.flush(work.session.key, [entry])
+        metrics.ARCHIVES.labels(result=result.label).inc()
+        metrics.ARCHIVE_DURATION.observe(time.perf_counter() - started)
+        metrics.DECISIONS.labels(action=decision.action, reason=decision.reason).inc()
+        self._observe_latency(work)
+        log.info(
+            "archive_decided",
+            runner_id=work.runner_id,
+            run_id=work.run_id,
+            attempt=work.attempt,
+            archive_id=work.archive_id,
+            result=result.label,
+            action=decision.action,
+            epoch=decision.epoch,
+        )
+
+    async def _finish_recorded(self, work: ArchiveWork, slot_value: bytes | None) -> None:
+        """The decision is recorded: publish it if a crash stopped that, and nothing else."""
+        sk = work.session.key
+        if slot_value is None:
+            slot_value = await store.call(self._redis.hget(keys.run_decisions(sk, work.run_id), slot(work)))  # type: ignore[misc]
+        if slot_value is None:
+            return
+        try:
+            decided = _decode_decision(slot_value)
+        except msgspec.MsgspecError:
+            # Not ours to repair; the outbox sweeper publishes whatever is left.
+            log.warning("slot_unreadable", run_id=work.run_id, attempt=work.attempt)
+            return
+        raw = await store.call(self._redis.hget(keys.outbox(sk), decided.decision_id))  # type: ignore[misc]
+        if raw is not None:
+            await self._outbox.flush(sk, [_decode_entry(raw)])
+            self._observe_latency(work)
+            log.info("outbox_repaired", run_id=work.run_id, attempt=work.attempt)
+        log.info("archive_duplicate", run_id=work.run_id, attempt=work.attempt, archive_id=work.archive_id)
+
+    def _decision(
+        self,
+        work: ArchiveWork,
+        action: Action,
+        reason: DecisionReason,
+        epoch: int | None,
+        detail: str | None,
+    ) -> Decision:
+        now = self._clock()
+        return Decision(
+            decision_id=decision_id(work.run_id, work.attempt, action),
+            runner_id=work.runner_id,
+            run_id=work.run_id,
+            attempt=work.attempt,
+            session=work.session,
+            action=action,
+            reason=reason,
+            failure_class=work.failure_class,
+            epoch=epoch,
+            not_before=(
+                rfc3339_from_epoch(now + retry_delay_s(self._backoff_s, work.attempt))
+                if action == "retry_same_session"
+                else None
+            ),
+            detail=detail,
+            decided_at=rfc3339_from_epoch(now),
+        )
+
+    @staticmethod
+    def _run_fields(work: ArchiveWork, action: Action, decision: Decision) -> dict[str, str]:
+        return records.run_fields(
+            work.run_id,
+            work.runner_id,
+            work.session,
+            work.attempt,
+            records.STATUS_BY_ACTION[action],
+            decision,
+        )
+
+    async def _epoch(self, sk: str) -> int | None:
+        raw = await store.call(self._redis.hget(keys.session(sk), "epoch"))  # type: ignore[misc]
+        if raw is None:
+            exists = await store.call(self._redis.exists(keys.session(sk)))
+            return 0 if exists else None
+        try:
+            return int(raw)
+        except ValueError:
+            return 0
+
+    def _observe_latency(self, work: ArchiveWork) -> None:
+        if work.event_published_at is not None:
+            metrics.DECISION_LATENCY.observe(max(0.0, time.time() - work.event_published_at))
+
+    def _now(self) -> str:
+        return rfc3339_from_epoch(self._clock())
+
+
+@contextlib.asynccontextmanager
+async def _keep_alive(msg: Msg, every_s: float) -> AsyncIterator[None]:
+    """Send in-progress acknowledgements while the item is handled, so JetStream does not
+    hand it to another replica while the runner is still answering."""
+
+    async def beat() -> None:
+        while True:
+            await asyncio.sleep(every_s)
+            with contextlib.suppress(Exception):
+                await msg.in_progress()
+
+    task = asyncio.create_task(beat())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

@@ -1,0 +1,83 @@
+"""The remote move: ask the runner, on `continuity.runner.<runner_id>.archive`, to move its
+saved continuity state aside (contract section 5, step 1).
+
+Every answer, or its absence, becomes a `MoveResult`; only a NATS failure that is neither a
+timeout nor "no responders" propagates (the caller's redelivery handles it).
+
+- No answer within `archive_timeout_s`: `timed_out=true`, `exit_code=null`.
+- No responders (no runner subscribed): a failed move, `exit_code=null`, `timed_out=false`.
+  NATS says so at once, and it proves the move was not performed, so it is not a timeout; it
+  is not transient either: the runner, not the control plane, is missing, which is a decision
+  (retry later, or an operator once the attempt budget is spent).
+- An error reply or an undecodable answer: a failed move, `exit_code=null`.
+- Success needs `exit_code == 0` and `timed_out` false.
+"""
+
+from __future__ import annotations
+
+import msgspec
+import nats.errors
+from nats.aio.client import Client
+
+from shared import subjects
+from shared.contracts.archive import ArchiveCommand, ArchiveResult
+from shared.contracts.decisions import ArchiveWork
+from shared.redaction import ARCHIVE_FAILED, bounded_detail
+
+from .progress import MoveResult
+
+NO_RESPONDERS = "no runner answers on its archive subject (no responders); nothing was moved"
+BAD_ANSWER = "the runner's answer is not an archive result"
+UNKNOWN_RESULT = (
+    "result unknown: the archiver stopped while waiting for the runner's answer; the move is not sent twice"
+)
+
+_encode = msgspec.json.Encoder().encode
+_decode_result = msgspec.json.Decoder(ArchiveResult).decode
+
+
+def result(exit_code: int | None, timed_out: bool, output: str) -> MoveResult:
+    """A move's result; the detail of a failure is redacted, then cut to 512 characters."""
+    ok = exit_code == 0 and not timed_out
+    return MoveResult(
+        exit_code=exit_code,
+        timed_out=timed_out,
+        detail="" if ok else bounded_detail(ARCHIVE_FAILED, exit_code, timed_out, output),
+    )
+
+
+def unknown() -> MoveResult:
+    """A move that was sent but whose answer was lost with the archiver that sent it.
+
+    It is not sent again (at most one remote move per archive_id). It counts as a timeout,
+    which is what it was from the control plane's side: the local record stays untouched and
+    the decision is the archive-failed retry, or an operator once the budget is spent. The
+    runner may have moved its state aside meanwhile; the detail says the result is unknown so
+    that an operator knows to look.
+    """
+    return result(None, True, UNKNOWN_RESULT)
+
+
+async def move(nc: Client, work: ArchiveWork, timeout_s: float) -> MoveResult:
+    command = ArchiveCommand(
+        archive_id=work.archive_id,
+        run_id=work.run_id,
+        session=work.session,
+        native_session_id=work.native_session_id,
+    )
+    try:
+        reply = await nc.request(subjects.runner_archive(work.runner_id), _encode(command), timeout=timeout_s)
+    except nats.errors.NoRespondersError:
+        return result(None, False, NO_RESPONDERS)
+    except TimeoutError:
+        return result(None, True, "")
+    headers = reply.headers or {}
+    if headers.get("Nats-Service-Error-Code"):
+        # The runner's own error text is redacted with the rest of the detail.
+        code = headers.get("Nats-Service-Error-Code")
+        return result(None, False, f"runner error {code}: {reply.data.decode('utf-8', 'replace')}")
+    try:
+        answer = _decode_result(reply.data)
+    except msgspec.MsgspecError:
+        return result(None, False, BAD_ANSWER)
+    return result(answer.exit_code, answer.timed_out, answer.output)

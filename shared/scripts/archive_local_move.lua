@@ -1,0 +1,31 @@
+-- The local move after a successful remote move, in one atomic step (contract section 5):
+-- copy the session hash aside, mark it archived with epoch + 1, and record the
+-- open_replacement decision (slot, run record, outbox entry, audit) and the progress.
+-- KEYS: 1 run hash, 2 run decision slots, 3 outbox, 4 audit list, 5 session hash,
+--       6 archive copy, 7 archive progress
+-- ARGV: 1 slot, 2 slot value, 3 run fields (JSON object), 4 outbox entries (JSON array),
+--       5 audit entry (JSON), 6 the epoch the decision was built on, 7 progress fields (JSON)
+-- Returns {'recorded', ''}, {'duplicate', <slot value>}, or {'epoch_changed', <epoch>} when
+-- the session's epoch is no longer the one the decision carries (nothing is written).
+local existing = redis.call('HGET', KEYS[2], ARGV[1])
+if existing then
+  return {'duplicate', existing}
+end
+local cur = redis.call('HMGET', KEYS[5], 'epoch', 'revision')
+local epoch = tonumber(cur[1]) or 0
+if epoch ~= tonumber(ARGV[6]) then
+  return {'epoch_changed', string.format('%d', epoch)}
+end
+if redis.call('EXISTS', KEYS[5]) == 1 then
+  -- The copy is taken before any field changes: it is the record as it was.
+  redis.call('COPY', KEYS[5], KEYS[6], 'REPLACE')
+end
+-- Even without a record, the raised epoch fences out a runner from before the replacement.
+redis.call('HSET', KEYS[5], 'state', 'archived', 'epoch', string.format('%d', epoch + 1),
+  'revision', string.format('%d', (tonumber(cur[2]) or 0) + 1))
+claim_slot(KEYS[2], ARGV[1], ARGV[2])
+hset_json(KEYS[1], ARGV[3])
+outbox_put(KEYS[3], ARGV[4])
+audit_push(KEYS[4], ARGV[5])
+hset_json(KEYS[7], ARGV[7])
+return {'recorded', ''}

@@ -1,0 +1,215 @@
+"""The classifier's pure rules: closed failure classes (contract 4.3) and the decision table (4.4)."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from typing import get_args
+
+import pytest
+
+from services.classifier import table
+from services.classifier.classify import Evidence, TypedError, classify
+from shared.contracts.events import ErrorInfo
+from shared.contracts.types import CheckpointPolicy, FailureClass
+
+POLICIES: tuple[CheckpointPolicy, ...] = get_args(CheckpointPolicy)
+CLASSES: tuple[FailureClass, ...] = get_args(FailureClass)
+CLOSED: tuple[FailureClass, ...] = tuple(c for c in CLASSES if c != "unclassified")
+
+
+def by_result(classification: str | None) -> Evidence:
+    return Evidence(authenticated_classification=classification, error=None)
+
+
+def by_code(code: str, message: str = "") -> Evidence:
+    error = ErrorInfo(type="NativeRunnerError", code=code, message=message)
+    return Evidence(authenticated_classification=None, error=TypedError.of(error))
+
+
+# ---- 4.3 closed failure classes ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("evidence", "expected"),
+    [
+        (by_result("provider_attach_refused"), "provider_attach_refused"),
+        (by_result("provider_side_effect_pending"), "provider_side_effect_pending"),
+        (by_code("native_runner_source_semantic_reconciliation_required"), "source_reconciliation_required"),
+        (by_code("native_runner_source_git_reconciliation_required"), "source_reconciliation_required"),
+        (by_code("native_runner_source_a.b:c-9_reconciliation_required"), "source_reconciliation_required"),
+        (by_code("runner_remote_provider_artifact_incompatible"), "provider_state_incompatible"),
+        (by_code("native_event_replay_conflict"), "event_replay_conflict"),
+        (by_result(None), "unclassified"),
+        (by_result("transport_closed"), "unclassified"),
+        (by_code("runner_transport_closed"), "unclassified"),
+        (Evidence(authenticated_classification=None, error=None), "unclassified"),
+    ],
+)
+def test_each_row_of_the_class_table(evidence: Evidence, expected: FailureClass) -> None:
+    assert classify(evidence) == expected
+
+
+def test_each_value_counts_only_from_its_own_source() -> None:
+    # A command-result value sent as an error code, or the reverse, is not a class.
+    assert classify(by_code("provider_attach_refused")) == "unclassified"
+    assert classify(by_code("provider_side_effect_pending")) == "unclassified"
+    assert classify(by_result("native_event_replay_conflict")) == "unclassified"
+    assert classify(by_result("native_runner_source_semantic_reconciliation_required")) == "unclassified"
+
+
+def test_codes_match_exactly() -> None:
+    assert classify(by_code("NATIVE_EVENT_REPLAY_CONFLICT")) == "unclassified"
+    assert classify(by_code("native_event_replay_conflict ")) == "unclassified"
+    assert classify(by_code("x_native_runner_source_semantic_reconciliation_required")) == "unclassified"
+    assert classify(by_code("native_runner_source_semantic_reconciliation_required_x")) == "unclassified"
+
+
+def test_the_same_words_in_a_message_without_the_type_stay_unclassified() -> None:
+    for words in (
+        "native_runner_source_semantic_reconciliation_required",
+        "runner_remote_provider_artifact_incompatible",
+        "native_event_replay_conflict",
+        "provider_attach_refused: run.attach cannot change protected launch arguments",
+        "provider_side_effect_pending",
+    ):
+        assert classify(by_code("runner_error", message=words)) == "unclassified"
+
+
+def test_the_classifier_holds_no_error_message() -> None:
+    typed = TypedError.of(ErrorInfo(type="Error", code="runner_error", message="secret text"))
+    assert typed is not None
+    assert {f.name for f in dataclasses.fields(TypedError)} == {"type", "code"}
+    assert "secret text" not in repr(typed)
+    with pytest.raises(AttributeError):
+        typed.message  # type: ignore[attr-defined]  # noqa: B018
+
+
+def test_the_authenticated_classification_comes_before_the_error_code() -> None:
+    error = TypedError(type="NativeRunnerError", code="native_event_replay_conflict")
+    both = Evidence(authenticated_classification="provider_attach_refused", error=error)
+    assert classify(both) == "provider_attach_refused"
+    unknown_result = Evidence(authenticated_classification="something_else", error=error)
+    assert classify(unknown_result) == "event_replay_conflict"
+
+
+# ---- 4.4 decision table ------------------------------------------------------------------
+
+
+def facts(
+    failure_class: FailureClass = "unclassified",
+    *,
+    pending: bool = False,
+    attempt: int = 1,
+    policy: CheckpointPolicy = "same_session_only",
+    governed: bool = False,
+) -> table.Facts:
+    return table.Facts(
+        failure_class=failure_class,
+        pending_tool_call=pending,
+        attempt=attempt,
+        policy=policy,
+        governed_wait_elapsed=governed,
+    )
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        # row 1
+        (facts("provider_side_effect_pending"), ("reconcile", "native_provider_side_effect_pending")),
+        (facts(pending=True), ("reconcile", "native_provider_side_effect_pending")),
+        (
+            facts("provider_attach_refused", pending=True),
+            ("reconcile", "native_provider_side_effect_pending"),
+        ),
+        # row 2
+        (facts("provider_attach_refused"), ("operator", "native_provider_state_incompatible")),
+        (facts("provider_state_incompatible"), ("operator", "native_provider_state_incompatible")),
+        # row 3
+        (
+            facts("source_reconciliation_required"),
+            ("operator", "native_runner_source_reconciliation_required"),
+        ),
+        # row 4
+        (facts("event_replay_conflict"), ("operator", "native_event_replay_conflict")),
+        # row 5
+        (facts(attempt=3), ("operator", "native_session_retry_exhausted")),
+        (
+            facts(attempt=4, policy="allow_replacement_after_resume_failure"),
+            ("operator", "native_session_retry_exhausted"),
+        ),
+        (
+            facts(attempt=3, policy="allow_replacement_after_governed_wait", governed=True),
+            ("operator", "native_session_retry_exhausted"),
+        ),
+        # row 6
+        (
+            facts(policy="allow_replacement_after_resume_failure"),
+            ("archive", "native_session_continuity_break"),
+        ),
+        (
+            facts(attempt=2, policy="allow_replacement_after_resume_failure"),
+            ("archive", "native_session_continuity_break"),
+        ),
+        # row 7, both ways
+        (
+            facts(policy="allow_replacement_after_governed_wait", governed=True),
+            ("archive", "native_session_continuity_break"),
+        ),
+        (
+            facts(policy="allow_replacement_after_governed_wait", governed=False),
+            ("retry_same_session", "native_session_interrupted"),
+        ),
+        # row 8
+        (facts(), ("retry_same_session", "native_session_interrupted")),
+        (facts(attempt=2, governed=True), ("retry_same_session", "native_session_interrupted")),
+    ],
+)
+def test_each_row_of_the_decision_table(given: table.Facts, expected: tuple[str, str]) -> None:
+    assert table.decide(given) == expected
+
+
+def test_a_closed_class_never_reaches_replacement_whatever_the_policy() -> None:
+    for failure_class, policy, governed, pending, attempt in itertools.product(
+        CLOSED, POLICIES, (False, True), (False, True), (1, 2, 3, 4)
+    ):
+        given = facts(failure_class, pending=pending, attempt=attempt, policy=policy, governed=governed)
+        verdict, _ = table.decide(given)
+        assert verdict in ("operator", "reconcile"), given
+
+
+def test_a_pending_tool_call_always_reconciles() -> None:
+    for failure_class, policy, governed, attempt in itertools.product(
+        CLASSES, POLICIES, (False, True), (1, 2, 3, 4)
+    ):
+        given = facts(failure_class, pending=True, attempt=attempt, policy=policy, governed=governed)
+        assert table.decide(given) == ("reconcile", "native_provider_side_effect_pending"), given
+
+
+def test_every_class_and_condition_has_a_row() -> None:
+    for failure_class, policy, governed, pending, attempt in itertools.product(
+        CLASSES, POLICIES, (False, True), (False, True), (1, 2, 3, 7)
+    ):
+        table.decide(facts(failure_class, pending=pending, attempt=attempt, policy=policy, governed=governed))
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (None, "same_session_only"),
+        ("", "same_session_only"),
+        ("same_session_only", "same_session_only"),
+        ("allow_replacement_after_resume_failure", "allow_replacement_after_resume_failure"),
+        ("allow_replacement_after_governed_wait", "allow_replacement_after_governed_wait"),
+        ("allow_replacement_always", "same_session_only"),
+        ("ALLOW_REPLACEMENT_AFTER_RESUME_FAILURE", "same_session_only"),
+    ],
+)
+def test_missing_or_unknown_policy_is_the_safe_one(raw: str | None, expected: CheckpointPolicy) -> None:
+    assert table.effective_policy(raw) == expected
+
+
+def test_retry_backoff_doubles_per_attempt() -> None:
+    assert [table.retry_delay_s(5.0, attempt) for attempt in (1, 2, 3)] == [5.0, 10.0, 20.0]
+    assert table.retry_delay_s(0.5, 1) == 0.5

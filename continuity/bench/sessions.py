@@ -99,7 +99,10 @@ async def measure(nats_url: str, redis_url: str, args: argparse.Namespace) -> di
         for name, op in kinds.items():
             rounds[name].append(await load(name, op, total=args.requests, concurrency=args.concurrency))
     median = {k: sorted(v, key=lambda f: f.per_s)[len(v) // 2] for k, v in rounds.items()}
-    sizes = [await r.memory_usage(keys.session(session(i).key), samples=0) for i in range(0, sessions, 97)]
+    sizes = [
+        int(await r.memory_usage(keys.session(session(i).key), samples=0) or 0)
+        for i in range(0, sessions, 97)
+    ]
     await r.aclose()
     await nc.close()
     echo_f, decide_f, commit_f, evalsha_f = (median[k] for k in kinds)

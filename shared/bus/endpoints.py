@@ -47,7 +47,6 @@ class Endpoints:
         self._service: Service | None = None
         self._inflight: set[asyncio.Task[None]] = set()
         self._slots = asyncio.Semaphore(concurrency)
-        self._draining = False
 
     def add(
         self, name: str, subject: str, request_type: type[Req], handler: Callable[[Req], Awaitable[Any]]
@@ -58,10 +57,6 @@ class Endpoints:
             await self._answer(name, request, decoder, handler)
 
         async def dispatch(request: Request) -> None:
-            if self._draining:
-                body, headers = error_reply(ServiceError(503, "draining", "the service is shutting down"))
-                await request.respond(body, headers=headers)
-                return
             # Waiting here, not queueing unboundedly, is the back-pressure of a busy replica.
             await self._slots.acquire()
             task = asyncio.create_task(handle(request))
@@ -86,10 +81,16 @@ class Endpoints:
             await self._service.add_endpoint(name=name, subject=subject, handler=dispatch)
 
     async def drain(self, timeout: float) -> None:
-        """Stop taking requests, then let those in flight finish (up to `timeout`)."""
-        self._draining = True
-        if self._service is not None:
-            await self._service.stop()
+        """Stop taking requests, answer those already received, and wait (up to `timeout`) for
+        those in flight. The control subjects ($SRV.*) go with the connection's own drain."""
+        subscriptions = [
+            # nats.micro stops endpoints by unsubscribing, which drops requests already
+            # delivered to this process; draining each endpoint's subscription answers them.
+            sub
+            for endpoint in getattr(self._service, "_endpoints", [])
+            if (sub := getattr(endpoint, "_subscription", None)) is not None
+        ]
+        await asyncio.gather(*(sub.drain() for sub in subscriptions), return_exceptions=True)
         if self._inflight:
             await asyncio.wait(set(self._inflight), timeout=timeout)
 

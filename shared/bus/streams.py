@@ -9,40 +9,61 @@ from nats.js.errors import NotFoundError
 from shared import subjects
 
 
+def _stream(
+    name: str,
+    subjects_: list[str],
+    retention: RetentionPolicy,
+    max_age_s: float | None,
+    replicas: int,
+    duplicate_window_s: float,
+) -> StreamConfig:
+    return StreamConfig(
+        name=name,
+        subjects=subjects_,
+        retention=retention,
+        max_age=max_age_s,
+        storage=StorageType.FILE,
+        num_replicas=replicas,
+        duplicate_window=duplicate_window_s,
+        discard=DiscardPolicy.OLD,
+    )
+
+
 def stream_configs(replicas: int, duplicate_window_s: float) -> list[StreamConfig]:
-    common = {
-        "storage": StorageType.FILE,
-        "num_replicas": replicas,
-        "duplicate_window": duplicate_window_s,
-        "discard": DiscardPolicy.OLD,
-    }
+    day = 86400.0
     return [
-        StreamConfig(
-            name=subjects.EVENTS_STREAM,
-            subjects=[subjects.EVENTS_ALL],
-            retention=RetentionPolicy.LIMITS,
-            max_age=7 * 86400,
-            **common,
+        _stream(
+            subjects.EVENTS_STREAM,
+            [subjects.EVENTS_ALL],
+            RetentionPolicy.LIMITS,
+            7 * day,
+            replicas,
+            duplicate_window_s,
         ),
-        StreamConfig(
-            name=subjects.DECISIONS_STREAM,
-            subjects=[subjects.DECISIONS_ALL],
-            retention=RetentionPolicy.LIMITS,
-            max_age=7 * 86400,
-            **common,
+        _stream(
+            subjects.DECISIONS_STREAM,
+            [subjects.DECISIONS_ALL],
+            RetentionPolicy.LIMITS,
+            7 * day,
+            replicas,
+            duplicate_window_s,
         ),
-        StreamConfig(
-            name=subjects.WORK_STREAM,
-            subjects=[subjects.WORK_ARCHIVE, subjects.WORK_RECONCILE],
-            retention=RetentionPolicy.WORK_QUEUE,
-            **common,
+        # A work queue: an item leaves the stream when its worker acknowledges it.
+        _stream(
+            subjects.WORK_STREAM,
+            [subjects.WORK_ARCHIVE, subjects.WORK_RECONCILE],
+            RetentionPolicy.WORK_QUEUE,
+            None,
+            replicas,
+            duplicate_window_s,
         ),
-        StreamConfig(
-            name=subjects.DEAD_STREAM,
-            subjects=[subjects.DEAD_ALL],
-            retention=RetentionPolicy.LIMITS,
-            max_age=30 * 86400,
-            **common,
+        _stream(
+            subjects.DEAD_STREAM,
+            [subjects.DEAD_ALL],
+            RetentionPolicy.LIMITS,
+            30 * day,
+            replicas,
+            duplicate_window_s,
         ),
     ]
 

@@ -1,0 +1,47 @@
+# Two commands on a fresh machine: `make run` runs Continuity, `make test` runs every check.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+
+.PHONY: install run up test lint typecheck unit bench lock clean
+
+$(VENV)/.installed: pyproject.toml requirements.lock
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check --require-hashes -r requirements.lock
+	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps -e .
+	touch $@
+
+install: $(VENV)/.installed
+
+# The demo: embedded NATS and Redis, the four services, a simulated runner fleet and operator.
+run: install
+	$(BIN)/continuity up --demo
+
+# The services alone, until Ctrl-C (NATS_URL / REDIS_URL select existing servers).
+up: install
+	$(BIN)/continuity up
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: install
+	$(BIN)/mypy
+
+unit: install
+	$(BIN)/pytest
+
+test: lint typecheck unit
+
+bench: install
+	$(BIN)/continuity bench sessions
+	$(BIN)/continuity bench pipeline
+
+# Re-resolve dependencies after editing pyproject.toml.
+lock: install
+	$(BIN)/pip install --quiet uv
+	$(BIN)/uv lock
+	$(BIN)/uv export --quiet --format requirements-txt --extra dev --no-emit-project -o requirements.lock
+
+clean:
+	rm -rf $(VENV) .continuity .pytest_cache .mypy_cache .ruff_cache

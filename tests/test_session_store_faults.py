@@ -1,0 +1,132 @@
+"""The session-store through server restarts and a SIGTERM drain, against its own servers."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import nats
+import pytest
+from msgspec.json import encode
+
+from continuity.servers import NatsServer, RedisServer, free_port
+from services.session_store.service import SessionStoreApp
+from shared.client import ContinuityClient, RequestError
+from shared.contracts import GetRequest
+from tests.sessions_helpers import commit_req, decide_req, new_session
+from tests.support import make_config, running, wait_for
+
+pytestmark = pytest.mark.asyncio
+
+
+async def _answers(client: ContinuityClient) -> bool:
+    try:
+        await client.decide(decide_req(new_session()))
+        return True
+    except Exception:
+        return False
+
+
+async def test_requests_fail_cleanly_while_redis_is_down_then_succeed(
+    fresh_servers: tuple[NatsServer, RedisServer],
+) -> None:
+    n, r = fresh_servers
+    async with running(SessionStoreApp(), make_config(n.url, r.url)):
+        nc = await nats.connect(n.url)
+        client = ContinuityClient(nc, timeout=10)
+        s = new_session()
+        await client.commit(commit_req(s))
+        r.stop()
+        with pytest.raises(RequestError) as err:
+            await client.decide(decide_req(s))
+        assert (err.value.status, err.value.code) == (503, "unavailable")
+        with pytest.raises(RequestError) as err:
+            await client.commit(commit_req(s))
+        assert err.value.status == 503
+        r.start()  # no persistence: the record is gone, the service is back
+        await wait_for(lambda: _answers(client), timeout=15, what="answers after the Redis restart")
+        assert (await client.commit(commit_req(s))).revision == 1
+        assert (await client.decide(decide_req(s))).mode == "resume"
+        await nc.close()
+
+
+async def test_service_reconnects_after_a_nats_restart(fresh_servers: tuple[NatsServer, RedisServer]) -> None:
+    n, r = fresh_servers
+    async with running(SessionStoreApp(), make_config(n.url, r.url)):
+        nc = await nats.connect(n.url, max_reconnect_attempts=-1, reconnect_time_wait=0.2)
+        client = ContinuityClient(nc, timeout=2)
+        s = new_session()
+        await client.commit(commit_req(s))
+        n.stop()
+        with pytest.raises(
+            (nats.errors.TimeoutError, nats.errors.NoRespondersError, nats.errors.ConnectionClosedError)
+        ):
+            await client.decide(decide_req(s))
+        n.start()
+        await wait_for(lambda: _answers(client), timeout=20, what="answers after the NATS restart")
+        assert (await client.get(GetRequest(session=s))).native_session_id == "ns-1"
+        await nc.close()
+
+
+def _http(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as err:
+        return int(err.code)
+    except OSError:
+        return 0
+
+
+async def test_process_serves_metrics_readiness_and_drains_on_sigterm(
+    fresh_servers: tuple[NatsServer, RedisServer],
+    tmp_path: Path,
+) -> None:
+    n, r = fresh_servers
+    port = free_port()
+    env = {
+        "NATS_URL": n.url,
+        "REDIS_URL": r.url,
+        "CONTINUITY_METRICS_PORT": str(port),
+        "PATH": "/usr/bin:/bin",
+    }
+    log = tmp_path / "service.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "continuity", "serve", "session-store"], env=env, stdout=out, stderr=out
+        )
+    try:
+        ready = f"http://127.0.0.1:{port}/readyz"
+        await wait_for(lambda: _http(ready) == 200, timeout=20, what="readiness")
+        nc = await nats.connect(n.url)
+        client = ContinuityClient(nc, timeout=5)
+        await client.commit(commit_req(new_session()))
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as response:
+            text = response.read().decode()
+        assert 'continuity_session_commits_total{result="ok"} 1.0' in text
+        r.stop()
+        await wait_for(lambda: _http(ready) == 503, timeout=15, what="not ready without Redis")
+        r.start()
+        await wait_for(lambda: _http(ready) == 200, timeout=15, what="ready again")
+        # Requests delivered when SIGTERM arrives are answered before the process exits: they are
+        # published before the flush's PING, so the server has routed them when PONG returns.
+        inbox = nc.new_inbox()
+        replies = await nc.subscribe(inbox)
+        for _ in range(50):
+            await nc.publish("continuity.sessions.decide", encode(decide_req(new_session())), reply=inbox)
+        await nc.flush()
+        proc.send_signal(signal.SIGTERM)
+        answered = [await replies.next_msg(timeout=10) for _ in range(50)]
+        assert all(not m.headers and b'"no_session"' in m.data for m in answered)
+        assert await asyncio.to_thread(proc.wait, 20) == 0
+        lines = log.read_text().splitlines()
+        assert any('"event":"service_draining"' in line for line in lines)
+        assert any('"event":"service_stopped"' in line for line in lines)
+        await nc.close()
+    finally:
+        if proc.poll() is None:
+            proc.kill()

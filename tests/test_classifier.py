@@ -381,6 +381,18 @@ async def test_redelivered_resent_and_competing_events_make_one_decision(bus: Bu
     )
 
 
+async def test_an_event_moving_a_run_to_another_session_is_invalid(bus: Bus, r: aioredis.Redis) -> None:
+    runner = new_runner()
+    first = resume_failed(runner)
+    await bus.settled(await bus.publish(first))
+    elsewhere = msgspec.structs.replace(first, event_id=f"ev-{uuid.uuid4().hex}", session=new_session())
+    await bus.settled(await bus.publish(elsewhere))
+    [dead] = await bus.dead(subjects.DEAD_INVALID, elsewhere.event_id)
+    assert header(dead, DEAD_REASON_HEADER) == "run_session_mismatch"
+    assert len(await bus.decisions(runner)) == 1
+    assert await session_of_run(r, first.run_id) == first.session.key
+
+
 async def test_a_burst_of_copies_in_one_batch_makes_one_decision(bus: Bus) -> None:
     runner = new_runner()
     event = resume_failed(runner, classification="provider_attach_refused")

@@ -121,6 +121,11 @@ class EventHandler:
         else:
             step = self._decision_step(event, failure_class, verdict, reason, saved.epoch, now)
 
+        indexed = await records.session_of_run(self._redis, event.run_id)
+        if indexed is not None and indexed != sk:
+            # A run's slots live under its session's tag: an event naming another session for
+            # the same run would find no slot there and decide the run a second time.
+            raise Reject(subjects.DEAD_INVALID, "run_session_mismatch")
         await records.index_run(self._redis, event.run_id, sk)
         existing = await records.record_step(self._redis, sk, event.run_id, step)
         if existing is not None:

@@ -152,15 +152,13 @@ def _execute(
     args: argparse.Namespace,
     action: Callable[[ContinuityClient], Awaitable[Any]],
     render: Callable[[Any], str],
+    for_json: Callable[[Any], Any] = lambda result: result,
 ) -> int:
     try:
         result = asyncio.run(_session(args, action))
     except Failure as failure:
         return _report(args, failure)
-    if args.json:
-        print(_json(result))
-    else:
-        print(render_run(result))
+    print(_json(for_json(result)) if args.json else render(result))
     return EXIT_OK
 
 
@@ -405,15 +403,12 @@ async def _run_and_audit(c: ContinuityClient, run_id: str) -> tuple[RunView, Aud
 
 
 def _cmd_run_show(args: argparse.Namespace) -> int:
-    try:
-        result = asyncio.run(_session(args, lambda c: _run_and_audit(c, args.run_id)))
-    except Failure as failure:
-        return _report(args, failure)
-    if args.json:
-        print(_json({"run": result[0], "audit": result[1].items}))
-    else:
-        print(render_run(result))
-    return EXIT_OK
+    return _execute(
+        args,
+        lambda c: _run_and_audit(c, args.run_id),
+        render_run,
+        lambda result: {"run": result[0], "audit": result[1].items},
+    )
 
 
 def _cmd_run_retry(args: argparse.Namespace) -> int:

@@ -54,3 +54,15 @@ def test_binding_is_the_contract_hash() -> None:
     missing = dict(v1)
     del missing["cursor"]
     assert generation_binding(missing) == generation_binding(dict(v1, cursor=""))
+
+
+@given(v1_maps, st.sampled_from(V1_FIELDS), values)
+def test_compact_stamp_follows_the_same_rule(v1: dict[str, str], field: str, new: str) -> None:
+    from services.session_store.record import binding_stamp
+
+    raw = {k.encode(): v.encode() for k, v in v1.items()}
+    raw[b"generation"] = binding_stamp(v1) + b"gen-1"
+    record = StoredSession.from_hash(raw)
+    assert (record.generation, record.generation_trusted) == ("gen-1", True)
+    raw[field.encode()] = new.encode()
+    assert StoredSession.from_hash(raw).generation_trusted == (new == v1[field])

@@ -20,9 +20,24 @@ V1_FIELDS = (
 
 
 def generation_binding(v1: Mapping[str, str]) -> str:
-    """Lowercase hex SHA-256 of the version-1 values in order, joined by newlines."""
+    """Lowercase hex SHA-256 of the version-1 values in order, joined by newlines (3.1)."""
+    return _binding_digest(v1).hex()
+
+
+def binding_stamp(v1: Mapping[str, str]) -> bytes:
+    """What a commit stores of the binding: its first STAMP_BYTES bytes, raw."""
+    return _binding_digest(v1)[:STAMP_BYTES]
+
+
+def _binding_digest(v1: Mapping[str, str]) -> bytes:
     joined = "\n".join(v1.get(name, "") for name in V1_FIELDS)
-    return hashlib.sha256(joined.encode("utf-8")).hexdigest()
+    return hashlib.sha256(joined.encode("utf-8")).digest()
+
+
+STAMP_BYTES = 16
+"""The compact `generation` field is the binding's first 16 bytes followed by the generation:
+128 bits detect any rewrite of the version-1 fields, and the whole record stays small enough
+for Redis' listpack encoding (docs/contract-v1.md, 3.1, storage note)."""
 
 
 @dataclass(frozen=True)
@@ -32,21 +47,23 @@ class StoredSession:
     epoch: int
     state: str
     generation: str
-    binding: str
+    generation_trusted: bool
 
     @classmethod
     def from_hash(cls, raw: Mapping[bytes, bytes] | list[bytes]) -> StoredSession:
         """From HGETALL's reply: a mapping (redis-py) or the flat RESP list of names and values."""
         pairs = raw.items() if isinstance(raw, Mapping) else zip(raw[::2], raw[1::2], strict=True)
-        fields = {k.decode("utf-8", "replace"): v.decode("utf-8", "replace") for k, v in pairs}
+        fields = dict(pairs)
+        v1 = {name: _text(fields.get(name.encode())) for name in V1_FIELDS}
+        generation, trusted = _generation(fields, v1)
         return cls(
-            v1={name: fields.get(name, "") for name in V1_FIELDS},
-            revision=_int(fields.get("revision")),
-            epoch=_int(fields.get("epoch")),
-            # A record written by an older release has no state: it was live, so it is active.
-            state=fields.get("state") or "active",
-            generation=fields.get("compatibility_generation", ""),
-            binding=fields.get("generation_binding", ""),
+            v1=v1,
+            revision=_int(fields.get(b"revision")),
+            epoch=_int(fields.get(b"epoch")),
+            # No state is active: commits leave the default out, and older releases never wrote one.
+            state=_text(fields.get(b"state")) or "active",
+            generation=generation,
+            generation_trusted=trusted,
         )
 
     @property
@@ -57,13 +74,25 @@ class StoredSession:
     def has_generation(self) -> bool:
         return bool(self.generation)
 
-    @property
-    def generation_trusted(self) -> bool:
-        """A generation counts only while the version-1 fields are those it was stamped with."""
-        return self.has_generation and self.binding == generation_binding(self.v1)
+
+def _generation(fields: Mapping[bytes, bytes], v1: Mapping[str, str]) -> tuple[str, bool]:
+    """The stored generation, and whether the binding recomputed from the current version-1
+    fields still equals the one stamped with it."""
+    compact = fields.get(b"generation")
+    if compact is not None and len(compact) > STAMP_BYTES:
+        stamp, generation = compact[:STAMP_BYTES], _text(compact[STAMP_BYTES:])
+        return generation, stamp == binding_stamp(v1)
+    # The long form of the contract's text (compatibility_generation, generation_binding).
+    generation = _text(fields.get(b"compatibility_generation"))
+    binding = _text(fields.get(b"generation_binding"))
+    return generation, bool(generation) and binding == generation_binding(v1)
 
 
-def _int(value: str | None) -> int:
+def _text(value: bytes | None) -> str:
+    return value.decode("utf-8", "replace") if value else ""
+
+
+def _int(value: bytes | None) -> int:
     try:
         return int(value) if value else 0
     except ValueError:

@@ -6,7 +6,7 @@ from shared import keys, store
 from shared.contracts.sessions import CommitRequest
 from shared.times import now_rfc3339
 
-from .record import V1_FIELDS, StoredSession, generation_binding
+from .record import V1_FIELDS, StoredSession, binding_stamp
 
 _COMMIT = store.Script("session_commit")
 _REJECT = store.Script("session_reject")
@@ -44,11 +44,11 @@ class SessionStore:
             "updated_at": now_rfc3339(),
         }
         generation = req.compatibility_generation or ""
-        binding = generation_binding(v1) if generation else ""
+        stamp = binding_stamp(v1) if generation else b""
         args = [
             *(v1[name] for name in V1_FIELDS),
             generation,
-            binding,
+            stamp,
             "" if req.expected_revision is None else req.expected_revision,
             "" if req.epoch is None else req.epoch,
         ]

@@ -1,7 +1,8 @@
 -- Commit a session record in one atomic step (contract 3.2).
 -- KEYS[1] session hash; KEYS[2] prefix of the held-record archive key (same hash tag).
 -- ARGV: 1 native_session_id, 2 adapter, 3 model, 4 cwd, 5 cursor, 6 prompt_hash,
---       7 checkpoint_policy, 8 updated_at, 9 generation ('' = clear), 10 binding,
+--       7 checkpoint_policy, 8 updated_at, 9 generation ('' = clear), 10 binding stamp
+--       (the first 16 bytes of the binding, raw),
 --       11 expected_revision ('' = any), 12 epoch ('' = unfenced)
 -- Returns {result, revision, epoch}; result is 'ok' or a conflict code, and nothing is
 -- written unless it is 'ok'.
@@ -25,10 +26,16 @@ revision = revision + 1
 redis.call('HSET', KEYS[1],
   'native_session_id', ARGV[1], 'adapter', ARGV[2], 'model', ARGV[3], 'cwd', ARGV[4],
   'cursor', ARGV[5], 'prompt_hash', ARGV[6], 'checkpoint_policy', ARGV[7], 'updated_at', ARGV[8],
-  'revision', revision, 'epoch', epoch, 'state', 'active')
+  'revision', revision)
+-- Defaults are not stored, so a record stays in Redis' compact encoding: no state is active,
+-- no epoch is 0. The long-form generation fields are replaced by the compact one.
+redis.call('HDEL', KEYS[1], 'state', 'compatibility_generation', 'generation_binding')
+if epoch > 0 then
+  redis.call('HSET', KEYS[1], 'epoch', epoch)
+end
 if ARGV[9] == '' then
-  redis.call('HDEL', KEYS[1], 'compatibility_generation', 'generation_binding')
+  redis.call('HDEL', KEYS[1], 'generation')
 else
-  redis.call('HSET', KEYS[1], 'compatibility_generation', ARGV[9], 'generation_binding', ARGV[10])
+  redis.call('HSET', KEYS[1], 'generation', ARGV[10] .. ARGV[9])
 end
 return {'ok', revision, epoch}

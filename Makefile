@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install run up test lint typecheck unit bench lock clean
+.PHONY: install tools run up test lint typecheck unit bench lock clean
 
 $(VENV)/.installed: pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -12,6 +12,12 @@ $(VENV)/.installed: pyproject.toml requirements.lock
 	touch $@
 
 install: $(VENV)/.installed
+
+# promtool and prometheus for the rule and scrape tests (Debian's package; needs root).
+tools:
+	@command -v promtool >/dev/null 2>&1 || { \
+	  apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
 
 # The demo: embedded NATS and Redis, the four services, a simulated runner fleet and operator.
 run: install
@@ -28,7 +34,7 @@ lint: install
 typecheck: install
 	$(BIN)/mypy
 
-unit: install
+unit: install tools
 	$(BIN)/pytest
 
 test: lint typecheck unit
@@ -42,6 +48,7 @@ lock: install
 	$(BIN)/pip install --quiet uv
 	$(BIN)/uv lock
 	$(BIN)/uv export --quiet --format requirements-txt --extra dev --no-emit-project -o requirements.lock
+	$(BIN)/uv export --quiet --frozen --format requirements-txt --no-emit-project -o deploy/requirements-runtime.lock
 
 clean:
 	rm -rf $(VENV) .continuity .pytest_cache .mypy_cache .ruff_cache

@@ -56,7 +56,13 @@ class Outbox:
             raw = await self._redis.hgetall(key)  # type: ignore[misc]
             for msg_id, data in raw.items():
                 pending += 1
-                entry = _decode_entry(data)
+                try:
+                    entry = _decode_entry(data)
+                except msgspec.DecodeError:
+                    # Only the recording scripts write here; an unreadable entry is kept for an
+                    # operator, never allowed to stop the sweep of every other entry.
+                    log.error("outbox_entry_unreadable", key=key.decode(errors="replace"))
+                    continue
                 if entry.recorded_at > cutoff:
                     continue
                 await publish(self._js, entry.subject, entry.payload, entry.msg_id)

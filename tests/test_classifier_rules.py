@@ -213,3 +213,16 @@ def test_missing_or_unknown_policy_is_the_safe_one(raw: str | None, expected: Ch
 def test_retry_backoff_doubles_per_attempt() -> None:
     assert [table.retry_delay_s(5.0, attempt) for attempt in (1, 2, 3)] == [5.0, 10.0, 20.0]
     assert table.retry_delay_s(0.5, 1) == 0.5
+
+
+def test_archive_id_stays_a_token_for_the_longest_run_id() -> None:
+    import re
+
+    from services.classifier.handler import archive_id
+    from shared.contracts.types import TOKEN_PATTERN
+
+    assert archive_id("run-1", 2) == "run-1-2"
+    longest = "r" * 128
+    ids = {archive_id(longest, attempt) for attempt in (1, 2, 3)}
+    assert len(ids) == 3 and all(re.search(TOKEN_PATTERN, i) for i in ids)
+    assert archive_id(longest, 1) != archive_id("r" * 127 + "s", 1)

@@ -8,6 +8,7 @@ delay, redelivery; the shared consumer moves it to `continuity.dead.exhausted` a
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -48,7 +49,12 @@ def reconcile_work_id(run_id: str, attempt: int) -> str:
 
 
 def archive_id(run_id: str, attempt: int) -> str:
-    return f"{run_id}-{attempt}"
+    """`<run_id>-<attempt>`, readable; a run_id too long for that to stay a TOKEN (128
+    characters) gets a digest of it instead, which is just as unique and deterministic."""
+    readable = f"{run_id}-{attempt}"
+    if len(readable) <= 128:
+        return readable
+    return f"run-{hashlib.sha256(run_id.encode()).hexdigest()[:40]}-{attempt}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,6 +35,7 @@ class FakeRunner:
         self.answer = answer
         self.commands: list[ArchiveCommand] = []
         self.answered: set[str] = set()
+        self.received_at: dict[str, float] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._sub: Any = None
 
@@ -56,6 +57,7 @@ class FakeRunner:
     async def _on(self, msg: Msg) -> None:
         command = msgspec.json.decode(msg.data, type=ArchiveCommand)
         self.commands.append(command)
+        self.received_at.setdefault(command.archive_id, time.monotonic())
         task = asyncio.create_task(self._reply(msg, command))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)

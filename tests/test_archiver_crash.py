@@ -1,0 +1,177 @@
+"""kill -9 of a `continuity serve archiver` process in the middle of a stream of work items,
+then a restart: no archive_id is moved twice and every work item gets exactly one decision."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import nats
+import pytest
+import redis.asyncio as aioredis
+
+from continuity.servers import NatsServer, RedisServer
+from shared import keys
+from shared.bus.streams import ensure_streams
+from shared.contracts import ArchiveCommand, ArchiveResult
+from tests.support import wait_for
+from tests.test_archiver_support import (
+    Decisions,
+    FakeRunner,
+    new_runner_id,
+    new_session,
+    publish_work,
+    save_session,
+    wait_idle,
+    work_item,
+)
+
+pytestmark = pytest.mark.asyncio
+
+ROOT = Path(__file__).resolve().parent.parent
+ITEMS = 30
+LAUNCH = [
+    sys.executable,
+    "-c",
+    "from continuity import registry; from shared.config import Config; from shared.runtime import run;"
+    " run(registry.load('archiver'), Config.from_env())",
+]
+
+
+class ArchiverProcess:
+    def __init__(self, nats_url: str, redis_url: str, log: Path) -> None:
+        self.env = {
+            **os.environ,
+            "NATS_URL": nats_url,
+            "REDIS_URL": redis_url,
+            "CONTINUITY_ARCHIVE_TIMEOUT_S": "2",
+            "CONTINUITY_ACK_WAIT_S": "1",
+            "CONTINUITY_NAK_DELAY_S": "0.2",
+            "CONTINUITY_METRICS_HOST": "127.0.0.1",
+            "CONTINUITY_METRICS_PORT": "0",
+        }
+        self.log = log
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with open(self.log, "ab") as out:
+            self.proc = subprocess.Popen(
+                LAUNCH,
+                cwd=ROOT,
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.kill()  # SIGKILL: no drain, no acks, answers in flight are lost
+        self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@pytest.fixture
+def archiver_process(
+    fresh_servers: tuple[NatsServer, RedisServer], tmp_path: Path
+) -> Iterator[ArchiverProcess]:
+    n, r = fresh_servers
+    proc = ArchiverProcess(n.url, r.url, tmp_path / "archiver.log")
+    yield proc
+    proc.stop()
+
+
+async def test_kill_9_mid_stream_moves_each_archive_at_most_once_and_decides_each_item_once(
+    fresh_servers: tuple[NatsServer, RedisServer], archiver_process: ArchiverProcess
+) -> None:
+    n, r = fresh_servers
+    nc = await nats.connect(n.url)
+    redis_client = aioredis.Redis.from_url(r.url)
+    js = nc.jetstream()
+    await ensure_streams(js)
+    runner_id = new_runner_id()
+
+    async def answer(command: ArchiveCommand) -> ArchiveResult:
+        await asyncio.sleep(0.4)  # a slow runner: kills land while moves are in flight
+        if command.archive_id in failing:
+            return ArchiveResult(exit_code=1, output="token=abc123 sk-XXXX disk full")
+        return ArchiveResult(exit_code=0, output="moved")
+
+    runner = await FakeRunner(nc, runner_id, answer).start()
+    decisions = Decisions(js, runner_id)
+    works = []
+    for i in range(ITEMS):
+        session = new_session()
+        await save_session(redis_client, session)
+        works.append(work_item(runner_id, session, run_id=f"run-{i:03d}-{runner_id}"))
+
+    failing = {w.archive_id for i, w in enumerate(works) if i % 3 == 0}
+
+    async def publish_all() -> None:
+        for work in works:
+            await publish_work(js, work, msg_id=f"work:{work.run_id}:1:archive")
+            await asyncio.sleep(0.04)  # a steady stream, so the kill lands in its middle
+
+    archiver_process.start()
+    publisher = asyncio.create_task(publish_all())
+    # Kill once some items are decided, while a later one waits on the runner (received less
+    # than half its answer time ago, so it cannot be decided before the kill lands).
+    await decisions.wait(3, timeout=20)
+
+    def move_in_flight() -> bool:
+        now = time.monotonic()
+        return any(
+            now - at < 0.2
+            for archive_id, at in runner.received_at.items()
+            if archive_id not in runner.answered
+        )
+
+    await wait_for(move_in_flight, timeout=20, interval=0.01, what="a remote move in flight")
+    archiver_process.kill()
+    sent_before_kill = {c.archive_id for c in runner.commands}
+    decided_before_kill = {d.run_id for d in await decisions.all()}
+    await publisher
+
+    archiver_process.start()
+    await decisions.wait(ITEMS, timeout=40)
+    await wait_idle(js, timeout=20)
+    final = await decisions.all()
+
+    # At most one remote move per archive_id, whatever the kill interrupted.
+    assert runner.per_archive and max(runner.per_archive.values()) == 1
+    # Exactly one decision per work item.
+    assert Counter(d.run_id for d in final) == Counter(w.run_id for w in works)
+    # The kill really interrupted moves: some were sent and not decided before it.
+    assert sent_before_kill - {f"{run_id}-1" for run_id in decided_before_kill}
+
+    by_run = {d.run_id: d for d in final}
+    for work in works:
+        decision = by_run[work.run_id]
+        state = await redis_client.hget(keys.session(work.session.key), "state")  # type: ignore[misc]
+        if decision.action == "open_replacement":
+            assert work.archive_id in runner.answered
+            assert (state, decision.epoch) == (b"archived", 3)
+            assert await redis_client.exists(keys.archive_copy(work.session.key, work.archive_id))
+        else:
+            assert decision.action == "retry_same_session"
+            assert decision.detail is not None and "abc123" not in decision.detail
+            assert state == b"active"
+
+    await runner.stop()
+    await decisions.close()
+    await redis_client.aclose()
+    await nc.close()

@@ -149,6 +149,13 @@ async def seed_reconcile(
     await classify(r, js, run, "reconcile")
     await publish_work(js, reconcile_work(run, **work_kw))  # type: ignore[arg-type]
     await wait_until_opened(client, run.run_id)
+    # The record is readable a moment before the index lists it: wait for both, as the ack does.
+    name = member(run.session.key, run.run_id)
+
+    async def listed() -> bool:
+        return await r.zscore(OPEN_INDEX, name) is not None
+
+    await wait_for(listed, what=f"reconciliation of {run.run_id} listed")
     return run
 
 

@@ -72,7 +72,7 @@ async def test_success_copies_archives_and_replaces_only_after_the_runner_answer
     runner_id, session = new_runner_id(), new_session()
     before = await save_session(redis_client, session, epoch=2)
     work = work_item(runner_id, session)
-    seen_at_request: list[tuple[dict[bytes, bytes], int]] = []
+    seen_at_request: list[tuple[dict[bytes | str, bytes | str], int, bool]] = []
 
     async def answer(command: ArchiveCommand) -> ArchiveResult:
         # What the control plane holds while the runner is still moving its state.
@@ -80,6 +80,7 @@ async def test_success_copies_archives_and_replaces_only_after_the_runner_answer
             (
                 await redis_client.hgetall(keys.session(session.key)),  # type: ignore[misc]
                 await redis_client.exists(keys.archive_copy(session.key, command.archive_id)),
+                await redis_client.hexists(keys.run_decisions(session.key, command.run_id), "1:archive"),  # type: ignore[misc]
             )
         )
         return ArchiveResult(exit_code=0, timed_out=False, output="moved")
@@ -90,7 +91,8 @@ async def test_success_copies_archives_and_replaces_only_after_the_runner_answer
     await publish_work(js, work, msg_id=f"work:{work.run_id}:1:archive")
 
     [decision] = await decisions.wait(1)
-    assert seen_at_request == [(before, 0)]
+    # When the runner was asked: record untouched, no copy, no decision recorded (so none sent).
+    assert seen_at_request == [(before, 0, False)]
     assert runner.commands == [
         ArchiveCommand(
             archive_id=work.archive_id, run_id=work.run_id, session=session, native_session_id="ns-1"

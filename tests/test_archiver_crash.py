@@ -36,6 +36,8 @@ pytestmark = pytest.mark.asyncio
 
 ROOT = Path(__file__).resolve().parent.parent
 ITEMS = 30
+# What `continuity serve archiver` runs (continuity.cli._serve), without parsing the CLI's other
+# command groups, so that this test depends only on the registry and the runtime.
 LAUNCH = [
     sys.executable,
     "-c",

@@ -127,7 +127,7 @@ async def save_session(r: aioredis.Redis, session: SessionRef, *, epoch: int = 2
         "generation_binding": generation_binding(v1),
     }
     await r.hset(keys.session(session.key), mapping=record)  # type: ignore[misc, arg-type]
-    stored: dict[bytes, bytes] = await r.hgetall(keys.session(session.key))  # type: ignore[misc]
+    stored: dict[bytes, bytes] = await r.hgetall(keys.session(session.key))  # type: ignore[misc, assignment]
     return stored
 
 
@@ -183,6 +183,6 @@ async def wait_idle(js: JetStreamContext, timeout: float = 20.0) -> None:
 
     async def idle() -> bool:
         info = await js.consumer_info(subjects.WORK_STREAM, subjects.ARCHIVER_CONSUMER)
-        return info.num_pending == 0 and info.num_ack_pending == 0
+        return bool(info.num_pending == 0 and info.num_ack_pending == 0)
 
     await wait_for(idle, timeout=timeout, interval=0.05, what="archiver consumer idle")

@@ -4,6 +4,8 @@ Layout (every key of one run under its session's hash tag, see `shared.keys`):
 - `keys.reconciliation(sk, run_id)`: hash of the record. `session`, `tool_call` and
   `resolution` are JSON; an absent value is the empty string. `action_outcome` and
   `continue_decision_id` are kept beside `resolution` so the scripts compare them directly.
+- `<that key>:history`: list of the earlier records of the run (JSON), when a later attempt
+  stopped on a pending call again and the record was opened anew.
 - `keys.RECONCILIATION_INDEX`: every record, member `<sk>\\n<run_id>`, score its opening time.
 - `OPEN_INDEX`: the records still open, same members: the gauges and `list status=open` read it
   without walking delivered records. A member may outlive its record's delivery after a crash;
@@ -19,7 +21,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
 import redis.asyncio as aioredis
@@ -56,11 +58,6 @@ _session = msgspec.json.Decoder(SessionRef)
 _tool_call = msgspec.json.Decoder(ToolCall)
 _resolution = msgspec.json.Decoder(Resolution)
 _decision = msgspec.json.Decoder(Decision)
-
-ResolveCode = Literal["resolved", "already_delivered", "conflict", "not_found", "changed", "slot_taken"]
-RetryCode = Literal[
-    "retried", "not_found", "reconciliation_required", "already_delivered", "not_stopped", "changed"
-]
 
 
 def member(session_key: str, run_id: str) -> str:
@@ -135,7 +132,8 @@ def record_fields(work: ReconcileWork) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class Continuation:
-    """A recorded (or refused) continue_fresh step: what to publish, and for which session."""
+    """The outcome of recording a continue_fresh step: the script's code ('resolved' or
+    'retried' when this call recorded it), and what to publish for which session."""
 
     code: str
     detail: str

@@ -64,6 +64,8 @@ class PullConsumer:
         self._stopping = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._pending_task: asyncio.Task[None] | None = None
+        self._slots = asyncio.Semaphore(batch)
+        self._inflight: set[asyncio.Task[None]] = set()
         self.bound = False
 
     async def ensure(self) -> None:
@@ -85,18 +87,24 @@ class PullConsumer:
         self._pending_task = asyncio.create_task(self._watch_pending())
 
     async def drain(self, timeout: float) -> None:
-        """Stop fetching; the batch in hand finishes (or is redelivered to another replica)."""
+        """Stop fetching; messages in hand finish (or are redelivered to another replica)."""
         self._stopping.set()
-        for task in (self._task, self._pending_task):
-            if task is None:
-                continue
-            try:
-                await asyncio.wait_for(asyncio.shield(task), timeout)
-            except TimeoutError:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+        await self._finish(self._task, timeout)
+        if self._inflight:
+            await asyncio.wait(set(self._inflight), timeout=timeout)
+        await self._finish(self._pending_task, timeout)
         self.bound = False
+
+    @staticmethod
+    async def _finish(task: asyncio.Task[None] | None, timeout: float) -> None:
+        if task is None:
+            return
+        try:
+            await asyncio.wait_for(asyncio.shield(task), timeout)
+        except TimeoutError:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     async def _run(self) -> None:
         sub = None
@@ -106,11 +114,27 @@ class PullConsumer:
                     await self.ensure()
                     sub = await self._js.pull_subscribe_bind(self._durable, self._stream)
                     self.bound = True
+                # Fetch as many as there are free slots: a slow message (a runner taking its time)
+                # holds one slot, not the whole batch, and fetching overlaps processing.
+                await self._slots.acquire()
+                free = 1
+                while free < self._batch and not self._slots.locked():
+                    await self._slots.acquire()
+                    free += 1
                 try:
-                    msgs = await sub.fetch(self._batch, timeout=1.0)
+                    msgs = await sub.fetch(free, timeout=1.0)
                 except TimeoutError:
-                    continue
-                await asyncio.gather(*(self._process(m) for m in msgs))
+                    msgs = []
+                except BaseException:
+                    for _ in range(free):
+                        self._slots.release()
+                    raise
+                for _ in range(free - len(msgs)):
+                    self._slots.release()
+                for m in msgs:
+                    task = asyncio.create_task(self._process(m))
+                    self._inflight.add(task)
+                    task.add_done_callback(self._done)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # NATS away or the consumer lost: bind again after a pause
@@ -127,6 +151,10 @@ class PullConsumer:
         if sub is not None:
             with contextlib.suppress(Exception):
                 await sub.unsubscribe()
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._inflight.discard(task)
+        self._slots.release()
 
     async def _process(self, msg: Msg) -> None:
         try:

@@ -38,7 +38,7 @@ from shared.contracts import (
     ToolCall,
     decision_id,
 )
-from shared.contracts.types import Action, DecisionReason, RecordedOutcome
+from shared.contracts.types import Action, ActionOutcome, DecisionReason, RecordedOutcome
 from shared.outbox import Outbox, OutboxEntry
 from shared.records import STATUS_BY_ACTION, RunStep, decision_audit, index_run, record_step, run_fields
 from shared.times import now_rfc3339, rfc3339_from_epoch
@@ -248,7 +248,7 @@ async def test_a_work_item_opens_one_record_with_the_pending_call(
 
     async def consumed() -> bool:
         info = await js.consumer_info(subjects.WORK_STREAM, subjects.RECONCILIATION_CONSUMER)
-        return info.num_pending == 0 and info.num_ack_pending == 0
+        return bool(info.num_pending == 0 and info.num_ack_pending == 0)
 
     await wait_for(consumed, what="work consumed")
     trail = (await client.call(wire.RUNS_AUDIT, RunRequest(run_id=run.run_id), wire.AuditReply)).items
@@ -433,13 +433,13 @@ async def test_twenty_concurrent_resolves_have_exactly_one_winner(
     services: None, redis_client: aioredis.Redis, js: JetStreamContext, client: ContinuityClient
 ) -> None:
     run = await seed_reconcile(redis_client, js, client)
-    outcomes: list[str] = ["completed", "not_performed", "mixed"]
+    outcomes: list[ActionOutcome] = ["completed", "not_performed", "mixed"]
     requests = [
         ResolveRequest(
             run_id=run.run_id,
             action_outcome=outcomes[i % 3],
             evidence=f"check {i}",
-            actor=f"op{i}",  # type: ignore[arg-type]
+            actor=f"op{i}",
         )
         for i in range(20)
     ]

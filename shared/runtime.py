@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import signal
 from dataclasses import dataclass
 from typing import Protocol
@@ -87,7 +88,9 @@ async def _ensure_streams(js: JetStreamContext, config: Config, stop: asyncio.Ev
             delay = min(delay * 2, 5.0)
 
 
-async def serve(app: App, config: Config, stop: asyncio.Event | None = None) -> None:
+async def serve(
+    app: App, config: Config, stop: asyncio.Event | None = None, *, own_process: bool = False
+) -> None:
     if stop is None:  # a process of its own: SIGTERM and SIGINT start the drain
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -114,6 +117,12 @@ async def serve(app: App, config: Config, stop: asyncio.Event | None = None) -> 
     ctx = Context(config=config, nc=nc, js=js, redis=client)
     if not stop.is_set():
         await app.start(ctx)
+        if own_process:
+            # Long-lived objects made at start need no more collection, and a service allocates
+            # many short-lived ones per request: fewer, cheaper collections cut tail latency.
+            gc.collect()
+            gc.freeze()
+            gc.set_threshold(50_000, 20, 100)
         log.info("service_started", metrics_port=server.port)
         await stop.wait()
 
@@ -137,7 +146,7 @@ def run(app: App, config: Config | None = None) -> None:
     logs.setup(app.name, config.log_level)
     try:
         import uvloop
-
-        uvloop.run(serve(app, config))
-    except ImportError:
-        asyncio.run(serve(app, config))
+    except ImportError:  # a platform without uvloop runs on the standard loop
+        asyncio.run(serve(app, config, own_process=True))
+    else:
+        uvloop.run(serve(app, config, own_process=True))

@@ -156,7 +156,9 @@ def main(args: argparse.Namespace) -> int:
         echo: subprocess.Popen[bytes] | None = None
         try:
             stack.start_servers(redis_appendonly=False)
-            stack.start_service("session-store", {"CONTINUITY_LOG_LEVEL": "WARNING"})
+            stack.start_service(
+                "session-store", {"CONTINUITY_LOG_LEVEL": "WARNING"}, log_path=Path(tmp) / "service.log"
+            )
             echo = subprocess.Popen(
                 [sys.executable, "-m", "continuity.bench.echo", stack.nats_url], stdout=subprocess.PIPE
             )

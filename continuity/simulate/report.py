@@ -81,7 +81,8 @@ def final_report(result: Result) -> str:
         f"operator: {'present' if result.operator_present else 'absent'}"
         + "".join(f", {act} {n}" for act, n in sorted(result.operator_acts.items()))
         + f"; dead letters {'watched' if result.dead_letters_watched else 'not watched'}"
-        + f"; redelivered decisions {checker.redelivered}",
+        + f"; redelivered decisions {checker.redelivered}"
+        + f"; archive answers too late for the archiver {checker.late_archive_answers}",
         "",
     ]
     rows = [(name, *(str(v) for v in counts.values())) for name, counts in _per_scenario(result).items()]
@@ -125,6 +126,7 @@ def to_json(result: Result) -> dict[str, Any]:
         ],
         "operator": {"present": result.operator_present, **result.operator_acts},
         "redelivered": checker.redelivered,
+        "late_archive_answers": checker.late_archive_answers,
         "interrupted": result.interrupted,
         "warnings": result.warnings,
         "contradictions": [

@@ -164,7 +164,8 @@ def _garbage(ctx: RunContext, attempt: int, event_id: str, rng: random.Random) -
     kind = rng.randrange(4)
     reason: str | None = None
     if kind == 0:
-        payload = b"\xff\xfe resume failed {not json"
+        # Unique per run, so that its dead letter can be told apart from another run's.
+        payload = b"\xff\xfe resume failed " + ctx.run_id.encode() + b" {not json"
     elif kind == 1:
         bad = msgspec.to_builtins(_event(ctx, attempt, event_id))
         bad["attempt"] = 0  # outside `attempt >= 1`

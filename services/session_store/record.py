@@ -30,9 +30,11 @@ def binding_stamp(v1: Mapping[str, str]) -> bytes:
 
 
 def _binding_digest(v1: Mapping[str, str]) -> bytes:
-    joined = "\n".join(v1.get(name, "") for name in V1_FIELDS)
+    joined = "\n".join([v1.get(name, "") for name in V1_FIELDS])
     return hashlib.sha256(joined.encode("utf-8")).digest()
 
+
+_V1_KEYS = tuple((name, name.encode()) for name in V1_FIELDS)
 
 STAMP_BYTES = 16
 """The compact `generation` field is the binding's first 16 bytes followed by the generation:
@@ -52,9 +54,12 @@ class StoredSession:
     @classmethod
     def from_hash(cls, raw: Mapping[bytes, bytes] | list[bytes]) -> StoredSession:
         """From HGETALL's reply: a mapping (redis-py) or the flat RESP list of names and values."""
-        pairs = raw.items() if isinstance(raw, Mapping) else zip(raw[::2], raw[1::2], strict=True)
-        fields = dict(pairs)
-        v1 = {name: _text(fields.get(name.encode())) for name in V1_FIELDS}
+        if isinstance(raw, list):
+            fields: Mapping[bytes, bytes] = dict(zip(raw[::2], raw[1::2], strict=True))
+        else:
+            fields = raw
+        get = fields.get  # this runs once per decision: kept lean
+        v1 = {name: get(key, b"").decode("utf-8", "replace") for name, key in _V1_KEYS}
         generation, trusted = _generation(fields, v1)
         return cls(
             v1=v1,
@@ -89,7 +94,7 @@ def _generation(fields: Mapping[bytes, bytes], v1: Mapping[str, str]) -> tuple[s
 
 
 def _text(value: bytes | None) -> str:
-    return value.decode("utf-8", "replace") if value else ""
+    return value.decode("utf-8", "replace") if value is not None else ""
 
 
 def _int(value: bytes | None) -> int:

@@ -208,11 +208,16 @@ class Checker:
         state.dead = (subject, reason)
         scenario = SCENARIOS[run.scenario]
         if state.expected is not None:
+            self._met(run_id, attempt, "decision")  # a dead-lettered event gets no decision: one report
             self._flag(
                 run_id,
                 run.scenario,
                 f"a valid {scenario.label} event was dead-lettered on {subject} ({reason})"
-                + (" - are the services started with the simulator's keys?" if "key" in reason else ""),
+                + (
+                    " - are the services started with the simulator's keys?"
+                    if subject == subjects.DEAD_QUARANTINE
+                    else ""
+                ),
             )
             return run_id
         self._met(run_id, attempt, "dead")

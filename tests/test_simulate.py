@@ -1,0 +1,357 @@
+"""The simulator: its checker on hand-made decision sequences that contradict the contract, and
+the fleet against the four real services (in-process, real NATS and Redis)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import sys
+import threading
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from continuity.servers import NatsServer, RedisServer
+from continuity.simulate import run_demo
+from continuity.simulate.checker import Checker, Sent
+from continuity.simulate.fleet import Fleet, Settings
+from continuity.simulate.keys import DEMO_KEYS, DEMO_KEYS_ENV
+from continuity.simulate.scenarios import SCENARIOS, Facts, parse_mix
+from continuity.simulate.wire import ArchiveAnswer, archive_answer
+from continuity.stack import Stack
+from services.archiver.service import ArchiverApp
+from services.classifier.service import ClassifierApp
+from services.reconciliation.service import ReconciliationApp
+from services.session_store.service import SessionStoreApp
+from shared.contracts import ArchiveCommand, Decision, SessionRef
+from shared.contracts.types import Action, CheckpointPolicy, DecisionReason
+from shared.redaction import bounded_detail
+from tests.support import make_config, running
+
+ARCHIVE_TIMEOUT_S = 1.0
+
+# ---- the checker on hand-made sequences ------------------------------------------------------
+
+PREFIX = "simtest"
+SESSION = SessionRef(tenant="sim", conversation_id="c1", agent_id="codex")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def checker(clock: Clock | None = None) -> Checker:
+    return Checker(PREFIX, deadline_s=10, archive_timeout_s=5, clock=clock or Clock())
+
+
+def sent(
+    scenario: str,
+    *,
+    run_id: str = f"{PREFIX}-r1",
+    attempt: int = 1,
+    policy: CheckpointPolicy = "allow_replacement_after_resume_failure",
+    governed: bool = False,
+    pending: bool = False,
+    epoch: int = 0,
+) -> Sent:
+    cls = SCENARIOS[scenario].failure_class
+    facts = None if cls is None else Facts(cls, pending, attempt, policy, governed)
+    return Sent(scenario, "sim-r01", run_id, attempt, SESSION, "ns-1", epoch, facts, (run_id.encode(),))
+
+
+def decision(
+    action: Action,
+    reason: DecisionReason,
+    *,
+    run_id: str = f"{PREFIX}-r1",
+    attempt: int = 1,
+    epoch: int | None = None,
+    detail: str | None = None,
+    not_before: str | None = "2026-11-30T12:00:00.000Z",
+    failure_class: str | None = None,
+    outcome: str | None = None,
+) -> Decision:
+    return Decision(
+        decision_id=f"{run_id}:{attempt}:{action}",
+        runner_id="sim-r01",
+        run_id=run_id,
+        attempt=attempt,
+        session=SESSION,
+        action=action,
+        reason=reason,
+        failure_class=failure_class,  # type: ignore[arg-type]
+        epoch=epoch,
+        not_before=not_before if action == "retry_same_session" else None,
+        detail=detail,
+        reconciled_outcome=outcome,  # type: ignore[arg-type]
+        decided_at="2026-11-30T12:00:00.000Z",
+    )
+
+
+def texts(c: Checker) -> str:
+    return "\n".join(x.text for x in c.contradictions)
+
+
+def archive(c: Checker, answer: ArchiveAnswer, run_id: str = f"{PREFIX}-r1", archive_id: str = "a-1") -> None:
+    command = ArchiveCommand(archive_id=archive_id, run_id=run_id, session=SESSION, native_session_id="ns-1")
+    state = c.archive_requested("sim-r01", command)
+    assert state is not None, texts(c)
+    c.archive_answered(state, answer)
+
+
+def test_a_sequence_that_keeps_the_contract_has_no_contradiction() -> None:
+    c = checker()
+    c.sent(sent("refusal"))
+    c.decision("sim-r01", decision("operator", "native_provider_state_incompatible"))
+    c.operator_acting(f"{PREFIX}-r1", 1, "retry", None)
+    c.decision("sim-r01", decision("continue_fresh", "operator_retry"))
+    c.decision("sim-r01", decision("continue_fresh", "operator_retry"))  # redelivered: harmless
+    c.sent(sent("drop", run_id=f"{PREFIX}-r2"))
+    archive(c, ArchiveAnswer(0, "moved", ()), run_id=f"{PREFIX}-r2")
+    c.decision(
+        "sim-r01",
+        decision("open_replacement", "native_session_continuity_break", run_id=f"{PREFIX}-r2", epoch=1),
+    )
+    assert c.contradictions == []
+    assert c.outstanding() == 0
+    assert c.redelivered == 1
+
+
+def test_an_attach_refusal_must_never_get_open_replacement() -> None:
+    c = checker()
+    c.sent(sent("refusal"))
+    c.decision("sim-r01", decision("open_replacement", "native_session_continuity_break", epoch=1))
+    assert "a closed class must never reach replacement" in texts(c)
+
+
+def test_a_closed_class_must_never_be_archived() -> None:
+    c = checker()
+    c.sent(sent("source"))
+    command = ArchiveCommand(
+        archive_id="a-1", run_id=f"{PREFIX}-r1", session=SESSION, native_session_id="ns-1"
+    )
+    assert c.archive_requested("sim-r01", command) is None
+    assert "must never be archived" in texts(c)
+
+
+def test_a_pending_tool_call_must_get_reconcile() -> None:
+    c = checker()
+    c.sent(sent("pending", pending=True, policy="same_session_only"))
+    c.decision("sim-r01", decision("retry_same_session", "native_session_interrupted"))
+    assert "expected reconcile/native_provider_side_effect_pending" in texts(c)
+
+
+@pytest.mark.parametrize("scenario", ["forged", "unknown_key", "garbage"])
+def test_an_unauthenticated_or_invalid_event_must_get_no_decision(scenario: str) -> None:
+    c = checker()
+    c.sent(sent(scenario))
+    c.decision("sim-r01", decision("operator", "native_provider_state_incompatible"))
+    assert "must get no decision at all" in texts(c)
+
+
+def test_exactly_one_decision_per_run_and_attempt() -> None:
+    c = checker()
+    c.sent(sent("drop", policy="same_session_only"))
+    c.decision("sim-r01", decision("retry_same_session", "native_session_interrupted"))
+    c.decision("sim-r01", decision("operator", "native_session_retry_exhausted"))
+    assert "two decisions for (run_id, attempt 1)" in texts(c)
+
+
+def test_open_replacement_only_after_the_runner_archived_with_exit_0() -> None:
+    c = checker()
+    c.sent(sent("drop"))
+    c.decision("sim-r01", decision("open_replacement", "native_session_continuity_break", epoch=1))
+    assert "before the runner was asked to archive" in texts(c)
+
+    c = checker()
+    c.sent(sent("drop"))
+    archive(c, ArchiveAnswer(2, "failed", ()))
+    c.decision("sim-r01", decision("open_replacement", "native_session_continuity_break", epoch=1))
+    assert "although the runner's archive exited 2" in texts(c)
+
+
+def test_open_replacement_carries_the_next_epoch() -> None:
+    c = checker()
+    c.sent(sent("drop", epoch=3))
+    archive(c, ArchiveAnswer(0, "moved", ()))
+    c.decision("sim-r01", decision("open_replacement", "native_session_continuity_break", epoch=3))
+    assert "expected 4" in texts(c)
+
+
+def test_an_archive_failure_detail_is_bounded_redacted_and_prefixed() -> None:
+    import random
+
+    answer = archive_answer(random.Random(1), fail_rate=1.0, timeout_rate=0.0)
+    assert answer.exit_code not in (0, None) and answer.fake_secrets
+    good = bounded_detail("runner_continuity_break_archive_failed", answer.exit_code, False, answer.output)
+
+    def judge(detail: str) -> str:
+        c = checker()
+        c.sent(sent("drop"))
+        archive(c, answer)
+        c.decision(
+            "sim-r01", decision("retry_same_session", "runner_continuity_break_archive_failed", detail=detail)
+        )
+        return texts(c)
+
+    assert judge(good) == ""
+    raw = f"runner_continuity_break_archive_failed: exit={answer.exit_code} timedOut=false {answer.output}"
+    assert "leaks" in judge(raw[:512])
+    assert "characters (> 512)" in judge(good + "x" * 600)
+    assert "does not start with" in judge("archive failed: " + good)
+    assert "the runner's answer was" in judge(good.replace(f"exit={answer.exit_code}", "exit=9"))
+
+
+def test_continue_fresh_only_after_an_operator_resolution() -> None:
+    c = checker()
+    c.sent(sent("pending", pending=True))
+    c.decision("sim-r01", decision("reconcile", "native_provider_side_effect_pending"))
+    c.decision("sim-r01", decision("continue_fresh", "execution_reconciled", outcome="completed"))
+    assert "before any operator resolution" in texts(c)
+
+    c = checker()
+    c.sent(sent("drop", policy="same_session_only"))
+    c.decision("sim-r01", decision("retry_same_session", "native_session_interrupted"))
+    c.operator_acting(f"{PREFIX}-r1", 1, "retry", None)
+    c.decision("sim-r01", decision("continue_fresh", "operator_retry"))
+    assert "continue_fresh after retry_same_session" in texts(c)
+
+    c = checker()
+    c.sent(sent("pending", pending=True))
+    c.decision("sim-r01", decision("reconcile", "native_provider_side_effect_pending"))
+    c.operator_acting(f"{PREFIX}-r1", 1, "resolve", "not_performed")
+    c.decision("sim-r01", decision("continue_fresh", "execution_reconciled", outcome="completed"))
+    assert "expected execution_reconciled/not_performed" in texts(c)
+
+
+def test_an_expected_decision_that_never_arrives_is_reported_at_its_deadline() -> None:
+    clock = Clock()
+    c = checker(clock)
+    c.sent(sent("refusal"))
+    c.sent(sent("forged", run_id=f"{PREFIX}-r2"))
+    c.sent(sent("drop", run_id=f"{PREFIX}-r3"))  # archive path: its deadline includes the archive timeout
+    clock.now = 9.0
+    assert c.overdue() == []
+    clock.now = 10.0
+    late = c.overdue()
+    assert sorted(x.run_id for x in late) == [f"{PREFIX}-r1", f"{PREFIX}-r2"]
+    assert "expected a decision (operator/native_provider_state_incompatible)" in late[0].text
+    clock.now = 15.0
+    assert [x.run_id for x in c.overdue()] == [f"{PREFIX}-r3"]
+    assert c.overdue() == []  # each reported once
+
+
+def test_a_valid_event_dead_lettered_points_at_the_keys() -> None:
+    c = checker()
+    c.sent(sent("refusal"))
+    c.dead_letter("continuity.dead.quarantine", "unknown_key", f"{PREFIX}-r1".encode())
+    assert "simulator's keys" in texts(c)
+
+
+def test_the_mix_is_parsed_strictly() -> None:
+    assert parse_mix("drop=50,refusal=10,forged") == {"drop": 50, "refusal": 10, "forged": 1}
+    for bad in ("nope=1", "drop=-1", "drop=0", "drop=x"):
+        with pytest.raises(ValueError):
+            parse_mix(bad)
+
+
+# ---- the fleet against the real services -----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def sim_nats(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
+    """A NATS server of this module's own: its work-queue consumers cannot clash with others'."""
+    server = NatsServer(tmp_path_factory.mktemp("simulate-nats"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+async def services(sim_nats: NatsServer, redis_server: RedisServer) -> AsyncIterator[str]:
+    config = make_config(
+        sim_nats.url,
+        redis_server.url,
+        runner_keys=DEMO_KEYS,
+        archive_timeout_s=ARCHIVE_TIMEOUT_S,
+        retry_backoff_s=0.1,
+    )
+    apps = (SessionStoreApp(), ClassifierApp(), ArchiverApp(), ReconciliationApp())
+    async with contextlib.AsyncExitStack() as stack:
+        for app in apps:
+            await stack.enter_async_context(running(app, config))
+        yield sim_nats.url
+
+
+def fleet_settings(url: str, **overrides: object) -> Settings:
+    base = Settings(
+        runners=3,
+        events=70,
+        rate=200.0,
+        archive_fail_rate=0.25,
+        archive_timeout_rate=0.15,
+        seed=11,
+        nats_url=url,
+        deadline_s=10.0,
+        archive_timeout_s=ARCHIVE_TIMEOUT_S,
+        settle_s=0.3,
+    )
+    for key, value in overrides.items():
+        setattr(base, key, value)
+    return base
+
+
+async def test_a_mixed_fleet_finds_no_contradiction_against_the_services(services: str) -> None:
+    result = await Fleet(fleet_settings(services)).run()
+
+    assert [c.text for c in result.checker.contradictions] == []
+    assert not result.warnings and not result.interrupted
+    actions = {action for action, _ in result.checker.decisions}
+    assert {"retry_same_session", "open_replacement", "operator", "reconcile", "continue_fresh"} <= actions
+    assert ("retry_same_session", "runner_continuity_break_archive_failed") in result.checker.decisions
+    assert result.operator_acts.get("resolve", 0) > 0 and result.operator_acts.get("retry", 0) > 0
+    dead = {subject for subject, _ in result.checker.dead_letters}
+    assert dead == {"continuity.dead.quarantine", "continuity.dead.invalid"}
+    assert all(story.done for story in result.stories) and len(result.stories) == 70
+
+
+async def test_the_fleet_reports_services_that_do_not_share_its_keys(services: str) -> None:
+    other = {"sim-k1": b"another-key-the-services-never-saw!!"}
+    settings = fleet_settings(services, events=3, mix={"refusal": 1}, keys=other, deadline_s=2.0)
+    result = await Fleet(settings).run()
+
+    texts = [c.text for c in result.checker.contradictions]
+    assert len(texts) == 3 and all("services started with the simulator's keys" in t for t in texts), texts
+
+
+async def test_simulate_command_prints_one_json_object_and_exits_0(services: str) -> None:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "continuity", "simulate",
+        "--nats-url", services, "--events", "25", "--rate", "100", "--runners", "2",
+        "--archive-timeout", str(ARCHIVE_TIMEOUT_S), "--deadline", "10", "--keys", DEMO_KEYS_ENV,
+        "--seed", "3", "--json",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err.decode()[-2000:]
+    report = json.loads(out)
+    assert report["ok"] is True and report["contradictions"] == []
+    assert report["runs"] == 25 and report["events"] >= 25
+    assert b"decisions" in err  # live progress on stderr
+
+
+async def test_run_demo_narrates_and_returns_0(
+    services: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stack = Stack(data_dir=tmp_path, nats_url=services)
+    code = await asyncio.to_thread(run_demo, stack, 2.0, threading.Event())
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "What Continuity did with each kind of failure" in out
+    assert "contradictions: 0" in out

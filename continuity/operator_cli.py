@@ -18,14 +18,13 @@ from typing import Any
 
 import msgspec
 
-from services.reconciliation.wire import RUNS_AUDIT, AuditReply
 from shared.client import ContinuityClient, RequestError
 from shared.contracts import (
+    AuditReply,
     ListRequest,
     ReconciliationRecord,
     ResolveRequest,
     RetryRequest,
-    RunRequest,
     RunView,
 )
 from shared.contracts.types import TOKEN_PATTERN
@@ -398,7 +397,7 @@ def _cmd_resolve(args: argparse.Namespace) -> int:
 
 async def _run_and_audit(c: ContinuityClient, run_id: str) -> tuple[RunView, AuditReply]:
     run = await c.run(run_id)
-    audit = await c.call(RUNS_AUDIT, RunRequest(run_id=run_id), AuditReply)
+    audit = await c.audit(run_id)
     return run, audit
 
 

@@ -11,6 +11,7 @@ from nats.aio.client import Client
 
 from shared import subjects
 from shared.contracts import (
+    AuditReply,
     CommitReply,
     CommitRequest,
     DecideReply,
@@ -89,6 +90,9 @@ class ContinuityClient:
 
     async def run(self, run_id: str) -> RunView:
         return await self.call(subjects.RUNS_GET, RunRequest(run_id=run_id), RunView)
+
+    async def audit(self, run_id: str) -> AuditReply:
+        return await self.call(subjects.RUNS_AUDIT, RunRequest(run_id=run_id), AuditReply)
 
     async def retry(self, req: RetryRequest) -> DeliveredReply:
         return await self.call(subjects.OPERATOR_RETRY, req, DeliveredReply)

@@ -13,6 +13,7 @@ import redis.asyncio as aioredis
 
 from shared import keys, store
 from shared.contracts.decisions import Decision
+from shared.contracts.reconciliation import AuditEntry
 from shared.contracts.session import SessionRef
 from shared.contracts.types import Action, RunStatus
 from shared.outbox import OutboxEntry
@@ -28,19 +29,6 @@ STATUS_BY_ACTION: dict[Action, RunStatus] = {
     "reconcile": "reconciling",
     "continue_fresh": "continued",
 }
-
-
-class AuditEntry(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """One line of a run's audit trail: what was decided or done, by whom, when."""
-
-    at: str
-    kind: str
-    actor: str
-    attempt: int
-    action: str | None = None
-    reason: str | None = None
-    decision_id: str | None = None
-    outcome: str | None = None
 
 
 class RunStep(msgspec.Struct, kw_only=True):

@@ -24,6 +24,7 @@ RECONCILIATIONS_LIST = "continuity.reconciliations.list"
 RECONCILIATIONS_GET = "continuity.reconciliations.get"
 RECONCILIATIONS_RESOLVE = "continuity.reconciliations.resolve"
 RUNS_GET = "continuity.runs.get"
+RUNS_AUDIT = "continuity.runs.audit"  # an addition: a run's audit trail
 OPERATOR_RETRY = "continuity.operator.retry"
 
 QUEUE_GROUP = "q"

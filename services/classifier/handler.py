@@ -20,6 +20,7 @@ from nats.aio.msg import Msg
 from shared import keys, metrics, records, signing, store, subjects
 from shared.bus.consumer import Reject
 from shared.config import Config
+from shared.contracts import AuditEntry
 from shared.contracts.decisions import ArchiveWork, Decision, ReconcileWork, decision_id
 from shared.contracts.events import ResumeFailed
 from shared.contracts.types import Action, DecisionReason, FailureClass
@@ -295,7 +296,7 @@ class EventHandler:
                     payload=payload,
                 )
             ],
-            audit=records.AuditEntry(
+            audit=AuditEntry(
                 at=rfc3339_from_epoch(now),
                 kind="decision",
                 actor=ACTOR,

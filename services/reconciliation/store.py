@@ -27,6 +27,7 @@ import msgspec
 import redis.asyncio as aioredis
 
 from shared import keys, store, subjects
+from shared.contracts import AuditEntry
 from shared.contracts.decisions import Decision, ReconcileWork, decision_id
 from shared.contracts.events import ToolCall
 from shared.contracts.reconciliation import ReconciliationRecord, Resolution, RunView
@@ -40,7 +41,7 @@ from shared.contracts.types import (
     RunStatus,
 )
 from shared.outbox import OutboxEntry
-from shared.records import AuditEntry, run_fields
+from shared.records import run_fields
 from shared.times import now_rfc3339
 
 OPEN_INDEX = "continuity:reconciliations:open"

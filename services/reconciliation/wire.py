@@ -7,17 +7,10 @@ trail, oldest first (404 `not_found` for an unknown run). It is separate from `r
 
 from __future__ import annotations
 
-import msgspec
+from shared.contracts import AuditReply
+from shared.subjects import RUNS_AUDIT
 
-from shared.records import AuditEntry
-
-RUNS_AUDIT = "continuity.runs.audit"
-
-
-class AuditReply(msgspec.Struct, kw_only=True):
-    run_id: str
-    items: list[AuditEntry]
-
+__all__ = ["OPERATOR_RETRY_ALREADY_DELIVERED", "RUNS_AUDIT", "RUN_CHANGED", "RUN_NOT_STOPPED", "AuditReply"]
 
 # Error codes of this service, beyond the contract's `not_found`, `reconciliation_required`,
 # `execution_reconciliation_conflict` and `execution_reconciliation_already_delivered`.

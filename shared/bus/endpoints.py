@@ -123,7 +123,7 @@ class Endpoints:
             code = "unavailable"
             log.warning("request_store_unavailable", endpoint=name, error_type=type(err).__name__)
             await self._respond_error(
-                request, ServiceError(503, "unavailable", "the session store is unavailable; retry later")
+                request, ServiceError(503, "unavailable", "a backing store is unavailable; retry later")
             )
         except Exception as err:  # a bug must cost one request, never the process
             code = "internal_error"

@@ -5,6 +5,8 @@ from shared.contracts.decisions import ArchiveWork, Decision, ReconcileWork, dec
 from shared.contracts.errors import ErrorBody, ErrorDetail, ServiceError
 from shared.contracts.events import CommandResult, ErrorInfo, ResumeFailed, ToolCall
 from shared.contracts.reconciliation import (
+    AuditEntry,
+    AuditReply,
     DeliveredReply,
     ListReply,
     ListRequest,
@@ -31,6 +33,8 @@ __all__ = [
     "ArchiveCommand",
     "ArchiveResult",
     "ArchiveWork",
+    "AuditEntry",
+    "AuditReply",
     "CommandResult",
     "CommitReply",
     "CommitRequest",

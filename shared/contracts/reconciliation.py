@@ -79,3 +79,23 @@ class RunView(msgspec.Struct, kw_only=True, omit_defaults=False):
     attempt: int
     status: RunStatus
     last_decision: Decision | None = None
+
+
+class AuditEntry(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One line of a run's audit trail: what was decided or done, by whom, when (an addition)."""
+
+    at: str
+    kind: str
+    actor: str
+    attempt: int
+    action: str | None = None
+    reason: str | None = None
+    decision_id: str | None = None
+    outcome: str | None = None
+
+
+class AuditReply(msgspec.Struct, kw_only=True):
+    """Reply of `continuity.runs.audit` (an addition): the trail, oldest first."""
+
+    run_id: str
+    items: list[AuditEntry]

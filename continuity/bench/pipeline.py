@@ -1,0 +1,364 @@
+"""`continuity bench pipeline`: events per second from publish to decision, end to end through
+JetStream and Redis with one classifier process, next to a baseline measured in the same run: a
+plain JetStream consumer process that fetches, acknowledges and publishes one message per event
+with no logic (`python -m continuity.bench.pipeline NATS_URL`).
+
+Both are driven the same way: N concurrent senders, each publishing one event and waiting for
+its outcome (a decision, or the baseline's message) before the next, so the latency figures are
+those of a loaded but not flooded pipeline. The events get direct decisions (unclassified under
+`same_session_only` → `retry_same_session`, signed refusals → `operator`): the archiver and the
+reconciliation service are not in the loop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import nats
+import redis.asyncio as aioredis
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+from nats.js.api import (
+    AckPolicy,
+    ConsumerConfig,
+    DeliverPolicy,
+    DiscardPolicy,
+    RetentionPolicy,
+    StorageType,
+    StreamConfig,
+)
+from nats.js.errors import NotFoundError
+
+from continuity.bench.stats import Figures, load, ratio
+from continuity.simulate.keys import DEMO_KEYS, DEMO_KEYS_ENV
+from continuity.stack import Stack
+from shared import keys, subjects
+from shared.contracts import CommandResult, ResumeFailed, SessionRef
+from shared.signing import sign
+from shared.times import now_rfc3339
+
+BASELINE_IN_STREAM = "BENCH_PIPELINE_IN"
+BASELINE_OUT_STREAM = "BENCH_PIPELINE_OUT"
+BASELINE_IN = "bench.pipeline.in"
+BASELINE_OUT = "bench.pipeline.out"
+BASELINE_DURABLE = "bench-baseline"
+RUNNERS = 16
+SESSIONS = 256
+KEY_ID = "sim-k1"
+
+_encode = msgspec.json.Encoder().encode
+
+
+class _RunOnly(msgspec.Struct):
+    """The one field both outcomes carry that names the event: the decision's or the echoed
+    event's run_id."""
+
+    run_id: str
+
+
+_run_only = msgspec.json.Decoder(_RunOnly)
+
+
+def register(kinds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = kinds.add_parser("pipeline", help="events/s from publish to decision vs a plain JetStream consumer")
+    p.add_argument("--events", type=int, default=5000, help="events per measurement (default 5000)")
+    p.add_argument("--concurrency", type=int, default=256, help="events in flight (default 256)")
+    p.add_argument("--rounds", type=int, default=3, help="rounds; the median round is reported (default 3)")
+    p.add_argument("--profile", type=Path, help="record the classifier with py-spy into this file")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=main)
+
+
+# ---- the events ------------------------------------------------------------------------------
+
+
+def session(i: int) -> SessionRef:
+    return SessionRef(tenant="bench", conversation_id=f"conv-{i % SESSIONS:05d}", agent_id="codex")
+
+
+def event(prefix: str, i: int) -> ResumeFailed:
+    """Even: a transport drop (→ retry_same_session); odd: a signed refusal (→ operator)."""
+    runner = f"bench-r{i % RUNNERS:02d}"
+    run_id = f"{prefix}-{i:07d}"
+    result = None
+    if i % 2:
+        result = CommandResult(
+            command="provider.attach",
+            status="refused",
+            classification="provider_attach_refused",
+            issued_at=now_rfc3339(),
+            key_id=KEY_ID,
+            signature="",
+        )
+        result.signature = sign(DEMO_KEYS[KEY_ID], runner, run_id, 1, result)
+    return ResumeFailed(
+        type="resume_failed",
+        event_id=f"{run_id}.a1",
+        runner_id=runner,
+        run_id=run_id,
+        attempt=1,
+        session=session(i),
+        native_session_id=f"ns-{i % SESSIONS:05d}",
+        occurred_at=now_rfc3339(),
+        command_result=result,
+    )
+
+
+async def seed_sessions(redis_url: str) -> None:
+    """Session records as any release writes them (version-1 fields), policy same_session_only."""
+    r = aioredis.Redis.from_url(redis_url)
+    pipe = r.pipeline(transaction=False)
+    for i in range(SESSIONS):
+        fields = {
+            "native_session_id": f"ns-{i:05d}",
+            "adapter": "codex",
+            "model": "gpt-5-codex",
+            "cwd": f"/workspaces/bench/{i:05d}",
+            "cursor": "turn-000001",
+            "prompt_hash": "0" * 16,
+            "checkpoint_policy": "same_session_only",
+            "updated_at": now_rfc3339(),
+        }
+        pipe.hset(keys.session(session(i).key), mapping=fields)  # type: ignore[arg-type]
+    await pipe.execute()
+    await r.aclose()
+
+
+# ---- the measurement -------------------------------------------------------------------------
+
+
+class Outcomes:
+    """Futures of the events in flight, completed when their outcome arrives."""
+
+    def __init__(self) -> None:
+        self.waiting: dict[str, asyncio.Future[None]] = {}
+        self.received = 0
+
+    async def on_message(self, msg: Msg) -> None:
+        run_id = _run_only.decode(msg.data).run_id
+        future = self.waiting.pop(run_id, None)
+        self.received += 1
+        if future is not None and not future.done():
+            future.set_result(None)
+
+
+async def measure(nats_url: str, redis_url: str, args: argparse.Namespace) -> dict[str, Any]:
+    nc = await nats.connect(nats_url, pending_size=64 * 1024 * 1024)
+    js = nc.jetstream()
+    await seed_sessions(redis_url)
+    decisions, echoes = Outcomes(), Outcomes()
+    actions: Counter[str] = Counter()
+
+    async def on_decision(msg: Msg) -> None:
+        actions[msgspec.json.decode(msg.data)["action"]] += 1
+        await decisions.on_message(msg)
+
+    await js.subscribe(
+        subjects.DECISIONS_ALL,
+        stream=subjects.DECISIONS_STREAM,
+        cb=on_decision,
+        ordered_consumer=True,
+        deliver_policy=DeliverPolicy.NEW,
+    )
+    await js.subscribe(
+        f"{BASELINE_OUT}.>",
+        stream=BASELINE_OUT_STREAM,
+        cb=echoes.on_message,
+        ordered_consumer=True,
+        deliver_policy=DeliverPolicy.NEW,
+    )
+    loop = asyncio.get_running_loop()
+    rounds_done = 0
+
+    async def one_round(kind: str, total: int) -> Figures:
+        nonlocal rounds_done
+        rounds_done += 1
+        prefix = f"{kind}{rounds_done}"
+        events = [event(prefix, i) for i in range(total)]
+        payloads = [_encode(e) for e in events]
+        outcomes = decisions if kind == "pipeline" else echoes
+
+        async def op(i: int) -> None:
+            e = events[i]
+            future = loop.create_future()
+            outcomes.waiting[e.run_id] = future
+            if kind == "pipeline":
+                subject = subjects.event(e.runner_id, "resume_failed")
+            else:
+                subject = f"{BASELINE_IN}.{e.runner_id}"
+            await js.publish(subject, payloads[i], headers={"Nats-Msg-Id": e.event_id})
+            await asyncio.wait_for(future, 60)
+
+        return await load(kind, op, total=total, concurrency=args.concurrency)
+
+    warmup = min(1000, args.events)
+    await one_round("baseline", warmup)
+    await one_round("pipeline", warmup)
+    actions.clear()
+    rounds: dict[str, list[Figures]] = {"baseline": [], "pipeline": []}
+    for _ in range(args.rounds):
+        for kind in ("baseline", "pipeline"):  # alternating, so drift hits both alike
+            rounds[kind].append(await one_round(kind, args.events))
+    await nc.close()
+    median = {k: sorted(v, key=lambda f: f.per_s)[len(v) // 2] for k, v in rounds.items()}
+    base, pipe = median["baseline"], median["pipeline"]
+    return {
+        "events": args.events,
+        "concurrency": args.concurrency,
+        "rounds": args.rounds,
+        "events_per_s": round(pipe.per_s),
+        "p50_ms": round(pipe.p50_ms, 3),
+        "p99_ms": round(pipe.p99_ms, 3),
+        "baseline_per_s": round(base.per_s),
+        "baseline_p50_ms": round(base.p50_ms, 3),
+        "baseline_p99_ms": round(base.p99_ms, 3),
+        "ratio": ratio(pipe.per_s, base.per_s),
+        "p99_ratio": ratio(pipe.p99_ms, base.p99_ms),
+        "decisions": dict(sorted(actions.items())),
+        "rounds_per_s": [round(f.per_s) for f in rounds["pipeline"]],
+        "baseline_rounds_per_s": [round(f.per_s) for f in rounds["baseline"]],
+    }
+
+
+def report(result: dict[str, Any]) -> str:
+    decided = ", ".join(f"{a} {n}" for a, n in result["decisions"].items())
+    lines = [
+        f"pipeline benchmark: {result['events']} events x {result['rounds']} rounds, "
+        f"{result['concurrency']} in flight, one classifier process (median round)",
+        f"  {'':<34}{'events/s':>10}{'p50 ms':>10}{'p99 ms':>10}",
+        f"  {'baseline: fetch, ack, publish':<34}{result['baseline_per_s']:>10}"
+        f"{result['baseline_p50_ms']:>10}{result['baseline_p99_ms']:>10}",
+        f"  {'classifier: event → decision':<34}{result['events_per_s']:>10}"
+        f"{result['p50_ms']:>10}{result['p99_ms']:>10}",
+        f"  classifier / baseline throughput  {result['ratio']:.3f}  (target >= 0.5)",
+        f"  decisions: {decided}",
+    ]
+    return "\n".join(lines)
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.events < 1 or args.concurrency < 1 or args.rounds < 1:
+        print("error: --events, --concurrency and --rounds must be at least 1", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="continuity-bench-") as tmp:
+        stack = Stack(data_dir=Path(tmp))
+        baseline: subprocess.Popen[bytes] | None = None
+        profiler: subprocess.Popen[bytes] | None = None
+        try:
+            stack.start_servers(redis_appendonly=False)
+            env = {"CONTINUITY_RUNNER_KEYS": DEMO_KEYS_ENV, "CONTINUITY_LOG_LEVEL": "WARNING"}
+            classifier = stack.start_service("classifier", env, log_path=Path(tmp) / "classifier.log")
+            baseline = subprocess.Popen(
+                [sys.executable, "-m", "continuity.bench.pipeline", stack.nats_url], stdout=subprocess.PIPE
+            )
+            assert baseline.stdout is not None
+            baseline.stdout.readline()  # "ready"
+            stack.wait_ready()
+            if args.profile is not None:
+                profiler = subprocess.Popen(
+                    [
+                        str(Path(sys.executable).parent / "py-spy"),
+                        "record",
+                        "--pid",
+                        str(classifier.proc.pid),
+                        "--format",
+                        "raw",
+                        "--output",
+                        str(args.profile),
+                        "--nonblocking",
+                    ],
+                    stdout=subprocess.DEVNULL,
+                )
+            import uvloop
+
+            result = uvloop.run(measure(stack.nats_url, stack.redis_url, args))
+        finally:
+            if profiler is not None:
+                profiler.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
+                profiler.wait(30)
+            if baseline is not None:
+                baseline.terminate()
+                baseline.wait()
+            stack.stop()
+    print(msgspec.json.encode(result).decode() if args.json else report(result))
+    return 0
+
+
+# ---- the baseline consumer process -------------------------------------------------------------
+
+
+def _stream(name: str, subject: str) -> StreamConfig:
+    """Stored like Continuity's streams: file-backed, with the same duplicate window."""
+    return StreamConfig(
+        name=name,
+        subjects=[f"{subject}.>"],
+        retention=RetentionPolicy.LIMITS,
+        storage=StorageType.FILE,
+        num_replicas=1,
+        duplicate_window=120.0,
+        discard=DiscardPolicy.OLD,
+    )
+
+
+async def _ensure(js: JetStreamContext, config: StreamConfig) -> None:
+    assert config.name is not None
+    try:
+        await js.stream_info(config.name)
+    except NotFoundError:
+        await js.add_stream(config)
+
+
+async def baseline_consumer(url: str) -> None:
+    """Fetch, publish one message per event, acknowledge: the classifier's loop minus its logic
+    (same batch size, same ack policy, a batch's messages handled concurrently)."""
+    nc: Client = await nats.connect(url)
+    js = nc.jetstream()
+    await _ensure(js, _stream(BASELINE_IN_STREAM, BASELINE_IN))
+    await _ensure(js, _stream(BASELINE_OUT_STREAM, BASELINE_OUT))
+    await js.add_consumer(
+        BASELINE_IN_STREAM,
+        ConsumerConfig(
+            durable_name=BASELINE_DURABLE,
+            ack_policy=AckPolicy.EXPLICIT,
+            deliver_policy=DeliverPolicy.ALL,
+            ack_wait=30,
+            max_ack_pending=4096,
+        ),
+    )
+    sub = await js.pull_subscribe_bind(BASELINE_DURABLE, BASELINE_IN_STREAM)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
+    async def handle(msg: Msg) -> None:
+        runner = msg.subject.rsplit(".", 1)[-1]
+        msg_id = (msg.headers or {}).get("Nats-Msg-Id", "")
+        await js.publish(f"{BASELINE_OUT}.{runner}", msg.data, headers={"Nats-Msg-Id": f"out:{msg_id}"})
+        await msg.ack()
+
+    print("ready", flush=True)
+    while not stop.is_set():
+        try:
+            msgs = await sub.fetch(64, timeout=1.0)
+        except TimeoutError:
+            continue
+        await asyncio.gather(*(handle(m) for m in msgs))
+    await sub.unsubscribe()
+    await nc.close()
+
+
+if __name__ == "__main__":
+    import uvloop
+
+    uvloop.run(baseline_consumer(sys.argv[1]))

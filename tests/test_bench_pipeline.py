@@ -22,9 +22,6 @@ def test_bench_pipeline_prints_one_json_object_with_its_figures() -> None:
     result = json.loads(proc.stdout)
     for key in ("events_per_s", "baseline_per_s", "ratio", "p50_ms", "p99_ms"):
         assert isinstance(result[key], int | float) and result[key] > 0, key
-    assert (
-        result["ratio"] == round(result["events_per_s"] / result["baseline_per_s"], 3)
-        or abs(result["ratio"] - result["events_per_s"] / result["baseline_per_s"]) < 0.01
-    )
+    assert abs(result["ratio"] - result["events_per_s"] / result["baseline_per_s"]) < 0.01
     # Both kinds of direct decision, one per event, and nothing else.
     assert result["decisions"] == {"operator": 100, "retry_same_session": 100}

@@ -82,3 +82,31 @@ class Outbox:
                 log.warning("outbox_sweep_failed", error_type=type(exc).__name__)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), interval_s)
+
+
+class Sweeper:
+    """`Outbox.run_sweeper` as a background task of a service, stopped by its drain.
+
+    Every service that records decisions runs one, so what any crashed replica left recorded
+    but unpublished goes out even when no other kind of service is running.
+    """
+
+    def __init__(self, outbox: Outbox, interval_s: float = 2.0) -> None:
+        self._outbox = outbox
+        self._interval_s = interval_s
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._outbox.run_sweeper(self._stop, self._interval_s))
+
+    async def stop(self, timeout: float) -> None:
+        self._stop.set()
+        if self._task is None:
+            return
+        try:
+            await asyncio.wait_for(self._task, timeout)
+        except TimeoutError:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task

@@ -31,7 +31,7 @@ from shared.contracts.reconciliation import (
 )
 from shared.decoding import InvalidInput, decode
 from shared.logs import Log
-from shared.outbox import Outbox
+from shared.outbox import Outbox, Sweeper
 from shared.runtime import Context
 
 from . import wire
@@ -59,6 +59,7 @@ class ReconciliationApp:
         self._outbox: Outbox | None = None
         self._endpoints: Endpoints | None = None
         self._consumer: PullConsumer | None = None
+        self._sweeper: Sweeper | None = None
         self._stop = asyncio.Event()
         self._refresh = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -83,28 +84,27 @@ class ReconciliationApp:
         ep.add("operator-retry", subjects.OPERATOR_RETRY, RetryRequest, self.retry)
         await ep.start()
         self._endpoints = ep
-        self._consumer = PullConsumer(
+        self._consumer = PullConsumer.from_config(
             ctx.js,
+            ctx.config,
             stream=subjects.WORK_STREAM,
             durable=subjects.RECONCILIATION_CONSUMER,
             filter_subject=subjects.WORK_RECONCILE,
             handler=self.handle_work,
             service=self.name,
-            max_deliver=ctx.config.max_deliver,
-            nak_delay_s=ctx.config.nak_delay_s,
-            ack_wait_s=ctx.config.ack_wait_s,
         )
         await self._consumer.start()
-        self._tasks = [
-            asyncio.create_task(self._outbox.run_sweeper(self._stop, self._sweep_interval_s)),
-            asyncio.create_task(self._refresh_gauges()),
-        ]
+        self._sweeper = Sweeper(self._outbox, self._sweep_interval_s)
+        self._sweeper.start()
+        self._tasks = [asyncio.create_task(self._refresh_gauges())]
 
     async def drain(self, timeout: float) -> None:
         if self._consumer is not None:
             await self._consumer.drain(timeout)
         if self._endpoints is not None:
             await self._endpoints.drain(timeout)
+        if self._sweeper is not None:
+            await self._sweeper.stop(timeout)
         self._stop.set()
         self._refresh.set()
         if self._tasks:

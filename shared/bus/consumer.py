@@ -19,6 +19,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from shared import metrics, subjects
 from shared.bus.publish import dead_letter
+from shared.config import Config
 from shared.logs import Log
 
 log = Log("continuity.consumer")
@@ -67,6 +68,31 @@ class PullConsumer:
         self._slots = asyncio.Semaphore(batch)
         self._inflight: set[asyncio.Task[None]] = set()
         self.bound = False
+
+    @classmethod
+    def from_config(
+        cls,
+        js: JetStreamContext,
+        config: Config,
+        *,
+        stream: str,
+        durable: str,
+        filter_subject: str | None,
+        handler: Handler,
+        service: str,
+    ) -> PullConsumer:
+        """A consumer with the delivery settings of the service's configuration."""
+        return cls(
+            js,
+            stream=stream,
+            durable=durable,
+            filter_subject=filter_subject,
+            handler=handler,
+            service=service,
+            max_deliver=config.max_deliver,
+            nak_delay_s=config.nak_delay_s,
+            ack_wait_s=config.ack_wait_s,
+        )
 
     async def ensure(self) -> None:
         """Create or update the durable consumer; JetStream counts deliveries, we cap them."""

@@ -39,22 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _command_modules() -> list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]]:
     """Each command group lives in its own module and adds its own sub-parsers."""
-    import importlib
+    from continuity import bench, operator_cli, sessions_cli, simulate, up
 
-    registrars = []
-    for module in (
-        "continuity.up",
-        "continuity.sessions_cli",
-        "continuity.operator_cli",
-        "continuity.bench",
-        "continuity.simulate",
-    ):
-        try:
-            registrars.append(importlib.import_module(module).register)
-        except ModuleNotFoundError as err:
-            if err.name != module:
-                raise
-    return registrars
+    return [up.register, sessions_cli.register, operator_cli.register, bench.register, simulate.register]
 
 
 def main(argv: list[str] | None = None) -> int:

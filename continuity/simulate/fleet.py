@@ -32,6 +32,10 @@ from shared.client import ContinuityClient, RequestError
 from shared.contracts import GetRequest, SessionRef
 
 
+async def quiet(exc: Exception) -> None:
+    """NATS client errors surface as failed requests; the client's own tracebacks are noise."""
+
+
 class FleetError(Exception):
     """The stack cannot be simulated against (unreachable, or a service is missing)."""
 
@@ -110,7 +114,11 @@ class Fleet:
         s = self.settings
         try:
             self._nc = await nats.connect(
-                s.nats_url, name="continuity-sim", connect_timeout=5, max_reconnect_attempts=3
+                s.nats_url,
+                name="continuity-sim",
+                connect_timeout=5,
+                max_reconnect_attempts=3,
+                error_cb=quiet,
             )
         except Exception as exc:
             raise FleetError(f"cannot connect to NATS at {s.nats_url} ({type(exc).__name__})") from None

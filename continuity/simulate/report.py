@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from continuity.clitools import table
 from continuity.simulate.checker import Checker
 from continuity.simulate.fleet import Result
 from continuity.simulate.scenarios import SCENARIOS
@@ -20,6 +19,13 @@ _SHORT_PREFIXES = (
     "native_",
     "runner_continuity_break_",
 )
+
+
+def table(rows: list[tuple[str, ...]], header: tuple[str, ...]) -> str:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    return "\n".join(
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in [header, *rows]
+    )
 
 
 def short_reason(reason: str) -> str:

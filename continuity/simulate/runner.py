@@ -108,7 +108,7 @@ class SimRunner:
     # ---- life -------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        self._nc = await nats.connect(self._url, name=f"continuity-sim-{self.runner_id}")
+        self._nc = await nats.connect(self._url, name=f"continuity-sim-{self.runner_id}", error_cb=_quiet)
         self._client = ContinuityClient(self._nc, timeout=10.0)
         await self._nc.subscribe(subjects.runner_archive(self.runner_id), cb=self._on_archive)
         # Only decisions published from now on: earlier simulations may have used this runner id.
@@ -405,6 +405,10 @@ def _decision_step(d: Decision) -> str:
 def _recorded_outcome(payload: bytes) -> RecordedOutcome | None:
     event = msgspec.json.decode(payload, type=ResumeFailed)
     return event.pending_tool_call.recorded_outcome if event.pending_tool_call else None
+
+
+async def _quiet(exc: Exception) -> None:
+    """Client errors surface as failed requests (reported by the run); no tracebacks."""
 
 
 def _why(exc: Exception) -> str:

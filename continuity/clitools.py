@@ -1,84 +1,204 @@
-"""What every client command shares: connecting, printing, and exit codes from error replies."""
+"""What every client command shares: connecting to NATS, exit codes scripts can rely on,
+messages for people that explain each error code, JSON for scripts, argument checks."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import os
+import re
 import sys
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 import msgspec
-import nats
-from nats.aio.client import Client
 
 from shared.client import ContinuityClient, RequestError
+from shared.contracts.types import TOKEN_PATTERN
 
-T = TypeVar("T")
-
+DEFAULT_NATS_URL = "nats://127.0.0.1:4222"
 EXIT_OK = 0
 EXIT_CONFLICT = 1
 EXIT_BAD_INPUT = 2
 EXIT_NOT_FOUND = 3
 EXIT_UNAVAILABLE = 4
+EXIT_INTERNAL = 5
 
 EXIT_BY_STATUS = {400: EXIT_BAD_INPUT, 404: EXIT_NOT_FOUND, 409: EXIT_CONFLICT, 503: EXIT_UNAVAILABLE}
+_TOKEN = re.compile(TOKEN_PATTERN)
 
 
-def add_connection_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--nats-url",
-        default=os.environ.get("NATS_URL", "nats://127.0.0.1:4222"),
-        help="NATS server (default: $NATS_URL or nats://127.0.0.1:4222)",
+class Failure(Exception):
+    """A command's failure: an exit code, a closed code, and a message for people."""
+
+    def __init__(self, exit_code: int, code: str, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+        self.code = code
+        self.message = message
+        self.status = status
+
+
+# What each error code means for the command that got it, and what to do next.
+def explain(code: str, run_id: str | None, fallback: str) -> str:
+    run = f"run {run_id}" if run_id else "the run"
+    messages = {
+        "not_found": f"{run} is not known here (no such record)",
+        "execution_reconciliation_conflict": (
+            f"{run} was already resolved with another outcome; see `continuity reconciliations show {run_id}`"
+        ),
+        "execution_reconciliation_already_delivered": (
+            f"{run} was already resolved with this outcome; its decision was delivered, nothing to do"
+        ),
+        "reconciliation_required": (
+            f"{run} waits on a reconciliation, it cannot be retried: record what the pending tool "
+            f"call did with `continuity reconciliations resolve {run_id} --outcome ...`"
+        ),
+        "run_not_stopped": f"{run} is not stopped for an operator: {fallback}",
+        "operator_retry_already_delivered": (
+            f"a fresh continuation was already delivered for this attempt of {run}; nothing to do"
+        ),
+        "run_changed": f"{run} changed while the request was handled; show it and try again",
+        "revision_conflict": "the record changed since the given --expected-revision; get it and retry",
+        "stale_epoch": "the session was replaced since the given --epoch; this writer is fenced out",
+        "session_held": "the session is held for an operator; commit a new native session instead",
+        "missing_field": f"the request was rejected: {fallback}",
+        "invalid_field": f"the request was rejected: {fallback}",
+        "malformed_json": f"the request was rejected: {fallback}",
+        "unavailable": "the service's store is unavailable; retry later",
+        "draining": "the service is shutting down; retry in a moment",
+        "internal_error": "the service failed on this request; see its logs",
+    }
+    return messages.get(code, fallback or code)
+
+
+def redacted_url(url: str) -> str:
+    """The URL without credentials, for messages."""
+    return re.sub(r"//[^/@]*@", "//", url)
+
+
+def nats_url(args: argparse.Namespace) -> str:
+    return str(args.nats_url or os.environ.get("NATS_URL") or DEFAULT_NATS_URL)
+
+
+async def connect(url: str, timeout: float) -> Any:
+    import nats
+
+    async def quiet(_: Exception) -> None:  # failures are reported once, by the command
+        return None
+
+    servers = [u.strip() for u in url.split(",") if u.strip()]
+    # One try per server, bounded: an operator wants an answer, not a reconnect loop.
+    return await asyncio.wait_for(
+        nats.connect(
+            servers=servers,
+            name="continuity-operator-cli",
+            connect_timeout=max(1, int(timeout)),
+            allow_reconnect=False,
+            max_reconnect_attempts=1,
+            reconnect_time_wait=0.1,
+            error_cb=quiet,
+        ),
+        timeout + 1,
     )
-    parser.add_argument("--json", action="store_true", help="print JSON for scripts")
-    parser.add_argument("--timeout", type=float, default=5.0, help="request timeout in seconds")
 
 
-def run_client(args: argparse.Namespace, body: Callable[[ContinuityClient], Awaitable[int]]) -> int:
-    """Connect, run `body`, map failures to documented exit codes and one-line messages."""
+async def session(args: argparse.Namespace, action: Callable[[ContinuityClient], Awaitable[Any]]) -> Any:
+    import nats.errors
 
-    async def main() -> int:
+    url = nats_url(args)
+    try:
+        nc = await connect(url, args.timeout)
+    except Exception:
+        raise Failure(
+            EXIT_UNAVAILABLE, "unavailable", f"cannot connect to NATS at {redacted_url(url)}"
+        ) from None
+    try:
+        return await action(ContinuityClient(nc, timeout=args.timeout))
+    except RequestError as err:
+        exit_code = EXIT_BY_STATUS.get(err.status, EXIT_INTERNAL)
+        raise Failure(
+            exit_code, err.code, explain(err.code, getattr(args, "run_id", None), err.message), err.status
+        ) from None
+    except nats.errors.NoRespondersError:
+        raise Failure(
+            EXIT_UNAVAILABLE, "unavailable", "no reconciliation service is answering; is it running?"
+        ) from None
+    except (TimeoutError, nats.errors.TimeoutError):
+        raise Failure(
+            EXIT_UNAVAILABLE, "timeout", f"no answer within {args.timeout:g}s; retry later"
+        ) from None
+    finally:
         try:
-            nc: Client = await nats.connect(
-                args.nats_url, connect_timeout=args.timeout, max_reconnect_attempts=0, allow_reconnect=False
-            )
-        except Exception as exc:
-            print(f"error: cannot connect to NATS at {args.nats_url} ({type(exc).__name__})", file=sys.stderr)
-            return EXIT_UNAVAILABLE
-        try:
-            return await body(ContinuityClient(nc, timeout=args.timeout))
-        except RequestError as err:
-            print(f"error: {err.code}: {err.message}", file=sys.stderr)
-            return EXIT_BY_STATUS.get(err.status, EXIT_UNAVAILABLE)
-        except (nats.errors.TimeoutError, nats.errors.NoRespondersError) as exc:
-            print(f"error: no answer from Continuity ({type(exc).__name__}); is it running?", file=sys.stderr)
-            return EXIT_UNAVAILABLE
-        finally:
-            await nc.close()
-
-    return asyncio.run(main())
+            await asyncio.wait_for(nc.close(), 2)
+        except Exception:  # closing is best effort: the answer is already in hand
+            pass
 
 
-def emit(args: argparse.Namespace, value: Any, human: Callable[[Any], str]) -> None:
-    if args.json:
-        print(msgspec.json.encode(value).decode())
-    else:
-        print(human(value))
+def execute(
+    args: argparse.Namespace,
+    action: Callable[[ContinuityClient], Awaitable[Any]],
+    render: Callable[[Any], str],
+    for_json: Callable[[Any], Any] = lambda result: result,
+) -> int:
+    try:
+        result = asyncio.run(session(args, action))
+    except Failure as failure:
+        return report(args, failure)
+    print(to_json(for_json(result)) if args.json else render(result))
+    return EXIT_OK
 
 
-def table(rows: list[tuple[str, ...]], header: tuple[str, ...]) -> str:
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    lines = [
-        "  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
-        for row in [header, *rows]
-    ]
+def report(args: argparse.Namespace, failure: Failure) -> int:
+    if getattr(args, "json", False):
+        error: dict[str, Any] = {"code": failure.code, "message": failure.message}
+        if failure.status is not None:
+            error["status"] = failure.status
+        print(to_json({"error": error}))
+    print(f"continuity: error: {failure.message} [{failure.code}]", file=sys.stderr)
+    return failure.exit_code
+
+
+def to_json(value: Any) -> str:
+    return msgspec.json.format(msgspec.json.encode(value), indent=2).decode()
+
+
+# Validation of arguments, before anything is sent ------------------------------------------
+
+
+def token(what: str) -> Callable[[str], str]:
+    def check(value: str) -> str:
+        if not _TOKEN.match(value):
+            raise argparse.ArgumentTypeError(f"{what} must be 1 to 128 of A-Z a-z 0-9 . _ : -")
+        return value
+
+    return check
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [len(h) for h in headers]
+    for row in rows:
+        widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]
     return "\n".join(lines)
 
 
-def fields(value: msgspec.Struct) -> str:
-    """A record as `name  value` lines."""
+def connection_parent() -> argparse.ArgumentParser:
+    """The options every client command takes (use as `parents=[...]`)."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--nats-url", default=None, help=f"NATS URL (default: $NATS_URL, else {DEFAULT_NATS_URL})"
+    )
+    common.add_argument("--json", action="store_true", help="print JSON (for scripts) instead of tables")
+    common.add_argument(
+        "--timeout", type=float, default=5.0, help="seconds to wait for an answer (default 5)"
+    )
+    return common
+
+
+def fields(value: Any) -> str:
+    """A record as aligned `name  value` lines."""
     builtins = msgspec.to_builtins(value)
     width = max(len(k) for k in builtins)
     return "\n".join(f"{k.ljust(width)}  {_show(v)}" for k, v in builtins.items())

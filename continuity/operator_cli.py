@@ -8,17 +8,21 @@ Readable tables by default, `--json` for scripts. Exit codes (docs/operator.md):
 from __future__ import annotations
 
 import argparse
-import asyncio
-import os
-import re
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-import msgspec
-
-from shared.client import ContinuityClient, RequestError
+from continuity.clitools import (
+    EXIT_BAD_INPUT,
+    Failure,
+    connection_parent,
+    execute,
+    report,
+    table,
+    token,
+)
+from shared.client import ContinuityClient
 from shared.contracts import (
     AuditReply,
     ListRequest,
@@ -27,164 +31,8 @@ from shared.contracts import (
     RetryRequest,
     RunView,
 )
-from shared.contracts.types import TOKEN_PATTERN
 
-DEFAULT_NATS_URL = "nats://127.0.0.1:4222"
 EVIDENCE_MAX = 2000
-
-EXIT_OK = 0
-EXIT_CONFLICT = 1
-EXIT_BAD_INPUT = 2
-EXIT_NOT_FOUND = 3
-EXIT_UNAVAILABLE = 4
-EXIT_INTERNAL = 5
-
-_EXIT_BY_STATUS = {400: EXIT_BAD_INPUT, 404: EXIT_NOT_FOUND, 409: EXIT_CONFLICT, 503: EXIT_UNAVAILABLE}
-_TOKEN = re.compile(TOKEN_PATTERN)
-
-
-class Failure(Exception):
-    """A command's failure: an exit code, a closed code, and a message for people."""
-
-    def __init__(self, exit_code: int, code: str, message: str, status: int | None = None) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
-        self.code = code
-        self.message = message
-        self.status = status
-
-
-# What each error code means for the command that got it, and what to do next.
-def _explain(code: str, run_id: str | None, fallback: str) -> str:
-    run = f"run {run_id}" if run_id else "the run"
-    messages = {
-        "not_found": f"{run} is not known here (no such record)",
-        "execution_reconciliation_conflict": (
-            f"{run} was already resolved with another outcome; see `continuity reconciliations show {run_id}`"
-        ),
-        "execution_reconciliation_already_delivered": (
-            f"{run} was already resolved with this outcome; its decision was delivered, nothing to do"
-        ),
-        "reconciliation_required": (
-            f"{run} waits on a reconciliation, it cannot be retried: record what the pending tool "
-            f"call did with `continuity reconciliations resolve {run_id} --outcome ...`"
-        ),
-        "run_not_stopped": f"{run} is not stopped for an operator: {fallback}",
-        "operator_retry_already_delivered": (
-            f"a fresh continuation was already delivered for this attempt of {run}; nothing to do"
-        ),
-        "run_changed": f"{run} changed while the request was handled; show it and try again",
-        "missing_field": f"the request was rejected: {fallback}",
-        "invalid_field": f"the request was rejected: {fallback}",
-        "malformed_json": f"the request was rejected: {fallback}",
-        "unavailable": "the service's store is unavailable; retry later",
-        "draining": "the service is shutting down; retry in a moment",
-        "internal_error": "the service failed on this request; see its logs",
-    }
-    return messages.get(code, fallback or code)
-
-
-def _redacted_url(url: str) -> str:
-    """The URL without credentials, for messages."""
-    return re.sub(r"//[^/@]*@", "//", url)
-
-
-def _nats_url(args: argparse.Namespace) -> str:
-    return str(args.nats_url or os.environ.get("NATS_URL") or DEFAULT_NATS_URL)
-
-
-async def _connect(url: str, timeout: float) -> Any:
-    import nats
-
-    async def quiet(_: Exception) -> None:  # failures are reported once, by the command
-        return None
-
-    servers = [u.strip() for u in url.split(",") if u.strip()]
-    # One try per server, bounded: an operator wants an answer, not a reconnect loop.
-    return await asyncio.wait_for(
-        nats.connect(
-            servers=servers,
-            name="continuity-operator-cli",
-            connect_timeout=max(1, int(timeout)),
-            allow_reconnect=False,
-            max_reconnect_attempts=1,
-            reconnect_time_wait=0.1,
-            error_cb=quiet,
-        ),
-        timeout + 1,
-    )
-
-
-async def _session(args: argparse.Namespace, action: Callable[[ContinuityClient], Awaitable[Any]]) -> Any:
-    import nats.errors
-
-    url = _nats_url(args)
-    try:
-        nc = await _connect(url, args.timeout)
-    except Exception:
-        raise Failure(
-            EXIT_UNAVAILABLE, "unavailable", f"cannot connect to NATS at {_redacted_url(url)}"
-        ) from None
-    try:
-        return await action(ContinuityClient(nc, timeout=args.timeout))
-    except RequestError as err:
-        exit_code = _EXIT_BY_STATUS.get(err.status, EXIT_INTERNAL)
-        raise Failure(
-            exit_code, err.code, _explain(err.code, getattr(args, "run_id", None), err.message), err.status
-        ) from None
-    except nats.errors.NoRespondersError:
-        raise Failure(
-            EXIT_UNAVAILABLE, "unavailable", "no reconciliation service is answering; is it running?"
-        ) from None
-    except (TimeoutError, nats.errors.TimeoutError):
-        raise Failure(
-            EXIT_UNAVAILABLE, "timeout", f"no answer within {args.timeout:g}s; retry later"
-        ) from None
-    finally:
-        try:
-            await asyncio.wait_for(nc.close(), 2)
-        except Exception:  # closing is best effort: the answer is already in hand
-            pass
-
-
-def _execute(
-    args: argparse.Namespace,
-    action: Callable[[ContinuityClient], Awaitable[Any]],
-    render: Callable[[Any], str],
-    for_json: Callable[[Any], Any] = lambda result: result,
-) -> int:
-    try:
-        result = asyncio.run(_session(args, action))
-    except Failure as failure:
-        return _report(args, failure)
-    print(_json(for_json(result)) if args.json else render(result))
-    return EXIT_OK
-
-
-def _report(args: argparse.Namespace, failure: Failure) -> int:
-    if getattr(args, "json", False):
-        error: dict[str, Any] = {"code": failure.code, "message": failure.message}
-        if failure.status is not None:
-            error["status"] = failure.status
-        print(_json({"error": error}))
-    print(f"continuity: error: {failure.message} [{failure.code}]", file=sys.stderr)
-    return failure.exit_code
-
-
-def _json(value: Any) -> str:
-    return msgspec.json.format(msgspec.json.encode(value), indent=2).decode()
-
-
-# Validation of arguments, before anything is sent ------------------------------------------
-
-
-def _token(what: str) -> Callable[[str], str]:
-    def check(value: str) -> str:
-        if not _TOKEN.match(value):
-            raise argparse.ArgumentTypeError(f"{what} must be 1 to 128 of A-Z a-z 0-9 . _ : -")
-        return value
-
-    return check
 
 
 def _limit(value: str) -> int:
@@ -226,15 +74,6 @@ def _evidence(args: argparse.Namespace) -> str:
 
 
 # Rendering for people --------------------------------------------------------------------
-
-
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    widths = [len(h) for h in headers]
-    for row in rows:
-        widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]
-    return "\n".join(lines)
 
 
 def _age(rfc3339: str) -> str:
@@ -280,7 +119,7 @@ def render_list(reply: Any, status: str | None) -> str:
         for r in items
     ]
     headers = ["RUN ID", "RUNNER", "ATTEMPT", "TOOL", "RECORDED", "STATUS", "OUTCOME", "OPENED AT", "WAITING"]
-    return _table(headers, rows)
+    return table(headers, rows)
 
 
 def render_record(r: ReconciliationRecord) -> str:
@@ -361,7 +200,7 @@ def render_run(result: tuple[RunView, AuditReply]) -> str:
     ]
     text += "\n\nAudit trail\n"
     text += (
-        _table(["AT", "KIND", "ACTOR", "ATTEMPT", "ACTION", "REASON", "OUTCOME"], rows) if rows else "(empty)"
+        table(["AT", "KIND", "ACTOR", "ATTEMPT", "ACTION", "REASON", "OUTCOME"], rows) if rows else "(empty)"
     )
     return text
 
@@ -371,7 +210,7 @@ def render_run(result: tuple[RunView, AuditReply]) -> str:
 
 def _cmd_list(args: argparse.Namespace) -> int:
     status = None if args.status == "all" else args.status
-    return _execute(
+    return execute(
         args,
         lambda c: c.reconciliations(ListRequest(status=status, limit=args.limit)),
         lambda reply: render_list(reply, status),
@@ -379,16 +218,16 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
-    return _execute(args, lambda c: c.reconciliation(args.run_id), render_record)
+    return execute(args, lambda c: c.reconciliation(args.run_id), render_record)
 
 
 def _cmd_resolve(args: argparse.Namespace) -> int:
     try:
         evidence = _evidence(args)
     except Failure as failure:
-        return _report(args, failure)
+        return report(args, failure)
     req = ResolveRequest(run_id=args.run_id, action_outcome=args.outcome, evidence=evidence, actor=args.actor)
-    return _execute(
+    return execute(
         args,
         lambda c: c.resolve(req),
         lambda reply: render_delivered(reply, f"Resolved run {args.run_id} as {args.outcome}"),
@@ -402,7 +241,7 @@ async def _run_and_audit(c: ContinuityClient, run_id: str) -> tuple[RunView, Aud
 
 
 def _cmd_run_show(args: argparse.Namespace) -> int:
-    return _execute(
+    return execute(
         args,
         lambda c: _run_and_audit(c, args.run_id),
         render_run,
@@ -412,7 +251,7 @@ def _cmd_run_show(args: argparse.Namespace) -> int:
 
 def _cmd_run_retry(args: argparse.Namespace) -> int:
     req = RetryRequest(run_id=args.run_id, actor=args.actor)
-    return _execute(
+    return execute(
         args,
         lambda c: c.retry(req),
         lambda reply: render_delivered(reply, f"Retried run {args.run_id}"),
@@ -420,15 +259,8 @@ def _cmd_run_retry(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "--nats-url", default=None, help=f"NATS URL (default: $NATS_URL, else {DEFAULT_NATS_URL})"
-    )
-    common.add_argument("--json", action="store_true", help="print JSON (for scripts) instead of tables")
-    common.add_argument(
-        "--timeout", type=float, default=5.0, help="seconds to wait for an answer (default 5)"
-    )
-    run_id = _token("RUN_ID")
+    common = connection_parent()
+    run_id = token("RUN_ID")
 
     rec = sub.add_parser("reconciliations", help="runs stopped on a tool call with no recorded result")
     rsub = rec.add_subparsers(dest="reconciliations_command", required=True, metavar="COMMAND")
@@ -456,7 +288,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     evidence.add_argument(
         "--evidence-file", metavar="PATH", help="read the evidence from a file, - for stdin"
     )
-    p.add_argument("--actor", required=True, type=_token("--actor"), help="who decides (recorded)")
+    p.add_argument("--actor", required=True, type=token("--actor"), help="who decides (recorded)")
     p.set_defaults(func=_cmd_resolve)
 
     runs = sub.add_parser("runs", help="runs and their audit trail; retry a run stopped for an operator")
@@ -470,5 +302,5 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "retry", parents=[common], help="continue a run stopped with `operator` in a fresh session"
     )
     p.add_argument("run_id", metavar="RUN_ID", type=run_id)
-    p.add_argument("--actor", required=True, type=_token("--actor"), help="who decides (recorded)")
+    p.add_argument("--actor", required=True, type=token("--actor"), help="who decides (recorded)")
     p.set_defaults(func=_cmd_run_retry)

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from continuity.clitools import add_connection_args, emit, fields, run_client
-from shared.client import ContinuityClient
+from continuity.clitools import connection_parent, execute, fields, token
 from shared.contracts import CommitRequest, DecideRequest, GetRequest, SessionRef
 
 
@@ -13,11 +12,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     sessions = sub.add_parser("sessions", help="look at and try session records")
     verbs = sessions.add_subparsers(dest="verb", required=True)
 
-    get = verbs.add_parser("get", help="show a session record (never its generation value)")
+    common = connection_parent()
+    get = verbs.add_parser("get", parents=[common], help="show a session record (never its generation value)")
     _session_args(get)
     get.set_defaults(func=_get)
 
-    decide = verbs.add_parser("decide", help="ask the resume decision, as a runner at ready")
+    decide = verbs.add_parser(
+        "decide", parents=[common], help="ask the resume decision, as a runner at ready"
+    )
     _session_args(decide)
     decide.add_argument("--adapter", required=True)
     decide.add_argument("--model", required=True)
@@ -27,7 +29,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     decide.add_argument("--ready-generation")
     decide.set_defaults(func=_decide)
 
-    commit = verbs.add_parser("commit", help="commit a session record, as a runner after a turn")
+    commit = verbs.add_parser(
+        "commit", parents=[common], help="commit a session record, as a runner after a turn"
+    )
     _session_args(commit)
     commit.add_argument("--native-session-id", required=True)
     commit.add_argument("--adapter", required=True)
@@ -52,10 +56,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _session_args(parser: argparse.ArgumentParser) -> None:
-    add_connection_args(parser)
-    parser.add_argument("--tenant", required=True)
-    parser.add_argument("--conversation", required=True, help="conversation_id")
-    parser.add_argument("--agent", required=True, help="agent_id")
+    parser.add_argument("--tenant", required=True, type=token("--tenant"))
+    parser.add_argument("--conversation", required=True, type=token("--conversation"), help="conversation_id")
+    parser.add_argument("--agent", required=True, type=token("--agent"), help="agent_id")
 
 
 def _session(args: argparse.Namespace) -> SessionRef:
@@ -63,47 +66,35 @@ def _session(args: argparse.Namespace) -> SessionRef:
 
 
 def _get(args: argparse.Namespace) -> int:
-    async def body(client: ContinuityClient) -> int:
-        emit(args, await client.get(GetRequest(session=_session(args))), fields)
-        return 0
-
-    return run_client(args, body)
+    return execute(args, lambda c: c.get(GetRequest(session=_session(args))), fields)
 
 
 def _decide(args: argparse.Namespace) -> int:
-    async def body(client: ContinuityClient) -> int:
-        req = DecideRequest(
-            session=_session(args),
-            adapter=args.adapter,
-            model=args.model,
-            cwd=args.cwd,
-            latest_cursor=args.latest_cursor,
-            compatibility=args.compatibility,
-            ready_generation=args.ready_generation,
-        )
-        emit(args, await client.decide(req), fields)
-        return 0
-
-    return run_client(args, body)
+    req = DecideRequest(
+        session=_session(args),
+        adapter=args.adapter,
+        model=args.model,
+        cwd=args.cwd,
+        latest_cursor=args.latest_cursor,
+        compatibility=args.compatibility,
+        ready_generation=args.ready_generation,
+    )
+    return execute(args, lambda c: c.decide(req), fields)
 
 
 def _commit(args: argparse.Namespace) -> int:
-    async def body(client: ContinuityClient) -> int:
-        req = CommitRequest(
-            session=_session(args),
-            native_session_id=args.native_session_id,
-            adapter=args.adapter,
-            model=args.model,
-            cwd=args.cwd,
-            cursor=args.cursor,
-            prompt_hash=args.prompt_hash,
-            checkpoint_policy=args.checkpoint_policy,
-            compatibility_generation=args.generation,
-            expected_revision=args.expected_revision,
-            epoch=args.epoch,
-            cancelled=args.cancelled,
-        )
-        emit(args, await client.commit(req), fields)
-        return 0
-
-    return run_client(args, body)
+    req = CommitRequest(
+        session=_session(args),
+        native_session_id=args.native_session_id,
+        adapter=args.adapter,
+        model=args.model,
+        cwd=args.cwd,
+        cursor=args.cursor,
+        prompt_hash=args.prompt_hash,
+        checkpoint_policy=args.checkpoint_policy,
+        compatibility_generation=args.generation,
+        expected_revision=args.expected_revision,
+        epoch=args.epoch,
+        cancelled=args.cancelled,
+    )
+    return execute(args, lambda c: c.commit(req), fields)

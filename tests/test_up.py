@@ -1,0 +1,59 @@
+"""`continuity up`: embedded servers, every service, where they listen, a clean Ctrl-C."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+
+def _ready(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=1) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False
+
+
+def test_up_runs_every_service_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "REDIS_URL")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "continuity", "up", "--data-dir", str(tmp_path / "data")],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        lines: list[str] = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
+            if "Ctrl-C stops everything" in line:
+                break
+        text = "".join(lines)
+        assert "Ctrl-C stops everything" in text, text
+        assert re.search(r"NATS\s+nats://127\.0\.0\.1:\d+\s+\(embedded\)", text), text
+        assert re.search(r"Redis\s+redis://127\.0\.0\.1:\d+/0\s+\(embedded\)", text), text
+        urls = dict(re.findall(r"^(\S+)\s+metrics (http://\S+)/metrics", text, re.M))
+        assert set(urls) == {"session-store", "classifier", "archiver", "reconciliation"}, text
+        assert all(_ready(f"{u}/readyz") for u in urls.values())
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+        assert proc.returncode == 0, out
+        assert not any(_ready(f"{u}/healthz") for u in urls.values())
+        logs = {name: (tmp_path / "data" / f"{name}.log").read_text() for name in urls}
+        assert all('"event":"service_stopped"' in log for log in logs.values()), logs
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -35,8 +35,19 @@ _decode_entry = msgspec.json.Decoder(OutboxEntry).decode
 
 
 class Outbox:
-    def __init__(self, client: aioredis.Redis, js: JetStreamContext, *, grace_s: float = 5.0) -> None:
+    """`flush` takes any client (a service's hot path may use `PipelinedRedis`); the sweeper
+    scans with redis-py."""
+
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        js: JetStreamContext,
+        *,
+        grace_s: float = 5.0,
+        fast: store.Commands | None = None,
+    ) -> None:
         self._redis = client
+        self._fast: store.Commands = fast if fast is not None else client
         self._js = js
         self._grace_s = grace_s
 
@@ -45,7 +56,9 @@ class Outbox:
         for entry in entries:
             await publish(self._js, entry.subject, entry.payload, entry.msg_id)
         if entries:
-            await store.call(self._redis.hdel(keys.outbox(session_key), *(e.msg_id for e in entries)))  # type: ignore[misc]
+            await store.call(
+                self._fast.execute_command("HDEL", keys.outbox(session_key), *(e.msg_id for e in entries))
+            )
 
     async def sweep(self) -> int:
         """Publish every entry older than the grace period; returns how many were published."""

@@ -17,6 +17,7 @@ from shared.contracts.reconciliation import AuditEntry
 from shared.contracts.session import SessionRef
 from shared.contracts.types import Action, RunStatus
 from shared.outbox import OutboxEntry
+from shared.pipeline import PipelinedRedis
 from shared.times import now_rfc3339
 
 _RECORD_STEP = store.Script("record_step", with_lib=True)
@@ -94,7 +95,7 @@ def step_args(step: RunStep) -> list[bytes | str]:
     ]
 
 
-async def record_step(client: aioredis.Redis, session_key: str, run_id: str, step: RunStep) -> bytes | None:
+async def record_step(client: store.Commands, session_key: str, run_id: str, step: RunStep) -> bytes | None:
     """Record `step`; returns None when recorded, or the slot's existing value for a duplicate."""
     recorded, existing = await _RECORD_STEP(client, step_keys(session_key, run_id), step_args(step))
     return None if int(recorded) == 1 else bytes(existing)
@@ -103,6 +104,16 @@ async def record_step(client: aioredis.Redis, session_key: str, run_id: str, ste
 async def index_run(client: aioredis.Redis, run_id: str, session_key: str) -> None:
     """Map run_id to its session; written before the step, so a recorded run is always found."""
     await store.call(client.set(keys.run_index(run_id), session_key))
+
+
+async def claim_run(client: PipelinedRedis, run_id: str, session_key: str) -> str | None:
+    """Index run_id under `session_key` unless it is indexed already, in one atomic command;
+    returns the session key it was indexed under before (None when this call indexed it).
+    (A raw-reply client: redis-py would turn SET's reply into a bool.)"""
+    previous = await store.call(
+        client.execute_command("SET", keys.run_index(run_id), session_key, "NX", "GET")
+    )
+    return previous.decode() if previous else None
 
 
 async def session_of_run(client: aioredis.Redis, run_id: str) -> str | None:

@@ -8,13 +8,13 @@ delay, redelivery; the shared consumer moves it to `continuity.dead.exhausted` a
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import msgspec
-import redis.asyncio as aioredis
 from nats.aio.msg import Msg
 
 from shared import keys, metrics, records, signing, store, subjects
@@ -27,6 +27,7 @@ from shared.contracts.types import Action, DecisionReason, FailureClass
 from shared.decoding import InvalidInput, decode
 from shared.logs import Log
 from shared.outbox import Outbox, OutboxEntry
+from shared.pipeline import PipelinedRedis
 from shared.times import rfc3339_from_epoch
 
 from . import table
@@ -76,7 +77,7 @@ class _SlotView(msgspec.Struct):
 class EventHandler:
     def __init__(
         self,
-        client: aioredis.Redis,
+        client: PipelinedRedis,
         outbox: Outbox,
         config: Config,
         *,
@@ -111,7 +112,16 @@ class EventHandler:
             )
         )
         sk = event.session.key
-        saved = await self._saved_session(sk)
+        # One round trip: index the run (unless it is already) and read the session record.
+        indexed, raw_session = await asyncio.gather(
+            records.claim_run(self._redis, event.run_id, sk),
+            store.call(self._redis.execute_command("HGETALL", keys.session(sk))),
+        )
+        if indexed is not None and indexed != sk:
+            # A run's slots live under its session's tag: an event naming another session for
+            # the same run would find no slot there and decide the run a second time.
+            raise Reject(subjects.DEAD_INVALID, "run_session_mismatch")
+        saved = _saved_session(raw_session)
         verdict, reason = table.decide(
             table.Facts(
                 failure_class=failure_class,
@@ -128,12 +138,6 @@ class EventHandler:
         else:
             step = self._decision_step(event, failure_class, verdict, reason, saved.epoch, now)
 
-        indexed = await records.session_of_run(self._redis, event.run_id)
-        if indexed is not None and indexed != sk:
-            # A run's slots live under its session's tag: an event naming another session for
-            # the same run would find no slot there and decide the run a second time.
-            raise Reject(subjects.DEAD_INVALID, "run_session_mismatch")
-        await records.index_run(self._redis, event.run_id, sk)
         existing = await records.record_step(self._redis, sk, event.run_id, step)
         if existing is not None:
             # The slot was taken by an earlier delivery: no second decision, but finish
@@ -183,16 +187,6 @@ class EventHandler:
         if verdict is not signing.Verdict.VALID:
             raise Reject(subjects.DEAD_QUARANTINE, verdict.value)
         return result.classification
-
-    async def _saved_session(self, sk: str) -> SavedSession:
-        raw: dict[bytes, bytes] = await store.call(self._redis.hgetall(keys.session(sk)))  # type: ignore[arg-type]
-        if not raw:
-            return SavedSession(policy=None, epoch=None)
-        policy = raw.get(b"checkpoint_policy")
-        return SavedSession(
-            policy=policy.decode("utf-8", "replace") if policy is not None else None,
-            epoch=_int(raw.get(b"epoch")),
-        )
 
     def _decision_step(
         self,
@@ -316,11 +310,23 @@ class EventHandler:
         msg_ids = _announced_ids(slot, run_id, attempt)
         if not msg_ids:
             return
-        raw = await store.call(self._redis.hmget(keys.outbox(sk), msg_ids))  # type: ignore[arg-type]
+        raw = await store.call(self._redis.execute_command("HMGET", keys.outbox(sk), *msg_ids))
         entries = [msgspec.json.decode(data, type=OutboxEntry) for data in raw if data is not None]
         if entries:
             await self._outbox.flush(sk, entries)
             log.info("outbox_repaired", run_id=run_id, attempt=attempt, count=len(entries))
+
+
+def _saved_session(raw: list[bytes] | dict[bytes, bytes]) -> SavedSession:
+    """From HGETALL's reply (a flat list from the pipelined connection, a dict from redis-py)."""
+    if not raw:
+        return SavedSession(policy=None, epoch=None)
+    fields = raw if isinstance(raw, dict) else dict(zip(raw[::2], raw[1::2], strict=True))
+    policy = fields.get(b"checkpoint_policy")
+    return SavedSession(
+        policy=policy.decode("utf-8", "replace") if policy is not None else None,
+        epoch=_int(fields.get(b"epoch")),
+    )
 
 
 def _announced_ids(slot: _SlotView, run_id: str, attempt: int) -> list[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from shared import subjects
 from shared.bus.consumer import PullConsumer
 from shared.outbox import Outbox, Sweeper
+from shared.pipeline import PipelinedRedis
 from shared.runtime import Context
 
 from .handler import EventHandler
@@ -16,16 +17,19 @@ class ClassifierApp:
     def __init__(self) -> None:
         self._consumer: PullConsumer | None = None
         self._sweeper: Sweeper | None = None
+        self._redis: PipelinedRedis | None = None
 
     async def start(self, ctx: Context) -> None:
-        outbox = Outbox(ctx.redis, ctx.js)
+        # Events are handled many at a time: their Redis commands share one pipelined connection.
+        self._redis = PipelinedRedis(ctx.config.redis_url)
+        outbox = Outbox(ctx.redis, ctx.js, fast=self._redis)
         consumer = PullConsumer.from_config(
             ctx.js,
             ctx.config,
             stream=subjects.EVENTS_STREAM,
             durable=subjects.CLASSIFIER_CONSUMER,
             filter_subject=subjects.EVENTS_ALL,
-            handler=EventHandler(ctx.redis, outbox, ctx.config),
+            handler=EventHandler(self._redis, outbox, ctx.config),
             service=self.name,
         )
         await consumer.start()
@@ -38,6 +42,8 @@ class ClassifierApp:
             await self._consumer.drain(timeout)
         if self._sweeper is not None:
             await self._sweeper.stop(timeout)
+        if self._redis is not None:
+            await self._redis.aclose()
 
     def ready(self) -> bool:
         return self._consumer is not None and self._consumer.bound

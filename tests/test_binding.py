@@ -34,9 +34,15 @@ def test_no_generation_is_never_trusted(v1: dict[str, str]) -> None:
     assert not stored(v1, "", generation_binding(v1)).generation_trusted
 
 
-@given(v1_maps, st.sampled_from(V1_FIELDS))
+one_line = st.text(
+    alphabet=st.characters(blacklist_categories=["Cs"], blacklist_characters="\n"), max_size=80
+)
+
+
+@given(st.fixed_dictionaries({name: one_line for name in V1_FIELDS}), st.sampled_from(V1_FIELDS))
 def test_moving_a_value_between_fields_breaks_trust(v1: dict[str, str], field: str) -> None:
-    """The newline join keeps field boundaries: shifting text across fields changes the hash."""
+    """For one-line values (the contract joins with newlines, so a value that itself holds a
+    newline can shift across a boundary unseen), moving text between fields changes the hash."""
     i = V1_FIELDS.index(field)
     if i + 1 == len(V1_FIELDS) or not v1[field]:
         return

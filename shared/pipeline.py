@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Awaitable
 from typing import Any
 from urllib.parse import urlparse
 
@@ -77,13 +78,21 @@ class PipelinedRedis:
         self._connecting: asyncio.Future[None] | None = None
 
     async def execute_command(self, *args: Any) -> Any:
+        return await self.send(*args)
+
+    def send(self, *args: Any) -> Awaitable[Any]:
+        """Queue a command now and return its reply's future: commands sent one after the
+        other, before any is awaited, go out in one write (and cost no task each)."""
         if self._transport is None:
-            await self._connect()
-        try:
-            return await self._send(args)
-        except (RedisConnectionError, RedisTimeoutError):
-            metrics.REDIS_ERRORS.inc()
-            raise
+            task = asyncio.ensure_future(self._connect_then_send(args))
+            # A caller that stops at an earlier failure may never await this one.
+            task.add_done_callback(lambda t: t.cancelled() or t.exception())
+            return task
+        return self._send(args)
+
+    async def _connect_then_send(self, args: tuple[Any, ...]) -> Any:
+        await self._connect()
+        return await self._send(args)
 
     def _send(self, args: tuple[Any, ...]) -> asyncio.Future[Any]:
         loop = asyncio.get_running_loop()
@@ -157,7 +166,9 @@ class PipelinedRedis:
         while self._waiters:
             fut = self._waiters.popleft()
             if not fut.done():
+                metrics.REDIS_ERRORS.inc()
                 fut.set_exception(exc)
+                fut.exception()  # retrieved: awaiting it still raises, not awaiting it is no error
 
     async def aclose(self) -> None:
         self._lose(RedisConnectionError("connection closed"))

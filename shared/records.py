@@ -8,6 +8,8 @@ redelivered or re-sent message finds it taken and makes no second decision.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
 import msgspec
 import redis.asyncio as aioredis
 
@@ -106,14 +108,17 @@ async def index_run(client: aioredis.Redis, run_id: str, session_key: str) -> No
     await store.call(client.set(keys.run_index(run_id), session_key))
 
 
-async def claim_run(client: PipelinedRedis, run_id: str, session_key: str) -> str | None:
+def claim_run(client: PipelinedRedis, run_id: str, session_key: str) -> Awaitable[str | None]:
     """Index run_id under `session_key` unless it is indexed already, in one atomic command;
     returns the session key it was indexed under before (None when this call indexed it).
     (A raw-reply client: redis-py would turn SET's reply into a bool.)"""
-    previous = await store.call(
-        client.execute_command("SET", keys.run_index(run_id), session_key, "NX", "GET")
-    )
-    return previous.decode() if previous else None
+    sent = client.send("SET", keys.run_index(run_id), session_key, "NX", "GET")
+
+    async def previous() -> str | None:
+        value = await sent
+        return value.decode() if value else None
+
+    return previous()
 
 
 async def session_of_run(client: aioredis.Redis, run_id: str) -> str | None:

@@ -222,9 +222,9 @@ class ArchiveHandler:
         self, work: ArchiveWork, decision: Decision, entry: OutboxEntry, result: MoveResult, started: float
     ) -> None:
         await self._outbox.flush(work.session.key, [entry])
-        metrics.ARCHIVES.labels(result=result.label).inc()
+        metrics.labelled(metrics.ARCHIVES, result.label).inc()
         metrics.ARCHIVE_DURATION.observe(time.perf_counter() - started)
-        metrics.DECISIONS.labels(action=decision.action, reason=decision.reason).inc()
+        metrics.labelled(metrics.DECISIONS, decision.action, decision.reason).inc()
         self._observe_latency(work)
         log.info(
             "archive_decided",

@@ -8,7 +8,6 @@ delay, redelivery; the shared consumer moves it to `continuity.dead.exhausted` a
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import time
 from collections.abc import Callable
@@ -95,13 +94,13 @@ class EventHandler:
             outcome = await self._handle(msg)
         except Reject as rej:
             outcome = "quarantined" if rej.dead_subject == subjects.DEAD_QUARANTINE else "invalid"
-            metrics.EVENTS.labels(type=type_label, outcome=outcome).inc()
+            metrics.labelled(metrics.EVENTS, type_label, outcome).inc()
             log.warning("event_rejected", reason=rej.reason, outcome=outcome, stream_seq=_stream_seq(msg))
             raise
         except Exception:
-            metrics.EVENTS.labels(type=type_label, outcome="transient").inc()
+            metrics.labelled(metrics.EVENTS, type_label, "transient").inc()
             raise
-        metrics.EVENTS.labels(type=type_label, outcome=outcome).inc()
+        metrics.labelled(metrics.EVENTS, type_label, outcome).inc()
 
     async def _handle(self, msg: Msg) -> str:
         event = self._validate(msg)
@@ -113,10 +112,9 @@ class EventHandler:
         )
         sk = event.session.key
         # One round trip: index the run (unless it is already) and read the session record.
-        indexed, raw_session = await asyncio.gather(
-            records.claim_run(self._redis, event.run_id, sk),
-            store.call(self._redis.execute_command("HGETALL", keys.session(sk))),
-        )
+        claimed = records.claim_run(self._redis, event.run_id, sk)
+        session = self._redis.send("HGETALL", keys.session(sk))
+        indexed, raw_session = await claimed, await session
         if indexed is not None and indexed != sk:
             # A run's slots live under its session's tag: an event naming another session for
             # the same run would find no slot there and decide the run a second time.
@@ -147,7 +145,7 @@ class EventHandler:
             return "duplicate"
 
         await self._outbox.flush(sk, step.outbox)
-        metrics.FAILURE_CLASSES.labels(**{"class": failure_class}).inc()
+        metrics.labelled(metrics.FAILURE_CLASSES, failure_class).inc()
         log.info(
             "event_decided",
             runner_id=event.runner_id,
@@ -159,7 +157,7 @@ class EventHandler:
         )
         if verdict == "archive":
             return "archive_requested"
-        metrics.DECISIONS.labels(action=verdict, reason=reason).inc()
+        metrics.labelled(metrics.DECISIONS, verdict, reason).inc()
         if published_at is not None:
             metrics.DECISION_LATENCY.observe(max(0.0, time.time() - published_at))
         return "decided"

@@ -221,7 +221,7 @@ class ReconciliationApp:
         """Publish a recorded decision. It is recorded already, so a failure here is not the
         requester's: the sweeper publishes it, and the reply still says delivered."""
         assert self._outbox is not None
-        metrics.DECISIONS.labels(action=step.decision.action, reason=step.decision.reason).inc()
+        metrics.labelled(metrics.DECISIONS, step.decision.action, step.decision.reason).inc()
         try:
             await self._outbox.flush(step.session_key, step.outbox)
         except Exception as exc:

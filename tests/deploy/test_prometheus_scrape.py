@@ -1,16 +1,12 @@
 """A real Prometheus server (the Debian `prometheus` binary), started on a free port with the
-project's rule files, scrapes Continuity targets; queries prove the metrics exist with the right
-labels.
-
-Targets: CONTINUITY_SCRAPE_TARGETS="host:port[,host:port...]" (for example a running
-`continuity serve session-store`); without it, a stand-in process that serves the real registry
-through shared.metrics.MetricsServer after known increments (tests/deploy/metrics_stub.py).
+project's rule files, scrapes a running Continuity stack: the four services against embedded
+NATS and Redis, after a simulated runner fleet and operator drove traffic through every path.
+Queries prove that the metrics the rules and the dashboard use exist with the right labels.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -23,11 +19,14 @@ from typing import Any
 import pytest
 import yaml
 
+from continuity.simulate import demo_environment
+from continuity.stack import Stack
 from tests.deploy.conftest import DEPLOY, REPO, free_port, require_tool
 from tests.deploy.test_metric_references import exported_series
 
 DEADLINE_S = 30.0
-JOB = "continuity-session-store"
+JOB = "continuity"
+SERVICES = ("session-store", "classifier", "archiver", "reconciliation")
 
 
 def wait_until(what: str, check: Callable[[], Any], timeout: float = DEADLINE_S) -> Any:
@@ -46,30 +45,47 @@ def wait_until(what: str, check: Callable[[], Any], timeout: float = DEADLINE_S)
 
 
 @pytest.fixture(scope="module")
-def targets() -> Iterator[list[str]]:
-    configured = os.environ.get("CONTINUITY_SCRAPE_TARGETS", "").strip()
-    if configured:
-        yield [t.strip() for t in configured.split(",") if t.strip()]
-        return
-    stub = subprocess.Popen(
-        [sys.executable, "-m", "tests.deploy.metrics_stub"],
-        cwd=REPO,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+def targets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
+    """The four services, after a short fleet has sent every kind of event through them."""
+    data = tmp_path_factory.mktemp("stack")
+    stack = Stack(data_dir=data)
     try:
-        assert stub.stdout is not None
-        port = int(stub.stdout.readline())
-        yield [f"127.0.0.1:{port}"]
+        stack.start_servers(redis_appendonly=False)
+        for name in SERVICES:
+            stack.start_service(name, demo_environment(), log_path=data / f"{name}.log")
+        stack.wait_ready()
+        fleet = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "continuity",
+                "simulate",
+                "--nats-url",
+                stack.nats_url,
+                "--events",
+                "60",
+                "--rate",
+                "60",
+                "--runners",
+                "3",
+                "--seed",
+                "7",
+                "--archive-fail-rate",
+                "0.3",
+                "--archive-timeout",
+                "2",
+                "--quiet",
+                "--json",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=REPO,
+        )
+        assert fleet.returncode == 0, fleet.stdout + fleet.stderr
+        yield [f"127.0.0.1:{s.metrics_port}" for s in stack.services]
     finally:
-        assert stub.stdin is not None
-        stub.stdin.close()
-        try:
-            stub.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            stub.kill()
-            stub.wait()
+        stack.stop()
 
 
 @pytest.fixture(scope="module")
@@ -146,12 +162,9 @@ def test_metrics_exist_with_their_labels(prometheus: str) -> None:
         "continuity_archive_duration_seconds_bucket": {"le"},
         "continuity_request_duration_seconds_bucket": {"endpoint", "le"},
     }
-    stand_in = not os.environ.get("CONTINUITY_SCRAPE_TARGETS")
-    if stand_in:  # the stand-in recorded traffic in every family
-        for name in expectations:
-            wait_until(name, lambda n=name: query(prometheus, f'{n}{{job="{JOB}"}}'))
-    # Every continuity_* series the targets expose is a registered one, with its labels (a real
-    # service exposes a labelled family only once it has counted something).
+    # The fleet drove every path, so every family the rules and the dashboard use has series.
+    for name in expectations:
+        wait_until(name, lambda n=name: query(prometheus, f'{n}{{job="{JOB}"}}'))
     exposed = query(prometheus, f'{{__name__=~"continuity_.+", job="{JOB}"}}')
     assert exposed
     families = {s["metric"]["__name__"] for s in exposed} - {
@@ -159,33 +172,39 @@ def test_metrics_exist_with_their_labels(prometheus: str) -> None:
     }
     for name, labels in expectations.items():
         series = [s for s in exposed if s["metric"]["__name__"] == name]
-        if name in families:
-            # (an empty label value, such as a resume's null reason, is an absent label)
-            assert any(labels <= s["metric"].keys() for s in series), (name, series)
+        assert name in families, name
+        assert any(labels <= s["metric"].keys() for s in series), (name, series)
     known = set(exported_series())
     assert families <= known, sorted(families - known)
-    for name in ("continuity_redis_errors_total", "continuity_ready"):
+    for name in (
+        "continuity_redis_errors_total",
+        "continuity_ready",
+        "continuity_reconciliations_open",
+        "continuity_reconciliation_oldest_open_seconds",
+        "continuity_outbox_pending",
+    ):
         assert query(prometheus, f'{name}{{job="{JOB}"}}'), name
-    if stand_in:
-        for name in (
-            "continuity_reconciliations_open",
-            "continuity_reconciliation_oldest_open_seconds",
-            "continuity_outbox_pending",
-        ):
-            assert query(prometheus, f'{name}{{job="{JOB}"}}'), name
 
 
-@pytest.mark.skipif(bool(os.environ.get("CONTINUITY_SCRAPE_TARGETS")), reason="values are the stand-in's")
-def test_values_and_rules_on_the_stand_in(prometheus: str) -> None:
+def test_the_traffic_is_counted_and_the_rules_load(prometheus: str) -> None:
     wait_until("first scrape", lambda: query(prometheus, f'up{{job="{JOB}"}} == 1'))
-    (op,) = query(prometheus, 'continuity_decisions_total{action="operator"}')
-    assert op["metric"]["reason"] == "native_provider_state_incompatible"
-    assert float(op["value"][1]) == 1
-    (fast,) = query(prometheus, 'continuity_decision_latency_seconds_bucket{le="0.25"}')
-    (count,) = query(prometheus, "continuity_decision_latency_seconds_count")
-    assert (float(fast["value"][1]), float(count["value"][1])) == (1, 2)
-    (quarantine,) = query(prometheus, 'continuity_dead_letters_total{reason="signature_invalid"}')
-    assert float(quarantine["value"][1]) == 1
+    # Refusals stop for an operator; forged signatures are quarantined; drops are archived.
+    wait_until(
+        "operator decisions",
+        lambda: query(
+            prometheus,
+            'continuity_decisions_total{action="operator",reason="native_provider_state_incompatible"} > 0',
+        ),
+    )
+    wait_until(
+        "quarantines",
+        lambda: query(
+            prometheus, 'sum(continuity_dead_letters_total{reason=~"signature_invalid|unknown_key"}) > 0'
+        ),
+    )
+    wait_until("archives", lambda: query(prometheus, "sum(continuity_archive_total) > 0"))
+    (ready,) = query(prometheus, f'sum(continuity_ready{{job="{JOB}"}})')
+    assert float(ready["value"][1]) == len(SERVICES)
     # The project's rule files load into a real server without errors.
     groups = _get(f"{prometheus}/api/v1/rules")["data"]["groups"]
     names = {g["name"] for g in groups}

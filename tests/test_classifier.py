@@ -434,7 +434,7 @@ async def test_a_crash_between_record_and_publish_is_repaired_on_redelivery(
                 OutboxEntry(subject=subjects.decisions(runner), msg_id=decision.decision_id, payload=payload)
             ],
             audit=decision_audit(decision, "classifier"),
-            hold_session=True,
+            hold=event.native_session_id,
         ),
     )
 

@@ -98,7 +98,7 @@ async def classify(r: aioredis.Redis, js: JetStreamContext, run: Run, action: Ac
         run_fields=run_fields(run.run_id, run.runner_id, run.session, run.attempt, status, decision),
         outbox=[entry],
         audit=decision_audit(decision, "classifier"),
-        hold_session=action in ("operator", "reconcile"),
+        hold="ns-1" if action in ("operator", "reconcile") else None,
     )
     await index_run(r, run.run_id, run.session.key)
     assert await record_step(r, run.session.key, run.run_id, step) is None

@@ -47,7 +47,7 @@ def _step(decision: Decision, recorded_at: float | None = None) -> RunStep:
         run_fields=run_fields(decision.run_id, decision.runner_id, decision.session, 1, "operator", decision),
         outbox=[entry],
         audit=decision_audit(decision, "classifier"),
-        hold_session=True,
+        hold="ns",
     )
 
 
@@ -85,3 +85,15 @@ async def test_sweeper_publishes_what_a_crash_left_once(redis_client: aioredis.R
     assert [m.headers.get("Nats-Msg-Id") for m in msgs if m.headers] == [decision.decision_id]
     with pytest.raises(nats.errors.TimeoutError):
         await sub.fetch(1, timeout=0.5)
+
+
+async def test_a_newer_session_is_not_held_for_an_older_failure(redis_client: aioredis.Redis) -> None:
+    """The runner committed a new session before the old one's failure was decided: the
+    decision is recorded, the newer session stays active."""
+    session = SessionRef(tenant="t", conversation_id=uuid.uuid4().hex, agent_id="a")
+    await redis_client.hset(keys.session(session.key), mapping={"native_session_id": "ns-new"})  # type: ignore[misc]
+    run_id = f"run-{uuid.uuid4().hex}"
+    step = _step(_decision(run_id, session, "r1"))  # holds "ns", the session that failed
+    assert await record_step(redis_client, session.key, run_id, step) is None
+    assert await redis_client.hget(keys.session(session.key), "state") is None  # type: ignore[misc]
+    assert await redis_client.hlen(keys.run_decisions(session.key, run_id)) == 1  # type: ignore[misc]

@@ -209,7 +209,7 @@ class ArchiveHandler:
             outbox=[entry],
             audit=records.decision_audit(decision, ACTOR),
             # An operator decision keeps the saved session exactly as it was, held.
-            hold_session=action == "operator",
+            hold=work.native_session_id if action == "operator" else None,
         )
         existing = await records.record_step(self._redis, sk, work.run_id, step)
         if existing is not None:

@@ -38,13 +38,13 @@ local function audit_push(audit_key, entry)
   end
 end
 
--- Hold a saved session for an operator: only the state changes, and an archived record
--- (already moved aside for a replacement) stays archived.
-local function hold_session(session_key)
-  if redis.call('EXISTS', session_key) == 0 then
+-- Hold a saved session for an operator: only the state changes, and only while the record
+-- still saves `handle` (the session that failed to resume): a newer session committed
+-- meanwhile, or an archived record (moved aside for a replacement), is left as it is.
+local function hold_session(session_key, handle)
+  local cur = redis.call('HMGET', session_key, 'native_session_id', 'state')
+  if cur[1] ~= handle or cur[2] == 'archived' then
     return
   end
-  if redis.call('HGET', session_key, 'state') ~= 'archived' then
-    redis.call('HSET', session_key, 'state', 'held')
-  end
+  redis.call('HSET', session_key, 'state', 'held')
 end

@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from continuity.simulate import demo_environment
+from continuity.simulate.runner import GENERATION
 from continuity.stack import Stack
 from tests.deploy.conftest import DEPLOY, REPO, free_port, require_tool
 from tests.deploy.test_metric_references import exported_series
@@ -83,6 +84,12 @@ def targets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
             cwd=REPO,
         )
         assert fleet.returncode == 0, fleet.stdout + fleet.stderr
+        # The fleet's archive outputs carry fake secrets and its sessions a generation: no log
+        # line of any service may repeat them.
+        logs = "".join((data / f"{name}.log").read_text() for name in SERVICES)
+        assert '"event":"service_started"' in logs
+        for leak in ("FAKE", "sk-", "Bearer", GENERATION):
+            assert leak not in logs, leak
         yield [f"127.0.0.1:{s.metrics_port}" for s in stack.services]
     finally:
         stack.stop()

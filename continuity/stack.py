@@ -31,6 +31,18 @@ class ServiceProcess:
             return False
 
 
+def spawn_service(name: str, env: dict[str, str], log_path: Path | None = None) -> subprocess.Popen[bytes]:
+    """`continuity serve <name>` as its own process, as production runs it; its JSON log goes to
+    `log_path` (appended), or to this process's stderr."""
+    command = [sys.executable, "-m", "continuity", "serve", name]
+    if log_path is None:
+        return subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL)
+    with open(log_path, "ab") as log:  # the child keeps its own copy of the descriptor
+        return subprocess.Popen(
+            command, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        )
+
+
 @dataclass
 class Stack:
     data_dir: Path
@@ -64,17 +76,7 @@ class Stack:
     ) -> ServiceProcess:
         port = free_port()
         env = self.service_env({"CONTINUITY_METRICS_PORT": str(port), **(extra_env or {})})
-        out = open(log_path, "ab") if log_path else subprocess.DEVNULL  # the child process owns it
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "continuity", "serve", name],
-            env=env,
-            stdout=out,
-            stderr=out if log_path else None,
-            stdin=subprocess.DEVNULL,
-        )
-        if log_path:
-            out.close()  # type: ignore[union-attr]
-        service = ServiceProcess(name, port, proc)
+        service = ServiceProcess(name, port, spawn_service(name, env, log_path))
         self.services.append(service)
         return service
 

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
+from continuity.stack import spawn_service
 from shared.config import Config
 from shared.runtime import App, serve
 
@@ -70,3 +74,42 @@ async def running(app: App, config: Config) -> AsyncIterator[RunningApp]:
         yield r
     finally:
         await r.stop()
+
+
+class ServiceProcess:
+    """A service as its own process (`continuity serve <name>`), for kill -9 and drain tests."""
+
+    def __init__(self, name: str, nats_url: str, redis_url: str, log_path: Path, **env: str) -> None:
+        self.name = name
+        self.env = {
+            **os.environ,
+            "NATS_URL": nats_url,
+            "REDIS_URL": redis_url,
+            "CONTINUITY_METRICS_HOST": "127.0.0.1",
+            "CONTINUITY_METRICS_PORT": "0",
+            **env,
+        }
+        self.log_path = log_path
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.proc = spawn_service(self.name, self.env, self.log_path)
+
+    def kill(self) -> None:
+        """SIGKILL: no drain, no acknowledgements; what the process held is redelivered."""
+        assert self.proc is not None
+        self.proc.kill()
+        self.proc.wait(10)
+
+    def stop(self) -> int | None:
+        """SIGTERM and wait: the exit code of a drain (0), or None if never started."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode

@@ -4,9 +4,6 @@ then a restart: no archive_id is moved twice and every work item gets exactly on
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -20,7 +17,7 @@ from continuity.servers import NatsServer, RedisServer
 from shared import keys
 from shared.bus.streams import ensure_streams
 from shared.contracts import ArchiveCommand, ArchiveResult
-from tests.support import wait_for
+from tests.support import ServiceProcess, wait_for
 from tests.test_archiver_support import (
     Decisions,
     FakeRunner,
@@ -34,71 +31,29 @@ from tests.test_archiver_support import (
 
 pytestmark = pytest.mark.asyncio
 
-ROOT = Path(__file__).resolve().parent.parent
 ITEMS = 30
-# What `continuity serve archiver` runs (continuity.cli._serve), without parsing the CLI's other
-# command groups, so that this test depends only on the registry and the runtime.
-LAUNCH = [
-    sys.executable,
-    "-c",
-    "from continuity import registry; from shared.config import Config; from shared.runtime import run;"
-    " run(registry.load('archiver'), Config.from_env())",
-]
-
-
-class ArchiverProcess:
-    def __init__(self, nats_url: str, redis_url: str, log: Path) -> None:
-        self.env = {
-            **os.environ,
-            "NATS_URL": nats_url,
-            "REDIS_URL": redis_url,
-            "CONTINUITY_ARCHIVE_TIMEOUT_S": "2",
-            "CONTINUITY_ACK_WAIT_S": "1",
-            "CONTINUITY_NAK_DELAY_S": "0.2",
-            "CONTINUITY_METRICS_HOST": "127.0.0.1",
-            "CONTINUITY_METRICS_PORT": "0",
-        }
-        self.log = log
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        with open(self.log, "ab") as out:
-            self.proc = subprocess.Popen(
-                LAUNCH,
-                cwd=ROOT,
-                env=self.env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-            )
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.kill()  # SIGKILL: no drain, no acks, answers in flight are lost
-        self.proc.wait(10)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
 
 
 @pytest.fixture
 def archiver_process(
     fresh_servers: tuple[NatsServer, RedisServer], tmp_path: Path
-) -> Iterator[ArchiverProcess]:
+) -> Iterator[ServiceProcess]:
     n, r = fresh_servers
-    proc = ArchiverProcess(n.url, r.url, tmp_path / "archiver.log")
+    proc = ServiceProcess(
+        "archiver",
+        n.url,
+        r.url,
+        tmp_path / "archiver.log",
+        CONTINUITY_ARCHIVE_TIMEOUT_S="2",
+        CONTINUITY_ACK_WAIT_S="1",
+        CONTINUITY_NAK_DELAY_S="0.2",
+    )
     yield proc
     proc.stop()
 
 
 async def test_kill_9_mid_stream_moves_each_archive_at_most_once_and_decides_each_item_once(
-    fresh_servers: tuple[NatsServer, RedisServer], archiver_process: ArchiverProcess
+    fresh_servers: tuple[NatsServer, RedisServer], archiver_process: ServiceProcess
 ) -> None:
     n, r = fresh_servers
     nc = await nats.connect(n.url)

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import collections
-import os
 import signal
-import subprocess
-import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -23,7 +20,7 @@ from shared import keys, subjects
 from shared.bus.publish import DEAD_REASON_HEADER
 from shared.bus.streams import ensure_streams
 from shared.contracts import ResumeFailed
-from tests.support import make_config, running, wait_for
+from tests.support import ServiceProcess, make_config, running, wait_for
 from tests.test_classifier_helpers import (
     KEYS,
     KEYS_ENV,
@@ -105,55 +102,19 @@ async def test_an_event_that_outlasts_its_deliveries_moves_to_exhausted(
 # ---- kill -9 ------------------------------------------------------------------------------
 
 
-class ClassifierProcess:
-    """`continuity serve classifier` as its own process, as production runs it."""
-
-    def __init__(self, servers: Servers, log_path: Path) -> None:
-        self._env = {
-            **os.environ,
-            "NATS_URL": servers[0].url,
-            "REDIS_URL": servers[1].url,
-            "CONTINUITY_RUNNER_KEYS": KEYS_ENV,
-            "CONTINUITY_METRICS_PORT": "0",
-            "CONTINUITY_METRICS_HOST": "127.0.0.1",
-            # What the killed process held comes back after the ack wait.
-            "CONTINUITY_ACK_WAIT_S": "2",
-            "CONTINUITY_NAK_DELAY_S": "0.2",
-        }
-        self._log_path = log_path
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        with open(self._log_path, "ab") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "continuity", "serve", "classifier"],
-                env=self._env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        os.kill(self.proc.pid, signal.SIGKILL)
-
-    def stop(self) -> int | None:
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
-
-
 @pytest.fixture
-def classifier_process(fresh_servers: Servers, tmp_path: Path) -> Iterator[ClassifierProcess]:
-    process = ClassifierProcess(fresh_servers, tmp_path / "classifier.log")
+def classifier_process(fresh_servers: Servers, tmp_path: Path) -> Iterator[ServiceProcess]:
+    n, r = fresh_servers
+    # What the killed process held comes back after the ack wait.
+    process = ServiceProcess(
+        "classifier",
+        n.url,
+        r.url,
+        tmp_path / "classifier.log",
+        CONTINUITY_RUNNER_KEYS=KEYS_ENV,
+        CONTINUITY_ACK_WAIT_S="2",
+        CONTINUITY_NAK_DELAY_S="0.2",
+    )
     yield process
     process.stop()
 
@@ -179,7 +140,7 @@ async def stream_events(r: aioredis.Redis, count: int) -> list[tuple[ResumeFaile
 
 
 async def test_kill_9_mid_stream_then_restart_leaves_exactly_one_decision_per_event(
-    classifier_process: ClassifierProcess, nc: Client, r: aioredis.Redis
+    classifier_process: ServiceProcess, nc: Client, r: aioredis.Redis
 ) -> None:
     bus = Bus(nc.jetstream())
     await ensure_streams(bus.js)  # runners publish before the first classifier starts

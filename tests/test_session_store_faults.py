@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import subprocess
-import sys
 import urllib.request
 from pathlib import Path
 
@@ -18,7 +16,7 @@ from services.session_store.service import SessionStoreApp
 from shared.client import ContinuityClient, RequestError
 from shared.contracts import GetRequest
 from tests.sessions_helpers import commit_req, decide_req, new_session
-from tests.support import make_config, running, wait_for
+from tests.support import ServiceProcess, make_config, running, wait_for
 
 pytestmark = pytest.mark.asyncio
 
@@ -88,17 +86,11 @@ async def test_process_serves_metrics_readiness_and_drains_on_sigterm(
 ) -> None:
     n, r = fresh_servers
     port = free_port()
-    env = {
-        "NATS_URL": n.url,
-        "REDIS_URL": r.url,
-        "CONTINUITY_METRICS_PORT": str(port),
-        "PATH": "/usr/bin:/bin",
-    }
     log = tmp_path / "service.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "continuity", "serve", "session-store"], env=env, stdout=out, stderr=out
-        )
+    service = ServiceProcess("session-store", n.url, r.url, log, CONTINUITY_METRICS_PORT=str(port))
+    service.start()
+    assert service.proc is not None
+    proc = service.proc
     try:
         ready = f"http://127.0.0.1:{port}/readyz"
         await wait_for(lambda: _http(ready) == 200, timeout=20, what="readiness")

@@ -64,3 +64,20 @@ def test_bad_runner_keys_never_show_key_material(raw: str) -> None:
     with pytest.raises(ConfigError) as err:
         parse_runner_keys(raw)
     assert KEY not in str(err.value) and "c2hvcnQ" not in str(err.value)
+
+
+def test_serve_refuses_a_bad_configuration_with_a_clear_message() -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "CONTINUITY_RUNNER_KEYS": f"k1={KEY}", "CONTINUITY_STREAM_REPLICAS": "seven"}
+    result = subprocess.run(
+        [sys.executable, "-m", "continuity", "serve", "classifier"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "CONTINUITY_STREAM_REPLICAS" in result.stderr and KEY not in result.stderr

@@ -34,7 +34,7 @@ def _binding_digest(v1: Mapping[str, str]) -> bytes:
     return hashlib.sha256(joined.encode("utf-8")).digest()
 
 
-_V1_KEYS = tuple((name, name.encode()) for name in V1_FIELDS)
+_V1_KEYS = tuple(name.encode() for name in V1_FIELDS)
 
 STAMP_BYTES = 16
 """The compact `generation` field is the binding's first 16 bytes followed by the generation:
@@ -59,8 +59,11 @@ class StoredSession:
         else:
             fields = raw
         get = fields.get  # this runs once per decision: kept lean
-        v1 = {name: get(key, b"").decode("utf-8", "replace") for name, key in _V1_KEYS}
-        generation, trusted = _generation(fields, v1)
+        raw_v1 = [get(key, b"") for key in _V1_KEYS]
+        v1 = dict(zip(V1_FIELDS, [value.decode("utf-8", "replace") for value in raw_v1], strict=True))
+        # The binding over the stored bytes: what a commit hashed, as it wrote them.
+        digest = hashlib.sha256(b"\n".join(raw_v1)).digest()
+        generation, trusted = _generation(fields, digest)
         return cls(
             v1=v1,
             revision=_int(fields.get(b"revision")),
@@ -80,17 +83,17 @@ class StoredSession:
         return bool(self.generation)
 
 
-def _generation(fields: Mapping[bytes, bytes], v1: Mapping[str, str]) -> tuple[str, bool]:
+def _generation(fields: Mapping[bytes, bytes], digest: bytes) -> tuple[str, bool]:
     """The stored generation, and whether the binding recomputed from the current version-1
-    fields still equals the one stamped with it."""
+    fields (`digest`) still equals the one stamped with it."""
     compact = fields.get(b"generation")
     if compact is not None and len(compact) > STAMP_BYTES:
         stamp, generation = compact[:STAMP_BYTES], _text(compact[STAMP_BYTES:])
-        return generation, stamp == binding_stamp(v1)
+        return generation, stamp == digest[:STAMP_BYTES]
     # The long form of the contract's text (compatibility_generation, generation_binding).
     generation = _text(fields.get(b"compatibility_generation"))
     binding = _text(fields.get(b"generation_binding"))
-    return generation, bool(generation) and binding == generation_binding(v1)
+    return generation, bool(generation) and binding == digest.hex()
 
 
 def _text(value: bytes | None) -> str:

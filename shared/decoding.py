@@ -43,10 +43,9 @@ def sanitize_validation_error(err: msgspec.MsgspecError) -> InvalidInput:
     return InvalidInput("malformed_json", "the payload is not a valid UTF-8 JSON object")
 
 
-def decode(data: bytes, type_: type[T], decoder: msgspec.json.Decoder[T] | None = None) -> T:
+def decode(data: bytes, decoder: msgspec.json.Decoder[T]) -> T:
+    """Decode with a prepared decoder; any failure is an `InvalidInput` with a safe reason."""
     try:
-        if decoder is not None:
-            return decoder.decode(data)
-        return msgspec.json.decode(data, type=type_)
+        return decoder.decode(data)
     except msgspec.MsgspecError as err:
         raise sanitize_validation_error(err) from None

@@ -99,7 +99,7 @@ class ArchiveHandler:
 
     async def __call__(self, msg: Msg) -> None:
         try:
-            work = decode(msg.data, ArchiveWork, _decoder)
+            work = decode(msg.data, _decoder)
         except InvalidInput as err:
             log.warning("work_rejected", reason=err.code)
             raise Reject(subjects.DEAD_INVALID, err.code) from None

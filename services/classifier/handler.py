@@ -169,7 +169,7 @@ class EventHandler:
         if msg.subject.rsplit(".", 1)[-1] != EVENT_TYPE:
             raise Reject(subjects.DEAD_INVALID, "unsupported_event_type")
         try:
-            event = decode(msg.data, ResumeFailed, _decoder)
+            event = decode(msg.data, _decoder)
         except InvalidInput as err:
             raise Reject(subjects.DEAD_INVALID, err.code) from None
         if event.runner_id != runner:

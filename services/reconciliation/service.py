@@ -123,7 +123,7 @@ class ReconciliationApp:
     async def handle_work(self, msg: Msg) -> None:
         """Open the record and index it; returning acknowledges, raising redelivers."""
         try:
-            work = decode(msg.data, ReconcileWork, _work_decoder)
+            work = decode(msg.data, _work_decoder)
         except InvalidInput as err:
             raise Reject(subjects.DEAD_INVALID, err.code) from None
         code = await self.store.open(work)

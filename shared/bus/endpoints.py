@@ -21,7 +21,7 @@ from nats.micro.service import Service
 
 from shared import metrics, subjects
 from shared.contracts.errors import ErrorBody, ErrorDetail, ServiceError
-from shared.decoding import InvalidInput
+from shared.decoding import InvalidInput, decode
 from shared.logs import Log
 from shared.store import TRANSIENT_REDIS_ERRORS
 
@@ -104,13 +104,7 @@ class Endpoints:
         started = time.perf_counter()
         code = "ok"
         try:
-            try:
-                req = decoder.decode(request.data)
-            except msgspec.MsgspecError as err:
-                from shared.decoding import sanitize_validation_error
-
-                bad = sanitize_validation_error(err)
-                raise ServiceError(400, bad.code, bad.message) from None
+            req = decode(request.data, decoder)  # InvalidInput: a 400 with a sanitized reason
             reply = await handler(req)
             await request.respond(_encode(reply))
         except ServiceError as err:

@@ -43,6 +43,13 @@ class RunStep(msgspec.Struct, kw_only=True):
     hold: str | None = None
     """The native session id to hold for an operator: the saved session's state becomes `held`
     only while its record still saves this handle."""
+    read: tuple[str, int] | None = None
+    """The session's checkpoint policy and epoch the step was decided on ('' and 0 without a
+    record): when given, the step is recorded only while they are still the stored ones."""
+
+
+class SessionChanged(Exception):
+    """The session record changed between the read a decision was made on and its recording."""
 
 
 def run_fields(
@@ -96,12 +103,17 @@ def step_args(step: RunStep) -> list[bytes | str]:
         _encode([[e.msg_id, _encode(e).decode()] for e in step.outbox]) if step.outbox else "",
         _encode(step.audit) if step.audit else "",
         step.hold or "",
+        "1" if step.read is not None else "0",
+        step.read[0] if step.read is not None else "",
+        str(step.read[1]) if step.read is not None else "0",
     ]
 
 
 async def record_step(client: store.Commands, session_key: str, run_id: str, step: RunStep) -> bytes | None:
     """Record `step`; returns None when recorded, or the slot's existing value for a duplicate."""
     recorded, existing = await _RECORD_STEP(client, step_keys(session_key, run_id), step_args(step))
+    if int(recorded) == 2:
+        raise SessionChanged(session_key)
     return None if int(recorded) == 1 else bytes(existing)
 
 

@@ -97,3 +97,22 @@ async def test_a_newer_session_is_not_held_for_an_older_failure(redis_client: ai
     assert await record_step(redis_client, session.key, run_id, step) is None
     assert await redis_client.hget(keys.session(session.key), "state") is None  # type: ignore[misc]
     assert await redis_client.hlen(keys.run_decisions(session.key, run_id)) == 1  # type: ignore[misc]
+
+
+async def test_a_step_decided_on_a_stale_read_writes_nothing(redis_client: aioredis.Redis) -> None:
+    """A commit changed the policy between the classifier's read and its recording."""
+    from shared.records import SessionChanged
+
+    session = SessionRef(tenant="t", conversation_id=uuid.uuid4().hex, agent_id="a")
+    await redis_client.hset(  # type: ignore[misc]
+        keys.session(session.key),
+        mapping={"native_session_id": "ns", "checkpoint_policy": "allow_replacement_after_resume_failure"},
+    )
+    run_id = f"run-{uuid.uuid4().hex}"
+    step = _step(_decision(run_id, session, "r1"))
+    step.read = ("same_session_only", 0)
+    with pytest.raises(SessionChanged):
+        await record_step(redis_client, session.key, run_id, step)
+    assert await redis_client.exists(keys.run_decisions(session.key, run_id), keys.outbox(session.key)) == 0
+    step.read = ("allow_replacement_after_resume_failure", 0)
+    assert await record_step(redis_client, session.key, run_id, step) is None

@@ -41,6 +41,10 @@ _decoder = msgspec.json.Decoder(ResumeFailed)
 _encode = msgspec.json.Encoder().encode
 
 
+DECIDE_TRIES = 3
+"""Reads and decisions of one event before a session that keeps changing counts as transient."""
+
+
 def archive_work_id(run_id: str, attempt: int) -> str:
     return f"work:{run_id}:{attempt}:archive"
 
@@ -111,32 +115,40 @@ class EventHandler:
             )
         )
         sk = event.session.key
-        # One round trip: index the run (unless it is already) and read the session record.
-        claimed = records.claim_run(self._redis, event.run_id, sk)
-        session = self._redis.send("HGETALL", keys.session(sk))
-        indexed, raw_session = await claimed, await session
-        if indexed is not None and indexed != sk:
-            # A run's slots live under its session's tag: an event naming another session for
-            # the same run would find no slot there and decide the run a second time.
-            raise Reject(subjects.DEAD_INVALID, "run_session_mismatch")
-        saved = _saved_session(raw_session)
-        verdict, reason = table.decide(
-            table.Facts(
-                failure_class=failure_class,
-                pending_tool_call=event.pending_tool_call is not None,
-                attempt=event.attempt,
-                policy=table.effective_policy(saved.policy),
-                governed_wait_elapsed=event.governed_wait_elapsed,
-            )
-        )
         published_at = _published_at(msg)
-        now = self._clock()
-        if verdict == "archive":
-            step = self._archive_step(event, failure_class, reason, published_at, now)
+        for _ in range(DECIDE_TRIES):
+            # One round trip: index the run (unless it is already) and read the session record.
+            claimed = records.claim_run(self._redis, event.run_id, sk)
+            session = self._redis.send("HGETALL", keys.session(sk))
+            indexed, raw_session = await claimed, await session
+            if indexed is not None and indexed != sk:
+                # A run's slots live under its session's tag: an event naming another session for
+                # the same run would find no slot there and decide the run a second time.
+                raise Reject(subjects.DEAD_INVALID, "run_session_mismatch")
+            saved = _saved_session(raw_session)
+            verdict, reason = table.decide(
+                table.Facts(
+                    failure_class=failure_class,
+                    pending_tool_call=event.pending_tool_call is not None,
+                    attempt=event.attempt,
+                    policy=table.effective_policy(saved.policy),
+                    governed_wait_elapsed=event.governed_wait_elapsed,
+                )
+            )
+            now = self._clock()
+            if verdict == "archive":
+                step = self._archive_step(event, failure_class, reason, published_at, now)
+            else:
+                step = self._decision_step(event, failure_class, verdict, reason, saved.epoch, now)
+            # Recorded only if the policy and epoch decided on are still the stored ones.
+            step.read = (saved.policy or "", saved.epoch or 0)
+            try:
+                existing = await records.record_step(self._redis, sk, event.run_id, step)
+                break
+            except records.SessionChanged:
+                continue  # a commit landed between the read and the recording: decide again
         else:
-            step = self._decision_step(event, failure_class, verdict, reason, saved.epoch, now)
-
-        existing = await records.record_step(self._redis, sk, event.run_id, step)
+            raise records.SessionChanged(sk)  # a transient failure: the event is redelivered
         if existing is not None:
             # The slot was taken by an earlier delivery: no second decision, but finish
             # publishing what that delivery recorded if a crash stopped it before the flush.

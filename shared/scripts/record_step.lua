@@ -2,12 +2,21 @@
 -- an audit entry, and optionally hold the saved session.
 -- KEYS: 1 run hash, 2 run decision slots, 3 outbox, 4 audit list, 5 session hash
 -- ARGV: 1 slot, 2 slot value, 3 run fields (JSON object), 4 outbox entries (JSON array),
---       5 audit entry (JSON), 6 the native session id to hold ('' to hold none)
--- Returns {1, ''} when recorded, {0, <value already in the slot>} for a duplicate.
-local existing = claim_slot(KEYS[2], ARGV[1], ARGV[2])
+--       5 audit entry (JSON), 6 the native session id to hold ('' to hold none),
+--       7 '1' when 8 and 9 are the session's checkpoint_policy and epoch the step was decided on
+-- Returns {1, ''} when recorded, {0, <value already in the slot>} for a duplicate, and
+-- {2, ''} when the session changed since it was read (nothing is written: decide again).
+local existing = redis.call('HGET', KEYS[2], ARGV[1])
 if existing then
   return {0, existing}
 end
+if ARGV[7] == '1' then
+  local cur = redis.call('HMGET', KEYS[5], 'checkpoint_policy', 'epoch')
+  if (cur[1] or '') ~= ARGV[8] or (tonumber(cur[2]) or 0) ~= tonumber(ARGV[9]) then
+    return {2, ''}
+  end
+end
+claim_slot(KEYS[2], ARGV[1], ARGV[2])
 hset_json(KEYS[1], ARGV[3])
 outbox_put(KEYS[3], ARGV[4])
 audit_push(KEYS[4], ARGV[5])

@@ -13,7 +13,7 @@ from collections.abc import Awaitable
 import msgspec
 import redis.asyncio as aioredis
 
-from shared import keys, store
+from shared import keys, store, subjects
 from shared.contracts.decisions import Decision
 from shared.contracts.reconciliation import AuditEntry
 from shared.contracts.session import SessionRef
@@ -71,6 +71,14 @@ def run_fields(
     if last_decision is not None:
         fields["last_decision"] = _encode(last_decision).decode()
     return fields
+
+
+def decision_entry(decision: Decision) -> OutboxEntry:
+    """The outbox entry that publishes `decision` to its runner, de-duplicated by its id; its
+    payload is also the slot value that records the decision."""
+    return OutboxEntry(
+        subject=subjects.decisions(decision.runner_id), msg_id=decision.decision_id, payload=_encode(decision)
+    )
 
 
 def decision_audit(decision: Decision, actor: str) -> AuditEntry:

@@ -156,10 +156,8 @@ class ArchiveHandler:
         for _ in range(_EPOCH_TRIES):
             epoch = await self._epoch(sk)
             decision = self._decision(work, "open_replacement", REPLACEMENT_REASON, (epoch or 0) + 1, None)
-            payload = _encode(decision)
-            entry = OutboxEntry(
-                subject=subjects.decisions(work.runner_id), msg_id=decision.decision_id, payload=payload
-            )
+            entry = records.decision_entry(decision)
+            payload = entry.payload
             progress = {
                 "state": "done",
                 "decision_id": decision.decision_id,
@@ -198,10 +196,8 @@ class ArchiveHandler:
         action: Action = "retry_same_session" if work.attempt < MAX_ATTEMPTS else "operator"
         sk = work.session.key
         decision = self._decision(work, action, FAILED_REASON, await self._epoch(sk), result.detail)
-        payload = _encode(decision)
-        entry = OutboxEntry(
-            subject=subjects.decisions(work.runner_id), msg_id=decision.decision_id, payload=payload
-        )
+        entry = records.decision_entry(decision)
+        payload = entry.payload
         step = records.RunStep(
             slot=slot(work),
             slot_value=payload,

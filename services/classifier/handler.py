@@ -224,12 +224,9 @@ class EventHandler:
             ),
             decided_at=rfc3339_from_epoch(now),
         )
-        payload = _encode(decision)
-        outbox = [
-            OutboxEntry(
-                subject=subjects.decisions(event.runner_id), msg_id=decision.decision_id, payload=payload
-            )
-        ]
+        entry = records.decision_entry(decision)
+        payload = entry.payload
+        outbox = [entry]
         if action == "reconcile":
             tool_call = event.pending_tool_call
             work = ReconcileWork(

@@ -26,7 +26,7 @@ from typing import Any
 import msgspec
 import redis.asyncio as aioredis
 
-from shared import keys, store, subjects
+from shared import keys, store
 from shared.contracts import AuditEntry
 from shared.contracts.decisions import Decision, ReconcileWork, decision_id
 from shared.contracts.events import ToolCall
@@ -41,7 +41,7 @@ from shared.contracts.types import (
     RunStatus,
 )
 from shared.outbox import OutboxEntry
-from shared.records import run_fields
+from shared.records import decision_entry, run_fields
 from shared.times import now_rfc3339
 
 OPEN_INDEX = "continuity:reconciliations:open"
@@ -162,9 +162,7 @@ def continue_fresh(
         reconciled_outcome=reconciled_outcome,
         decided_at=now_rfc3339(),
     )
-    payload = _encode(decision)
-    entry = OutboxEntry(subject=subjects.decisions(runner_id), msg_id=decision.decision_id, payload=payload)
-    return decision, entry
+    return decision, decision_entry(decision)
 
 
 class ReconciliationStore:

@@ -20,7 +20,7 @@ from nats.micro.request import Request
 from nats.micro.service import Service
 
 from shared import metrics, subjects
-from shared.contracts.errors import ErrorBody, ErrorDetail, ServiceError
+from shared.contracts.errors import ErrorBody, ErrorDetail, ServiceError, unavailable
 from shared.decoding import InvalidInput, decode
 from shared.logs import Log
 from shared.store import TRANSIENT_REDIS_ERRORS
@@ -116,9 +116,7 @@ class Endpoints:
         except TRANSIENT_REDIS_ERRORS as err:
             code = "unavailable"
             log.warning("request_store_unavailable", endpoint=name, error_type=type(err).__name__)
-            await self._respond_error(
-                request, ServiceError(503, "unavailable", "a backing store is unavailable; retry later")
-            )
+            await self._respond_error(request, unavailable())
         except Exception as err:  # a bug must cost one request, never the process
             code = "internal_error"
             log.error("request_failed", exc=True, endpoint=name, error_type=type(err).__name__)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from nats.js import JetStreamContext
 
-from shared import metrics, subjects
+from shared import metrics
 from shared.times import now_rfc3339
 
 DEAD_REASON_HEADER = "Continuity-Dead-Reason"
@@ -40,11 +40,3 @@ async def dead_letter(
     }
     await js.publish(dead_subject, payload, timeout=5.0, headers=headers)
     metrics.DEAD_LETTERS.labels(reason=reason).inc()
-
-
-def dead_subject_for(kind: str) -> str:
-    return {
-        "invalid": subjects.DEAD_INVALID,
-        "quarantine": subjects.DEAD_QUARANTINE,
-        "exhausted": subjects.DEAD_EXHAUSTED,
-    }[kind]

@@ -24,10 +24,6 @@ class ServiceError(Exception):
         self.message = message
 
 
-def bad_request(code: str, message: str) -> ServiceError:
-    return ServiceError(400, code, message)
-
-
 def not_found(message: str = "no such record") -> ServiceError:
     return ServiceError(404, "not_found", message)
 

@@ -261,7 +261,7 @@ class EventHandler:
             outbox=outbox,
             audit=records.decision_audit(decision, actor=ACTOR),
             # The saved session stays exactly as it was, held for the operator or reconciliation.
-            hold=event.native_session_id if action in ("operator", "reconcile") else None,
+            hold=event.native_session_id if table.holds_session(action) else None,
         )
 
     def _archive_step(

@@ -1,12 +1,13 @@
-"""The decision table (contract 4.4): first matching row wins.
+"""The decision table (contract 4.4) as data: first matching row wins.
 
-Each row below is one line of the contract's table, in the same order. `decide` is a pure
-function of the facts; recording and publishing are the handler's job.
+Each `Row` is one line of the contract's table, in the same order, written as plain values so
+that it can be read against the document line by line (tests/unit/test_decision_tables.py
+parses the document and compares). `decide` is a pure function of the facts; recording and
+publishing are the handler's job.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, get_args
 
@@ -30,70 +31,111 @@ class Facts:
     policy: CheckpointPolicy
     governed_wait_elapsed: bool
 
-    @property
-    def unclassified(self) -> bool:
-        return self.failure_class == "unclassified"
-
 
 @dataclass(frozen=True, slots=True)
 class Row:
-    when: Callable[[Facts], bool]
+    """One line of the table. A row matches when the event's class is one of `classes` (or,
+    with `or_pending_tool_call`, whenever the event carries a pending tool call) and every
+    condition that is set holds: `attempt >= min_attempt`, the session's policy is `policy`,
+    `governed_wait_elapsed` is true when required."""
+
+    classes: tuple[FailureClass, ...]
     verdict: Verdict
     reason: DecisionReason
+    holds_session: bool
+    """After this verdict the saved session is left exactly as it was and its state is `held`."""
+    or_pending_tool_call: bool = False
+    min_attempt: int | None = None
+    policy: CheckpointPolicy | None = None
+    governed_wait_elapsed: bool = False
 
 
 TABLE: tuple[Row, ...] = (
     Row(
-        lambda f: f.failure_class == "provider_side_effect_pending" or f.pending_tool_call,
-        "reconcile",
-        "native_provider_side_effect_pending",
+        ("provider_side_effect_pending",),
+        or_pending_tool_call=True,
+        verdict="reconcile",
+        reason="native_provider_side_effect_pending",
+        holds_session=True,
     ),
     Row(
-        lambda f: f.failure_class in ("provider_attach_refused", "provider_state_incompatible"),
-        "operator",
-        "native_provider_state_incompatible",
+        ("provider_attach_refused", "provider_state_incompatible"),
+        verdict="operator",
+        reason="native_provider_state_incompatible",
+        holds_session=True,
     ),
     Row(
-        lambda f: f.failure_class == "source_reconciliation_required",
-        "operator",
-        "native_runner_source_reconciliation_required",
+        ("source_reconciliation_required",),
+        verdict="operator",
+        reason="native_runner_source_reconciliation_required",
+        holds_session=True,
     ),
     Row(
-        lambda f: f.failure_class == "event_replay_conflict",
-        "operator",
-        "native_event_replay_conflict",
+        ("event_replay_conflict",),
+        verdict="operator",
+        reason="native_event_replay_conflict",
+        holds_session=True,
     ),
     Row(
-        lambda f: f.unclassified and f.attempt >= ATTEMPT_BUDGET,
-        "operator",
-        "native_session_retry_exhausted",
+        ("unclassified",),
+        min_attempt=ATTEMPT_BUDGET,
+        verdict="operator",
+        reason="native_session_retry_exhausted",
+        holds_session=True,
     ),
     Row(
-        lambda f: f.unclassified and f.policy == "allow_replacement_after_resume_failure",
-        "archive",
-        "native_session_continuity_break",
+        ("unclassified",),
+        policy="allow_replacement_after_resume_failure",
+        verdict="archive",
+        reason="native_session_continuity_break",
+        holds_session=False,
     ),
     Row(
-        lambda f: (
-            f.unclassified and f.policy == "allow_replacement_after_governed_wait" and f.governed_wait_elapsed
-        ),
-        "archive",
-        "native_session_continuity_break",
+        ("unclassified",),
+        policy="allow_replacement_after_governed_wait",
+        governed_wait_elapsed=True,
+        verdict="archive",
+        reason="native_session_continuity_break",
+        holds_session=False,
     ),
     Row(
-        lambda f: f.unclassified,
-        "retry_same_session",
-        "native_session_interrupted",
+        ("unclassified",),
+        verdict="retry_same_session",
+        reason="native_session_interrupted",
+        holds_session=False,
     ),
 )
 
+HOLDING_ACTIONS: frozenset[str] = frozenset(row.verdict for row in TABLE if row.holds_session)
+"""The actions after which the saved session is held: the `holds_session` column."""
 
-def decide(facts: Facts) -> tuple[Verdict, DecisionReason]:
+
+def holds_session(action: str) -> bool:
+    """Whether a decision with this action holds the saved session (contract 4.4, last line);
+    every service that records such a decision asks here instead of restating the rule."""
+    return action in HOLDING_ACTIONS
+
+
+def decide_row(facts: Facts) -> Row:
+    """The first row that matches; plain comparisons only, as this runs for every event."""
+    failure_class = facts.failure_class
     for row in TABLE:
-        if row.when(facts):
-            return row.verdict, row.reason
+        if failure_class not in row.classes and not (row.or_pending_tool_call and facts.pending_tool_call):
+            continue
+        if row.min_attempt is not None and facts.attempt < row.min_attempt:
+            continue
+        if row.policy is not None and facts.policy != row.policy:
+            continue
+        if row.governed_wait_elapsed and not facts.governed_wait_elapsed:
+            continue
+        return row
     # Every class has a row above; reaching here means a class was added without one.
     raise ValueError(f"no decision row for failure class {facts.failure_class}")
+
+
+def decide(facts: Facts) -> tuple[Verdict, DecisionReason]:
+    row = decide_row(facts)
+    return row.verdict, row.reason
 
 
 def effective_policy(raw: str | None) -> CheckpointPolicy:

@@ -33,7 +33,7 @@ log = logs.Log("continuity.runtime")
 EXIT_CONNECTION_LOST = 3
 """The exit code of a service whose NATS connection was closed under it (2 is a bad configuration)."""
 CLOSED_POLL_S = 0.5
-"""How often the connection's state is looked at, for a close that reports no callback."""
+"""How often the connection's state is looked at, for a close that ran no callback."""
 
 
 @dataclass
@@ -92,7 +92,8 @@ class _ConnectionWatch:
         self._stop.set()
 
     async def run(self, nc: Client) -> None:
-        # nats-py closes without a callback when the error comes while it is reconnecting.
+        # The callback is the last step of nats-py's close, and nats-py has paths that close
+        # without callbacks (an error while it is connecting): the state itself is watched too.
         while not self._stop.is_set():
             if nc.is_closed:
                 self.lose()

@@ -68,6 +68,10 @@ REQUEST_DURATION = Histogram(
 OUTBOX_PENDING = Gauge(
     "continuity_outbox_pending", "Recorded messages not yet confirmed published by JetStream."
 )
+OUTBOX_SET_ASIDE = Counter(
+    "continuity_outbox_set_aside_total",
+    "Outbox entries too large ever to publish: moved to a dead letter and removed from the outbox.",
+)
 READY = Gauge("continuity_ready", "1 while the service is connected and consuming, else 0.")
 
 
@@ -78,13 +82,21 @@ def labelled(metric: Any, *values: str) -> Any:
     return metric.labels(*values)
 
 
-class MetricsServer:
-    """Serves `/metrics`, `/healthz` (the process is alive) and `/readyz` (it can do work)."""
+def _always() -> bool:
+    return True
 
-    def __init__(self, host: str, port: int, ready: Callable[[], bool]) -> None:
+
+class MetricsServer:
+    """Serves `/metrics`, `/healthz` (the process can still recover by itself: 503 once it
+    cannot, so that the orchestrator restarts it) and `/readyz` (it can do work now)."""
+
+    def __init__(
+        self, host: str, port: int, ready: Callable[[], bool], alive: Callable[[], bool] = _always
+    ) -> None:
         self._host = host
         self._port = port
         self._ready = ready
+        self._alive = alive
         self._server: asyncio.Server | None = None
 
     @property
@@ -123,7 +135,9 @@ class MetricsServer:
         if path.startswith("/metrics"):
             return "200 OK", CONTENT_TYPE_LATEST, generate_latest()
         if path.startswith("/healthz"):
-            return "200 OK", "text/plain", b"ok\n"
+            if self._alive():
+                return "200 OK", "text/plain", b"ok\n"
+            return "503 Service Unavailable", "text/plain", b"not alive\n"
         if path.startswith("/readyz"):
             if self._ready():
                 return "200 OK", "text/plain", b"ready\n"

@@ -5,6 +5,13 @@ A service publishes its own entries right after recording them (`flush`). Entrie
 by a crash between recording and publishing are found by the sweeper, which scans every
 session's outbox (a SCAN per node also works on Redis Cluster) and publishes what is older
 than a grace period; JetStream's duplicate window drops a second publication of the same id.
+
+An entry too large ever to be published (`PayloadTooLarge`) is set aside after its one try,
+by `flush` or by the sweeper, whichever meets it: a bounded copy goes to
+`continuity.dead.invalid` (reason `payload_too_large`, de-duplicated by its msg id), the entry
+leaves the outbox, `continuity_outbox_set_aside_total` counts it, and the log names its msg id.
+What it announced stays recorded as it is: the run keeps its one decision, undelivered, and an
+operator finds it with `continuity runs show`.
 """
 
 from __future__ import annotations
@@ -17,8 +24,8 @@ import msgspec
 import redis.asyncio as aioredis
 from nats.js import JetStreamContext
 
-from shared import keys, metrics, store
-from shared.bus.publish import publish
+from shared import keys, metrics, store, subjects
+from shared.bus.publish import TOO_LARGE_REASON, PayloadTooLarge, dead_letter, publish
 from shared.logs import Log
 
 log = Log("continuity.outbox")
@@ -45,20 +52,48 @@ class Outbox:
         *,
         grace_s: float = 5.0,
         fast: store.Commands | None = None,
+        service: str | None = None,
     ) -> None:
         self._redis = client
         self._fast: store.Commands = fast if fast is not None else client
         self._js = js
         self._grace_s = grace_s
+        self._service = service or _service_of(js)
 
     async def flush(self, session_key: str, entries: list[OutboxEntry]) -> None:
-        """Publish freshly recorded entries, then delete them; a failure leaves them for the sweeper."""
+        """Publish freshly recorded entries, then delete them; a failure leaves them for the
+        sweeper. An entry too large to publish is set aside, the others still go out, and then
+        `PayloadTooLarge` tells the caller that what it recorded was not delivered."""
+        too_large: PayloadTooLarge | None = None
+        sent: list[str] = []
         for entry in entries:
-            await publish(self._js, entry.subject, entry.payload, entry.msg_id)
-        if entries:
-            await store.call(
-                self._fast.execute_command("HDEL", keys.outbox(session_key), *(e.msg_id for e in entries))
-            )
+            try:
+                await publish(self._js, entry.subject, entry.payload, entry.msg_id)
+            except PayloadTooLarge as err:
+                await self._set_aside(keys.outbox(session_key), entry, err)
+                too_large = too_large or err
+                continue
+            sent.append(entry.msg_id)
+        if sent:
+            await store.call(self._fast.execute_command("HDEL", keys.outbox(session_key), *sent))
+        if too_large is not None:
+            raise too_large
+
+    async def _set_aside(self, outbox_key: str | bytes, entry: OutboxEntry, err: PayloadTooLarge) -> None:
+        """Park an entry that can never be published and remove it from the outbox. If the dead
+        letter cannot be published now (NATS away), the entry stays for the next sweep."""
+        await dead_letter(
+            self._js,
+            subjects.DEAD_INVALID,
+            reason=TOO_LARGE_REASON,
+            original_subject=entry.subject,
+            payload=entry.payload,
+            msg_id=f"dead:outbox:{entry.msg_id}",
+            service=self._service,
+        )
+        await store.call(self._fast.execute_command("HDEL", outbox_key, entry.msg_id))
+        metrics.OUTBOX_SET_ASIDE.inc()
+        log.error("outbox_entry_set_aside", msg_id=entry.msg_id, size=err.size, limit=err.limit)
 
     async def sweep(self) -> int:
         """Publish every entry older than the grace period; returns how many were published."""
@@ -78,7 +113,12 @@ class Outbox:
                     continue
                 if entry.recorded_at > cutoff:
                     continue
-                await publish(self._js, entry.subject, entry.payload, entry.msg_id)
+                try:
+                    await publish(self._js, entry.subject, entry.payload, entry.msg_id)
+                except PayloadTooLarge as err:
+                    await self._set_aside(key, entry, err)
+                    pending -= 1
+                    continue
                 await self._redis.hdel(key, msg_id)  # type: ignore[misc]
                 published += 1
                 pending -= 1
@@ -97,9 +137,10 @@ class Outbox:
                 await asyncio.wait_for(stop.wait(), interval_s)
 
 
-def _retrieve(fut: asyncio.Future[object]) -> None:
-    if not fut.cancelled() and fut.exception() is not None:
-        log.warning("outbox_delete_failed", error_type=type(fut.exception()).__name__)
+def _service_of(js: JetStreamContext) -> str:
+    """The service's name from its connection's (`continuity-<service>`, see `runtime`)."""
+    name = str(js._nc.options.get("name") or "")
+    return name.removeprefix("continuity-") or "unknown"
 
 
 class Sweeper:

@@ -3,6 +3,11 @@
 A service is an object with `name`, `start(ctx)`, `drain(timeout)` and `ready()`; `serve`
 gives it connected NATS and Redis clients, streams that exist, `/metrics`, `/healthz`,
 `/readyz`, JSON logs, and a graceful drain on SIGTERM or SIGINT.
+
+A NATS connection that nats-py closed for good (a protocol error from the server) is never
+left behind: `/healthz` answers 503 from then on, the service drains what it can, and the
+process exits with `EXIT_CONNECTION_LOST`, so that the orchestrator starts a new one. Redis
+needs no such care: redis-py opens a new connection for a command when the old one broke.
 """
 
 from __future__ import annotations
@@ -24,6 +29,11 @@ from shared.bus.streams import ensure_streams
 from shared.config import Config
 
 log = logs.Log("continuity.runtime")
+
+EXIT_CONNECTION_LOST = 3
+"""The exit code of a service whose NATS connection was closed under it (2 is a bad configuration)."""
+CLOSED_POLL_S = 0.5
+"""How often the connection's state is looked at, for a close that ran no callback."""
 
 
 @dataclass
@@ -62,11 +72,43 @@ class _RedisHealth:
                 await asyncio.wait_for(stop.wait(), 2)
 
 
-async def _connect_nats(config: Config, name: str, stop: asyncio.Event) -> Client | None:
+class _ConnectionWatch:
+    """Turns a NATS connection closed under a running service into a failed stop."""
+
+    def __init__(self, stop: asyncio.Event) -> None:
+        self._stop = stop
+        self.lost = False
+
+    async def closed(self) -> None:
+        """nats-py's `closed_cb`; it also fires for the close that ends a drain, which is no loss."""
+        if not self._stop.is_set():
+            self.lose()
+
+    def lose(self) -> None:
+        if not self.lost:
+            log.error("nats_connection_lost")
+        self.lost = True
+        metrics.READY.set(0)
+        self._stop.set()
+
+    async def run(self, nc: Client) -> None:
+        # The callback is the last step of nats-py's close, and nats-py has paths that close
+        # without callbacks (an error while it is connecting): the state itself is watched too.
+        while not self._stop.is_set():
+            if nc.is_closed:
+                self.lose()
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), CLOSED_POLL_S)
+
+
+async def _connect_nats(
+    config: Config, name: str, stop: asyncio.Event, watch: _ConnectionWatch
+) -> Client | None:
     delay = 0.2
     while not stop.is_set():
         try:
-            return await connect(config.nats_url, name)
+            return await connect(config.nats_url, name, on_closed=watch.closed)
         except Exception as exc:
             log.warning("nats_connect_failed", error_type=type(exc).__name__, retry_in_s=delay)
             with contextlib.suppress(TimeoutError):
@@ -90,7 +132,9 @@ async def _ensure_streams(js: JetStreamContext, config: Config, stop: asyncio.Ev
 
 async def serve(
     app: App, config: Config, stop: asyncio.Event | None = None, *, own_process: bool = False
-) -> None:
+) -> int:
+    """Serve until `stop` (or SIGTERM); returns the process's exit code: 0 after a requested
+    stop, `EXIT_CONNECTION_LOST` when the NATS connection was closed under the service."""
     if stop is None:  # a process of its own: SIGTERM and SIGINT start the drain
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -98,9 +142,11 @@ async def serve(
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, stop.set)
 
-    nc = await _connect_nats(config, f"continuity-{app.name}", stop)
+    watch = _ConnectionWatch(stop)
+    nc = await _connect_nats(config, f"continuity-{app.name}", stop, watch)
     if nc is None:
-        return
+        return 0
+    watch_task = asyncio.create_task(watch.run(nc))
     js = nc.jetstream()
     await _ensure_streams(js, config, stop)
     client = store.connect(config.redis_url)
@@ -112,7 +158,10 @@ async def serve(
         metrics.READY.set(1 if ok else 0)
         return ok
 
-    server = metrics.MetricsServer(config.metrics_host, config.metrics_port, ready)
+    def alive() -> bool:
+        return not watch.lost and not (nc.is_closed and not stop.is_set())
+
+    server = metrics.MetricsServer(config.metrics_host, config.metrics_port, ready, alive)
     await server.start()
     ctx = Context(config=config, nc=nc, js=js, redis=client)
     if not stop.is_set():
@@ -130,14 +179,20 @@ async def serve(
     metrics.READY.set(0)
     with contextlib.suppress(Exception):
         await app.drain(config.drain_timeout_s)
-    with contextlib.suppress(Exception):
-        await asyncio.wait_for(nc.drain(), config.drain_timeout_s)
-    health_task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await health_task
+    if not nc.is_closed:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(nc.drain(), config.drain_timeout_s)
+    for task in (health_task, watch_task):
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
     await client.aclose()
     await server.stop()
+    if watch.lost:
+        log.error("service_stopped", exit_code=EXIT_CONNECTION_LOST)
+        return EXIT_CONNECTION_LOST
     log.info("service_stopped")
+    return 0
 
 
 def run(app: App, config: Config | None = None) -> None:
@@ -147,6 +202,8 @@ def run(app: App, config: Config | None = None) -> None:
     try:
         import uvloop
     except ImportError:  # a platform without uvloop runs on the standard loop
-        asyncio.run(serve(app, config, own_process=True))
+        code = asyncio.run(serve(app, config, own_process=True))
     else:
-        uvloop.run(serve(app, config, own_process=True))
+        code = uvloop.run(serve(app, config, own_process=True))
+    if code:
+        raise SystemExit(code)

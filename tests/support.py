@@ -5,11 +5,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+
+from continuity.servers import NatsServer, nats_server_binary
 from continuity.stack import spawn_service
 from shared.config import Config
 from shared.runtime import App, serve
@@ -113,3 +118,54 @@ class ServiceProcess:
                 self.proc.kill()
                 self.proc.wait()
         return self.proc.returncode
+
+
+async def http_status(port: int, path: str) -> int:
+    """The status code of GET `path` on 127.0.0.1:`port`, without blocking the event loop (a
+    service served in-process answers on this same loop)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+        await writer.drain()
+        status_line = await asyncio.wait_for(reader.readline(), 5)
+        return int(status_line.split()[1])
+    finally:
+        writer.close()
+
+
+class ConfiguredNatsServer(NatsServer):
+    """A NATS server (JetStream) started from a configuration file, which a test can rewrite
+    and have the running server reload (SIGHUP), as an operator would."""
+
+    def __init__(self, data_dir: Path, settings: str = "") -> None:
+        super().__init__(data_dir)
+        self.config_path = data_dir / "nats.conf"
+        self._write(settings)
+
+    def _write(self, settings: str) -> None:
+        store = self.data_dir / "jetstream"
+        self.config_path.write_text(
+            f'host: "127.0.0.1"\nport: {self.port}\njetstream {{ store_dir: "{store}" }}\n{settings}\n'
+        )
+
+    def command(self) -> list[str]:
+        return [nats_server_binary(), "-c", str(self.config_path)]
+
+    def reload(self, settings: str) -> None:
+        assert self.proc is not None
+        self._write(settings)
+        self.proc.send_signal(signal.SIGHUP)
+
+
+async def read_stream(js: JetStreamContext, stream: str, subject: str) -> list[Msg]:
+    """Every message stored in `stream` on `subject` (wildcards allowed), through an ephemeral
+    consumer of its own that leaves the stream as it was."""
+    sub = await js.pull_subscribe(subject, stream=stream)
+    try:
+        pending = (await sub.consumer_info()).num_pending or 0
+        msgs: list[Msg] = []
+        while len(msgs) < pending:
+            msgs.extend(await sub.fetch(pending - len(msgs), timeout=5))
+        return msgs
+    finally:
+        await sub.unsubscribe()

@@ -1,6 +1,14 @@
-"""A NATS connection that reconnects forever with backoff, and logs its state changes."""
+"""A NATS connection that reconnects forever with backoff, and logs its state changes.
+
+nats-py gives a connection up for good (closes it) when the server sends it a protocol error,
+such as a maximum-payload or an authorization violation; no reconnection follows. `on_closed`
+is how its owner learns of that: a service stops with a failure and is restarted.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import nats
 from nats.aio.client import Client
@@ -10,7 +18,16 @@ from shared.logs import Log
 log = Log("continuity.bus")
 
 
-async def connect(url: str, name: str, *, connect_timeout: float = 5.0) -> Client:
+async def connect(
+    url: str,
+    name: str,
+    *,
+    connect_timeout: float = 5.0,
+    on_closed: Callable[[], Awaitable[None]] | None = None,
+    **options: Any,
+) -> Client:
+    """`options` go to `nats.connect` as they are (credentials, TLS, ...)."""
+
     async def disconnected() -> None:
         log.warning("nats_disconnected")
 
@@ -19,6 +36,11 @@ async def connect(url: str, name: str, *, connect_timeout: float = 5.0) -> Clien
 
     async def error(exc: Exception) -> None:
         log.warning("nats_error", error_type=type(exc).__name__)
+
+    async def closed() -> None:
+        log.info("nats_closed")
+        if on_closed is not None:
+            await on_closed()
 
     return await nats.connect(
         servers=[u.strip() for u in url.split(",") if u.strip()],
@@ -30,6 +52,8 @@ async def connect(url: str, name: str, *, connect_timeout: float = 5.0) -> Clien
         disconnected_cb=disconnected,
         reconnected_cb=reconnected,
         error_cb=error,
+        closed_cb=closed,
         # Publishes made while disconnected wait in this buffer and go out on reconnect.
         pending_size=64 * 1024 * 1024,
+        **options,
     )

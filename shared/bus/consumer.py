@@ -1,10 +1,12 @@
 """A durable JetStream pull consumer with the contract's delivery rules (section 7).
 
 The handler of one message either returns (the message is acknowledged), raises `Reject`
-(the message goes to a dead-letter subject with a closed reason, then is acknowledged), or
-raises anything else, which is transient: the message is negatively acknowledged with a delay
-and redelivered, and after `max_deliver` deliveries it moves to `continuity.dead.exhausted`.
-No input can stop the loop.
+(the message goes to a dead-letter subject with a closed reason, then is acknowledged), raises
+`PayloadTooLarge` (something it had to publish can never be sent: the message goes to
+`continuity.dead.invalid` with the reason `payload_too_large` and is acknowledged, after one
+try), or raises anything else, which is transient: the message is negatively acknowledged with
+a delay and redelivered, and after `max_deliver` deliveries it moves to
+`continuity.dead.exhausted`. No input can stop the loop.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from shared import metrics, subjects
-from shared.bus.publish import dead_letter
+from shared.bus.publish import TOO_LARGE_REASON, PayloadTooLarge, dead_letter
 from shared.config import Config
 from shared.logs import Log
 
@@ -189,6 +191,15 @@ class PullConsumer:
             await self._handler(msg)
         except Reject as rej:
             await self._dead(msg, rej.dead_subject, rej.reason)
+        except PayloadTooLarge as err:
+            log.error(
+                "message_unpublishable",
+                consumer=self._durable,
+                size=err.size,
+                limit=err.limit,
+                stream_seq=msg.metadata.sequence.stream,
+            )
+            await self._dead(msg, subjects.DEAD_INVALID, TOO_LARGE_REASON)
         except asyncio.CancelledError:
             raise
         except Exception as exc:

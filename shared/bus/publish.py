@@ -1,6 +1,14 @@
-"""JetStream publication with de-duplication ids, and dead letters."""
+"""JetStream publication with de-duplication ids, a size check, and bounded dead letters.
+
+The server closes a connection that sends a message larger than its `max_payload` (headers
+included), and nats-py then gives up on that connection for good. nats-py itself only compares
+the payload, without headers, so every publish here counts both, as the server does, and raises
+`PayloadTooLarge` instead of sending.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from nats.js import JetStreamContext
 
@@ -11,13 +19,62 @@ DEAD_REASON_HEADER = "Continuity-Dead-Reason"
 DEAD_SUBJECT_HEADER = "Continuity-Original-Subject"
 DEAD_SERVICE_HEADER = "Continuity-Service"
 DEAD_AT_HEADER = "Continuity-Dead-At"
+DEAD_SIZE_HEADER = "Continuity-Original-Size"
+DEAD_TRUNCATED_HEADER = "Continuity-Truncated"
+
+DEAD_COPY_MAX = 64 * 1024
+"""At most this many bytes of the original are kept in a dead letter (its first bytes)."""
+
+TOO_LARGE_REASON = "payload_too_large"
+"""The dead-letter reason of a message that could never be published."""
+
+_HEADER_LINE = len(b"NATS/1.0\r\n")
+_NEWLINES = str.maketrans({"\r": " ", "\n": " "})
+
+
+class PayloadTooLarge(Exception):
+    """A message (payload plus headers) larger than the server's `max_payload`: it was not sent,
+    and sending it again would fail the same way."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"message of {size} bytes exceeds the server's limit of {limit} bytes")
+        self.size = size
+        self.limit = limit
+
+
+def header_size(headers: Mapping[str, str] | None) -> int:
+    """The bytes of the header block nats-py writes for `headers` (`NATS/1.0`, one
+    `key: value` line each, an empty line), which the server counts into the message's size."""
+    if not headers:
+        return 0
+    size = _HEADER_LINE + 2
+    for key, value in headers.items():
+        k = key.strip()
+        if k:
+            size += len(k.encode()) + 2 + len(value.strip().translate(_NEWLINES).encode()) + 2
+    return size
+
+
+def max_payload(js: JetStreamContext) -> int:
+    """The limit the server announced on this connection (1 MiB unless configured)."""
+    return js._nc.max_payload
+
+
+def check_size(js: JetStreamContext, payload: bytes, headers: Mapping[str, str] | None) -> None:
+    size = len(payload) + header_size(headers)
+    limit = max_payload(js)
+    if size > limit:
+        raise PayloadTooLarge(size, limit)
 
 
 async def publish(
     js: JetStreamContext, subject: str, payload: bytes, msg_id: str, timeout: float = 5.0
 ) -> None:
-    """Publish once: JetStream drops a re-send with the same `Nats-Msg-Id` in its window."""
-    await js.publish(subject, payload, timeout=timeout, headers={"Nats-Msg-Id": msg_id})
+    """Publish once: JetStream drops a re-send with the same `Nats-Msg-Id` in its window.
+    Raises `PayloadTooLarge`, sending nothing, for a message the server would refuse."""
+    headers = {"Nats-Msg-Id": msg_id}
+    check_size(js, payload, headers)
+    await js.publish(subject, payload, timeout=timeout, headers=headers)
 
 
 async def dead_letter(
@@ -30,13 +87,22 @@ async def dead_letter(
     msg_id: str,
     service: str,
 ) -> None:
-    """Keep the original bytes (nothing is lost) with a closed, sanitized reason in headers."""
+    """Park a message with a closed, sanitized reason in headers and a bounded copy of its bytes:
+    the first `DEAD_COPY_MAX` of them (less if the server's limit is lower), so that the dead
+    letter itself always fits. A shortened copy says so in headers, with the original size."""
     headers = {
         "Nats-Msg-Id": msg_id,
         DEAD_REASON_HEADER: reason,
         DEAD_SUBJECT_HEADER: original_subject,
         DEAD_SERVICE_HEADER: service,
         DEAD_AT_HEADER: now_rfc3339(),
+        DEAD_SIZE_HEADER: str(len(payload)),
+        DEAD_TRUNCATED_HEADER: "false",
     }
+    room = max(0, min(DEAD_COPY_MAX, max_payload(js) - header_size(headers)))
+    if len(payload) > room:
+        payload = payload[:room]
+        headers[DEAD_TRUNCATED_HEADER] = "true"  # shorter than "false": the room still holds
+    check_size(js, payload, headers)
     await js.publish(dead_subject, payload, timeout=5.0, headers=headers)
-    metrics.DEAD_LETTERS.labels(reason=reason).inc()
+    metrics.labelled(metrics.DEAD_LETTERS, reason).inc()

@@ -10,6 +10,11 @@ from shared.logs import Log
 log = Log("continuity.bus")
 
 
+def server_list(url: str) -> list[str]:
+    """The servers of a NATS_URL: one URL, or several separated by commas (a cluster)."""
+    return [u.strip() for u in url.split(",") if u.strip()]
+
+
 async def connect(url: str, name: str, *, connect_timeout: float = 5.0) -> Client:
     async def disconnected() -> None:
         log.warning("nats_disconnected")
@@ -21,7 +26,7 @@ async def connect(url: str, name: str, *, connect_timeout: float = 5.0) -> Clien
         log.warning("nats_error", error_type=type(exc).__name__)
 
     return await nats.connect(
-        servers=[u.strip() for u in url.split(",") if u.strip()],
+        servers=server_list(url),
         name=name,
         connect_timeout=connect_timeout,
         max_reconnect_attempts=-1,

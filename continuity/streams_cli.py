@@ -127,7 +127,13 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _confirm(count: int) -> bool:
-    print(f"apply the configuration to {count} stream(s) or consumer(s)? [y/N] ", end="", flush=True)
+    # On stderr, so that stdout stays one JSON object with --json.
+    print(
+        f"apply the configuration to {count} stream(s) or consumer(s)? [y/N] ",
+        end="",
+        file=sys.stderr,
+        flush=True,
+    )
     answer = sys.stdin.readline()
     return answer.strip().lower() in ("y", "yes")
 

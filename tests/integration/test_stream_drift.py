@@ -114,7 +114,10 @@ async def cli(*args: str, nats_url: str, stdin: bytes = b"", **env: str) -> tupl
 
 
 async def test_a_service_with_the_default_replicas_leaves_r3_streams_and_consumers_r3(
-    cjs: JetStreamContext, cluster: list[ClusterNode], redis_server: RedisServer
+    cjs: JetStreamContext,
+    cluster: list[ClusterNode],
+    redis_server: RedisServer,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     assert await streams.ensure_streams(cjs, replicas=3) == []
     for spec in streams.service_consumers(3, 30.0):
@@ -132,6 +135,10 @@ async def test_a_service_with_the_default_replicas_leaves_r3_streams_and_consume
         assert drift_metric(subjects.EVENTS_STREAM, "num_replicas", subjects.CLASSIFIER_CONSUMER) == 1
     for name in STREAMS:
         assert await replicas(cjs, name) == 3, name
+    logged = [getattr(r, "fields", {}) for r in caplog.records if r.getMessage() == "stream_drift"]
+    # The setting's name, never its values.
+    assert {(f["stream"], f["field"]) for f in logged} == {(name, "num_replicas") for name in STREAMS}
+    assert all(set(f) == {"stream", "consumer", "field"} for f in logged)
 
 
 async def test_a_service_creating_missing_streams_uses_its_configuration(

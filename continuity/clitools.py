@@ -87,7 +87,9 @@ async def connect(url: str, timeout: float) -> Any:
     async def quiet(_: Exception) -> None:  # failures are reported once, by the command
         return None
 
-    servers = [u.strip() for u in url.split(",") if u.strip()]
+    from shared.bus.connection import server_list
+
+    servers = server_list(url)
     # One try per server, bounded: an operator wants an answer, not a reconnect loop.
     return await asyncio.wait_for(
         nats.connect(

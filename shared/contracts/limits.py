@@ -61,7 +61,7 @@ EVIDENCE_CHARS = 2000
 
 OUTPUT_CHARS = 8192
 """`output` of a runner's archive answer: only its first 512 characters, redacted, reach the
-decision's detail; 8192 escaped characters still fit in `MAX_REQUEST_BYTES`."""
+decision's detail; 8192 six-byte escapes (`\\u0001`) still fit in `MAX_REQUEST_BYTES`."""
 
 MESSAGE_LIMITS: dict[str, int] = {
     "event or work item": MAX_EVENT_BYTES,

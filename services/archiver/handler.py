@@ -35,6 +35,7 @@ from shared import keys, metrics, records, store, subjects
 from shared.bus.consumer import Reject
 from shared.config import Config
 from shared.contracts.decisions import ArchiveWork, Decision, decision_id
+from shared.contracts.limits import MAX_EVENT_BYTES
 from shared.contracts.types import Action, DecisionReason
 from shared.decoding import InvalidInput, decode
 from shared.logs import Log
@@ -99,7 +100,7 @@ class ArchiveHandler:
 
     async def __call__(self, msg: Msg) -> None:
         try:
-            work = decode(msg.data, _decoder)
+            work = decode(msg.data, _decoder, max_bytes=MAX_EVENT_BYTES)
         except InvalidInput as err:
             log.warning("work_rejected", reason=err.code)
             raise Reject(subjects.DEAD_INVALID, err.code) from None

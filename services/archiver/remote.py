@@ -9,7 +9,8 @@ timeout nor "no responders" propagates (the caller's redelivery handles it).
   NATS says so at once, and it proves the move was not performed, so it is not a timeout; it
   is not transient either: the runner, not the control plane, is missing, which is a decision
   (retry later, or an operator once the attempt budget is spent).
-- An error reply or an undecodable answer: a failed move, `exit_code=null`.
+- An error reply, or an answer that does not decode within the contract's limits: a failed move,
+  `exit_code=null`.
 - Success needs `exit_code == 0` and `timed_out` false.
 """
 
@@ -22,6 +23,7 @@ from nats.aio.client import Client
 from shared import subjects
 from shared.contracts.archive import ArchiveCommand, ArchiveResult
 from shared.contracts.decisions import ArchiveWork
+from shared.decoding import InvalidInput, decode
 from shared.redaction import ARCHIVE_FAILED, bounded_detail
 
 from .progress import MoveResult
@@ -33,7 +35,7 @@ UNKNOWN_RESULT = (
 )
 
 _encode = msgspec.json.Encoder().encode
-_decode_result = msgspec.json.Decoder(ArchiveResult).decode
+_result_decoder = msgspec.json.Decoder(ArchiveResult)
 
 
 def result(exit_code: int | None, timed_out: bool, output: str) -> MoveResult:
@@ -77,7 +79,7 @@ async def move(nc: Client, work: ArchiveWork, timeout_s: float) -> MoveResult:
         code = headers.get("Nats-Service-Error-Code")
         return result(None, False, f"runner error {code}: {reply.data.decode('utf-8', 'replace')}")
     try:
-        answer = _decode_result(reply.data)
-    except msgspec.MsgspecError:
+        answer = decode(reply.data, _result_decoder)  # within the contract's limits, or refused
+    except InvalidInput:
         return result(None, False, BAD_ANSWER)
     return result(answer.exit_code, answer.timed_out, answer.output)

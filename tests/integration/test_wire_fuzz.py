@@ -40,7 +40,7 @@ from services.classifier.service import ClassifierApp
 from services.reconciliation.service import ReconciliationApp
 from services.session_store.service import SessionStoreApp
 from shared import subjects
-from shared.contracts import Decision, RunRequest
+from shared.contracts import Decision, ResumeFailed, RunRequest
 from shared.decoding import InvalidInput, decode
 from tests.support import make_config, running, wait_for
 
@@ -517,45 +517,34 @@ def _applicable(category: str, fields: dict[str, Field]) -> bool:
 # Where decoding still has the known gaps: probed on the decoding every service uses -----------
 
 
-def _rejected(data: bytes) -> bool:
+def _rejects(data: bytes, struct: Any) -> bool:
+    """Whether the shared decoding turns `data` into a sanitized `InvalidInput`."""
     try:
-        decode(data, msgspec.json.Decoder(RunRequest))
+        decode(data, msgspec.json.Decoder(struct))
     except InvalidInput:
         return True
-    except Exception:  # RecursionError and the like: not a sanitized rejection
+    except Exception:  # RecursionError and the like: a crash, not a rejection
         return False
     return False
 
 
-def _run_request(extra: bytes = b"", run_id: bytes = b'"r-1"') -> bytes:
-    return b'{"run_id":' + run_id + extra + b"}"
-
-
-def _decodes(data: bytes, struct: Any) -> bool:
-    try:
-        decode(data, msgspec.json.Decoder(struct))
-    except Exception:
-        return False
-    return True
-
-
 def _gap_open(category: str) -> bool:
     """Whether `shared.decoding` still accepts (or crashes on) this kind of bad input."""
-    from shared.contracts import ResumeFailed
-
     event = valid_event("r1", "retry")
-    if category == "deep_nesting":
-        return not _rejected(_run_request(b',"x":' + b"[" * 5000 + b"]" * 5000))
-    if category == "utf8_unknown":
-        return not _rejected(_run_request(b',"x":"\xff"'))
-    if category == "impossible_time":
-        return _decodes(msgspec.json.encode({**event, "occurred_at": "2026-02-30T12:00:00Z"}), ResumeFailed)
-    if category == "huge_int":
-        return _decodes(msgspec.json.encode({**event, "attempt": 2**53 + 1}), ResumeFailed)
-    if category == "oversize_text":
-        big = {**event, "error": {"type": "E", "code": "c", "message": "z" * 512 * 1024}}
-        return _decodes(msgspec.json.encode(big), ResumeFailed)
-    raise AssertionError(category)
+    probes: dict[str, tuple[bytes, Any]] = {
+        "deep_nesting": (b'{"run_id":"r-1","x":' + b"[" * 5000 + b"]" * 5000 + b"}", RunRequest),
+        "utf8_unknown": (b'{"run_id":"r-1","x":"\xff"}', RunRequest),
+        "impossible_time": (
+            msgspec.json.encode({**event, "occurred_at": "2026-02-30T12:00:00Z"}),
+            ResumeFailed,
+        ),
+        "huge_int": (msgspec.json.encode({**event, "attempt": 2**53 + 1}), ResumeFailed),
+        "oversize_text": (
+            msgspec.json.encode({**event, "error": {"type": "E", "code": "c", "message": "z" * 512 * 1024}}),
+            ResumeFailed,
+        ),
+    }
+    return not _rejects(*probes[category])
 
 
 def gap(category: str) -> Any:

@@ -98,6 +98,7 @@ async def connect(url: str, timeout: float) -> Any:
             max_reconnect_attempts=1,
             reconnect_time_wait=0.1,
             error_cb=quiet,
+            nkeys_seed=os.environ.get("CONTINUITY_NATS_NKEY_SEED_FILE") or None,
         ),
         timeout + 1,
     )

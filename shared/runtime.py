@@ -66,7 +66,7 @@ async def _connect_nats(config: Config, name: str, stop: asyncio.Event) -> Clien
     delay = 0.2
     while not stop.is_set():
         try:
-            return await connect(config.nats_url, name)
+            return await connect(config.nats_url, name, nkeys_seed=config.nats_nkey_seed_file)
         except Exception as exc:
             log.warning("nats_connect_failed", error_type=type(exc).__name__, retry_in_s=delay)
             with contextlib.suppress(TimeoutError):

@@ -10,7 +10,9 @@ from shared.logs import Log
 log = Log("continuity.bus")
 
 
-async def connect(url: str, name: str, *, connect_timeout: float = 5.0) -> Client:
+async def connect(
+    url: str, name: str, *, connect_timeout: float = 5.0, nkeys_seed: str | None = None
+) -> Client:
     async def disconnected() -> None:
         log.warning("nats_disconnected")
 
@@ -32,4 +34,6 @@ async def connect(url: str, name: str, *, connect_timeout: float = 5.0) -> Clien
         error_cb=error,
         # Publishes made while disconnected wait in this buffer and go out on reconnect.
         pending_size=64 * 1024 * 1024,
+        # An NKEY seed file authenticates this connection (user and password come in the URL).
+        nkeys_seed=nkeys_seed,
     )

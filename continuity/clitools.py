@@ -173,6 +173,7 @@ async def connect(url: str, timeout: float, refusals: Refusals | None = None) ->
             max_reconnect_attempts=1,
             reconnect_time_wait=0.1,
             error_cb=refusals.on_error if refusals is not None else quiet,
+            nkeys_seed=os.environ.get("CONTINUITY_NATS_NKEY_SEED_FILE") or None,
         ),
         timeout + 1,
     )

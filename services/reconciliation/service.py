@@ -76,6 +76,7 @@ class ReconciliationApp:
             VERSION,
             "Reconciliation records, operator resolve and retry",
             ctx.config.request_concurrency,
+            reply_prefixes=ctx.config.reply_prefixes,
         )
         ep.add("reconciliations-list", subjects.RECONCILIATIONS_LIST, ListRequest, self.list)
         ep.add("reconciliations-get", subjects.RECONCILIATIONS_GET, RunRequest, self.get)

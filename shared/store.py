@@ -108,10 +108,9 @@ async def _scan_node(
     cluster: RedisCluster, node: ClusterNode, cursor: int, match: str, count: int
 ) -> tuple[int, list[bytes]]:
     reply = await cluster.execute_command("SCAN", cursor, "MATCH", match, "COUNT", count, target_nodes=node)
-    # redis-py answers a targeted SCAN as {node name: [cursor, keys]} or as [cursor, keys]
-    if isinstance(reply, dict):
-        reply = next(iter(reply.values()))
     next_cursor, batch = reply
+    if isinstance(next_cursor, dict):  # redis-py names the cursor by its node: {name: cursor}
+        next_cursor = next(iter(next_cursor.values()))
     return int(next_cursor), list(batch)
 
 

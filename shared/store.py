@@ -15,6 +15,7 @@ from typing import Any, Protocol, cast
 
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.asyncio.connection import parse_url
 from redis.exceptions import (
     AskError,
     ClusterDownError,
@@ -64,11 +65,13 @@ async def cluster_enabled(url: str, mode: str, **options: Any) -> bool:
     """Whether `url` names a node of a Redis Cluster: `on`, `off`, or `auto` (`INFO cluster`)."""
     if mode != "auto":
         return mode == "on"
-    probe = aioredis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=5, **options)
+    # Database 0 whatever the URL selects: a cluster node refuses SELECT, and says so later.
+    settings = {**parse_url(url), "socket_connect_timeout": 2, "socket_timeout": 5, **options, "db": 0}
+    probe = aioredis.Redis(connection_pool=aioredis.ConnectionPool(**settings))
     try:
         info = await probe.info("cluster")
     finally:
-        await probe.aclose()
+        await probe.aclose(close_connection_pool=True)
     return bool(int(info.get("cluster_enabled", 0)))
 
 
@@ -76,7 +79,7 @@ async def open_client(url: str, mode: str, **options: Any) -> aioredis.Redis:
     """`connect` after `cluster_enabled`: raises a transient error while the server is away,
     `ConfigError` for a cluster URL that selects a database other than 0."""
     cluster = await cluster_enabled(url, mode, **options)
-    if cluster and aioredis.connection.parse_url(url).get("db", 0) not in (0, "0", None):
+    if cluster and parse_url(url).get("db", 0) not in (0, "0", None):
         raise ConfigError("REDIS_URL: Redis Cluster has database 0 only")
     return connect(url, cluster=cluster, **options)
 

@@ -119,10 +119,16 @@ async def _scan_node(
 
 async def answers_every_slot(client: aioredis.Redis) -> bool:
     """Readiness of the store: PING on a single server; on Redis Cluster, every slot range has a
-    master that answers and reports `cluster_state:ok`."""
-    if not isinstance(client, RedisCluster):
-        return bool(await client.ping())  # type: ignore[misc]
-    cluster = cast(RedisCluster, client)
+    master that answers and reports `cluster_state:ok`. False while the store cannot answer."""
+    try:
+        if not isinstance(client, RedisCluster):
+            return bool(await client.ping())  # type: ignore[misc]
+        return await _cluster_answers(cast(RedisCluster, client))
+    except TRANSIENT_REDIS_ERRORS:
+        return False
+
+
+async def _cluster_answers(cluster: RedisCluster) -> bool:
     await cluster.initialize()
     ranges: dict[tuple[int, int], dict[str, Any]] | None = None
     for node in cluster.get_primaries():
@@ -134,11 +140,11 @@ async def answers_every_slot(client: aioredis.Redis) -> bool:
     if not ranges or sum(end - start + 1 for start, end in ranges) != slots.SLOTS:
         return False
     for host, port in {tuple(r["primary"]) for r in ranges.values()}:
-        node = cluster.get_node(host=host, port=port)
-        if node is None:  # a master this client does not know yet (a failover): learn the layout
+        master = cluster.get_node(host=host, port=port)
+        if master is None:  # a master this client does not know yet (a failover): learn the layout
             await cluster.nodes_manager.initialize()
             return False
-        info = await cluster.execute_command("CLUSTER INFO", target_nodes=node)
+        info = await cluster.execute_command("CLUSTER INFO", target_nodes=master)
         if info.get("cluster_state") != "ok":
             return False
     return True

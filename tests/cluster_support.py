@@ -8,6 +8,7 @@ from collections import Counter
 from typing import Any
 
 import msgspec
+import nats.errors
 from nats.js import JetStreamContext
 
 from shared import subjects
@@ -71,16 +72,31 @@ async def read_all(js: JetStreamContext, stream: str, subject: str) -> list[Any]
         await sub.unsubscribe()
 
 
+async def read_settled(js: JetStreamContext, stream: str, subject: str) -> list[Any]:
+    """`read_all`, again while JetStream is still recovering from a lost node."""
+    result: list[Any] = []
+
+    async def read() -> bool:
+        try:
+            result[:] = await read_all(js, stream, subject)
+        except (nats.errors.Error, TimeoutError):
+            return False
+        return True
+
+    await wait_for(read, timeout=30, interval=0.5, what=f"reading {subject}")
+    return result
+
+
 async def decisions_per_run(js: JetStreamContext, runner: str) -> Counter[tuple[str, int]]:
     """How many decisions each (run_id, attempt) of `runner` received."""
-    msgs = await read_all(js, subjects.DECISIONS_STREAM, subjects.decisions(runner))
+    msgs = await read_settled(js, subjects.DECISIONS_STREAM, subjects.decisions(runner))
     decoded = [msgspec.json.decode(m.data) for m in msgs]
     return Counter((d["run_id"], d["attempt"]) for d in decoded)
 
 
 async def dead_letters_of(js: JetStreamContext, runner: str) -> list[Any]:
     """Dead letters whose original bytes name `runner`."""
-    msgs = await read_all(js, subjects.DEAD_STREAM, "continuity.dead.>")
+    msgs = await read_settled(js, subjects.DEAD_STREAM, "continuity.dead.>")
     return [m for m in msgs if runner.encode() in m.data]
 
 

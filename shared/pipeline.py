@@ -134,13 +134,20 @@ class _Connection:
         self._buffer: list[bytes] = []
         self._flush_scheduled = False
         self._connecting: asyncio.Future[None] | None = None
+        self._waiting: set[asyncio.Future[Any]] = set()
+        """Commands waiting for the connection, cancelled by `aclose`."""
 
     def send(self, args: tuple[Any, ...]) -> asyncio.Future[Any]:
         if self._transport is None:
             task = asyncio.ensure_future(self._connect_then_send(args))
-            task.add_done_callback(_retrieve)
+            self._waiting.add(task)
+            task.add_done_callback(self._waited)
             return task
         return self._send(args)
+
+    def _waited(self, task: asyncio.Future[Any]) -> None:
+        self._waiting.discard(task)
+        _retrieve(task)
 
     async def connected(self) -> None:
         """Connect now if not connected: commands sent right after go out in their order."""
@@ -228,6 +235,8 @@ class _Connection:
 
     async def aclose(self) -> None:
         self._lose(RedisConnectionError("connection closed"), notify=False)
+        for task in list(self._waiting):
+            task.cancel()
         if self._watchdog is not None:
             self._watchdog.cancel()
 

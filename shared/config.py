@@ -32,7 +32,11 @@ class Config:
     (inboxes, and `_R_.`, the server's replies to a service import); any other request is dropped."""
 
     redis_url: str = "redis://127.0.0.1:6379/0"
-    """REDIS_URL: the Redis (or Redis-compatible) server holding every record."""
+    """REDIS_URL: the Redis (or Redis-compatible) server holding every record; on Redis Cluster,
+    any one node of the cluster (the others are found from it)."""
+
+    redis_cluster: str = "auto"
+    """CONTINUITY_REDIS_CLUSTER: `auto` (ask the server: `INFO cluster`), `on` or `off`."""
 
     runner_keys: Mapping[str, bytes] = field(default_factory=dict, repr=False)
     """CONTINUITY_RUNNER_KEYS: `k1=<base64>,k2=<base64>`, the live HMAC keys of runners' command
@@ -83,6 +87,7 @@ class Config:
             nats_nkey_seed_file=_file(env, "CONTINUITY_NATS_NKEY_SEED_FILE"),
             reply_prefixes=_prefixes(env, "CONTINUITY_REPLY_PREFIXES", d.reply_prefixes),
             redis_url=_str(env, "REDIS_URL", d.redis_url),
+            redis_cluster=_choice(env, "CONTINUITY_REDIS_CLUSTER", d.redis_cluster.upper(), _CLUSTER).lower(),
             runner_keys=parse_runner_keys(env.get("CONTINUITY_RUNNER_KEYS", "")),
             archive_timeout_s=_float(env, "CONTINUITY_ARCHIVE_TIMEOUT_S", d.archive_timeout_s),
             metrics_host=_str(env, "CONTINUITY_METRICS_HOST", d.metrics_host),
@@ -102,6 +107,7 @@ class Config:
 
 
 _LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+_CLUSTER = ("AUTO", "ON", "OFF")
 
 
 def parse_runner_keys(raw: str) -> dict[str, bytes]:

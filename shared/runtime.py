@@ -26,7 +26,7 @@ from nats.js import JetStreamContext
 from shared import logs, metrics, store
 from shared.bus.connection import connect
 from shared.bus.streams import ensure_streams
-from shared.config import Config
+from shared.config import Config, ConfigError
 
 log = logs.Log("continuity.runtime")
 
@@ -55,7 +55,8 @@ class App(Protocol):
 
 
 class _RedisHealth:
-    """Pings Redis in the background, so readiness reflects the store without a request."""
+    """Checks Redis in the background (every slot answers, `store.answers_every_slot`), so
+    readiness reflects the store without a request."""
 
     def __init__(self, client: aioredis.Redis) -> None:
         self._client = client
@@ -64,8 +65,7 @@ class _RedisHealth:
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
             try:
-                await asyncio.wait_for(self._client.ping(), 2)  # type: ignore[misc]
-                self.ok = True
+                self.ok = await asyncio.wait_for(store.answers_every_slot(self._client), 2)
             except Exception:
                 self.ok = False
             with contextlib.suppress(TimeoutError):
@@ -119,6 +119,22 @@ async def _connect_nats(
     return None
 
 
+async def _connect_redis(config: Config, stop: asyncio.Event) -> aioredis.Redis | None:
+    """The store's client, once the server has said whether it is a Redis Cluster."""
+    delay = 0.2
+    while not stop.is_set():
+        try:
+            return await store.open_client(config.redis_url, config.redis_cluster)
+        except ConfigError:
+            raise
+        except Exception as exc:
+            log.warning("redis_connect_failed", error_type=type(exc).__name__, retry_in_s=delay)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), delay)
+            delay = min(delay * 2, 5.0)
+    return None
+
+
 async def _ensure_streams(js: JetStreamContext, config: Config, stop: asyncio.Event) -> None:
     delay = 0.2
     while not stop.is_set():
@@ -151,7 +167,10 @@ async def serve(
     watch_task = asyncio.create_task(watch.run(nc))
     js = nc.jetstream()
     await _ensure_streams(js, config, stop)
-    client = store.connect(config.redis_url)
+    client = await _connect_redis(config, stop)
+    if client is None:
+        await nc.close()
+        return
     health = _RedisHealth(client)
     health_task = asyncio.create_task(health.run(stop))
 

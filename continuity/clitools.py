@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import os
 import re
+import ssl
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -82,13 +83,19 @@ def nats_url(args: argparse.Namespace) -> str:
 
 
 async def connect(url: str, timeout: float) -> Any:
+    """One bounded try per server; TLS as the services use it (`tls://` and the
+    CONTINUITY_NATS_TLS_* variables, see shared/tls.py)."""
     import nats
+
+    from shared.tls import nats_context_from_env
+
+    tls = nats_context_from_env(url)
 
     async def quiet(_: Exception) -> None:  # failures are reported once, by the command
         return None
 
     servers = [u.strip() for u in url.split(",") if u.strip()]
-    # One try per server, bounded: an operator wants an answer, not a reconnect loop.
+    # An operator wants an answer, not a reconnect loop.
     return await asyncio.wait_for(
         nats.connect(
             servers=servers,
@@ -98,6 +105,8 @@ async def connect(url: str, timeout: float) -> Any:
             max_reconnect_attempts=1,
             reconnect_time_wait=0.1,
             error_cb=quiet,
+            tls=tls,
+            tls_handshake_first=tls is not None,
         ),
         timeout + 1,
     )
@@ -106,12 +115,18 @@ async def connect(url: str, timeout: float) -> Any:
 async def session(args: argparse.Namespace, action: Callable[[ContinuityClient], Awaitable[Any]]) -> Any:
     import nats.errors
 
+    from shared.config import ConfigError
+
     url = nats_url(args)
     try:
         nc = await connect(url, args.timeout)
-    except Exception:
+    except ConfigError as err:
+        raise Failure(EXIT_BAD_INPUT, "invalid_configuration", str(err)) from None
+    except Exception as exc:
+        # A refused certificate is worth naming; its details are in the server's log.
+        why = " (TLS handshake failed)" if isinstance(exc, ssl.SSLError) else ""
         raise Failure(
-            EXIT_UNAVAILABLE, "unavailable", f"cannot connect to NATS at {redacted_url(url)}"
+            EXIT_UNAVAILABLE, "unavailable", f"cannot connect to NATS at {redacted_url(url)}{why}"
         ) from None
     try:
         return await action(ContinuityClient(nc, timeout=args.timeout))

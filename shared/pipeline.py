@@ -10,6 +10,7 @@ fail with a `ConnectionError` (the caller answers 503 or redelivers).
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections import deque
 from typing import Any
 from urllib.parse import urlparse
@@ -59,8 +60,20 @@ def _response_error(text: str) -> ResponseError:
 class PipelinedRedis:
     """`execute_command(*args)` over one auto-pipelined connection (RESP2)."""
 
-    def __init__(self, url: str, *, connect_timeout: float = 2.0, reply_timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        connect_timeout: float = 2.0,
+        reply_timeout: float = 5.0,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
+        """`ssl_context` comes from `shared.tls`; a `rediss://` URL without one verifies the
+        server against the system's trust store."""
         parsed = urlparse(url)
+        if ssl_context is None and parsed.scheme == "rediss":
+            ssl_context = ssl.create_default_context()
+        self._ssl = ssl_context
         self._host = parsed.hostname or "127.0.0.1"
         self._port = parsed.port or 6379
         self._db = int((parsed.path or "/0").lstrip("/") or 0)
@@ -121,7 +134,7 @@ class PipelinedRedis:
         try:
             try:
                 transport, _ = await asyncio.wait_for(
-                    loop.create_connection(lambda: _Protocol(self), self._host, self._port),
+                    loop.create_connection(lambda: _Protocol(self), self._host, self._port, ssl=self._ssl),
                     self._connect_timeout,
                 )
             except (OSError, TimeoutError) as exc:

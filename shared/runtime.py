@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import gc
 import signal
+import ssl
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -18,7 +19,7 @@ import redis.asyncio as aioredis
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
-from shared import logs, metrics, store
+from shared import logs, metrics, store, tls
 from shared.bus.connection import connect
 from shared.bus.streams import ensure_streams
 from shared.config import Config
@@ -32,6 +33,8 @@ class Context:
     nc: Client
     js: JetStreamContext
     redis: aioredis.Redis
+    redis_tls: ssl.SSLContext | None = None
+    """For a service's own Redis connections (`PipelinedRedis`): the context `redis` uses."""
 
 
 class App(Protocol):
@@ -64,9 +67,10 @@ class _RedisHealth:
 
 async def _connect_nats(config: Config, name: str, stop: asyncio.Event) -> Client | None:
     delay = 0.2
+    nats_tls = tls.nats_context(config)
     while not stop.is_set():
         try:
-            return await connect(config.nats_url, name)
+            return await connect(config.nats_url, name, tls=nats_tls)
         except Exception as exc:
             log.warning("nats_connect_failed", error_type=type(exc).__name__, retry_in_s=delay)
             with contextlib.suppress(TimeoutError):
@@ -103,7 +107,8 @@ async def serve(
         return
     js = nc.jetstream()
     await _ensure_streams(js, config, stop)
-    client = store.connect(config.redis_url)
+    redis_tls = tls.redis_context(config)
+    client = store.connect(config.redis_url, ssl_context=redis_tls)
     health = _RedisHealth(client)
     health_task = asyncio.create_task(health.run(stop))
 
@@ -114,7 +119,7 @@ async def serve(
 
     server = metrics.MetricsServer(config.metrics_host, config.metrics_port, ready)
     await server.start()
-    ctx = Context(config=config, nc=nc, js=js, redis=client)
+    ctx = Context(config=config, nc=nc, js=js, redis=client, redis_tls=redis_tls)
     if not stop.is_set():
         await app.start(ctx)
         if own_process:

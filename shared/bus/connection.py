@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ssl
+
 import nats
 from nats.aio.client import Client
 
@@ -10,7 +12,14 @@ from shared.logs import Log
 log = Log("continuity.bus")
 
 
-async def connect(url: str, name: str, *, connect_timeout: float = 5.0) -> Client:
+async def connect(
+    url: str, name: str, *, connect_timeout: float = 5.0, tls: ssl.SSLContext | None = None
+) -> Client:
+    """`tls` (from `shared.tls`; always given with `tls://` URLs) turns on TLS, started before
+    any NATS protocol byte: nats-py upgrades a plain connection only when the server's plaintext
+    INFO asks for it, so an on-path attacker could strip that and read the credentials. The
+    servers need `handshake_first` in their `tls` block (NATS 2.10.4 or later)."""
+
     async def disconnected() -> None:
         log.warning("nats_disconnected")
 
@@ -32,4 +41,6 @@ async def connect(url: str, name: str, *, connect_timeout: float = 5.0) -> Clien
         error_cb=error,
         # Publishes made while disconnected wait in this buffer and go out on reconnect.
         pending_size=64 * 1024 * 1024,
+        tls=tls,
+        tls_handshake_first=tls is not None,
     )

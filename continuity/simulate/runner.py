@@ -38,6 +38,7 @@ from shared.contracts import (
     SessionView,
 )
 from shared.contracts.types import CheckpointPolicy, RecordedOutcome
+from shared.tls import nats_context_from_env
 
 GENERATION = "dsh-2026.11.3-p7"
 MODEL = "gpt-5-codex"
@@ -108,7 +109,14 @@ class SimRunner:
     # ---- life -------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        self._nc = await nats.connect(self._url, name=f"continuity-sim-{self.runner_id}", error_cb=_quiet)
+        tls = nats_context_from_env(self._url)  # TLS as the services use it
+        self._nc = await nats.connect(
+            self._url,
+            name=f"continuity-sim-{self.runner_id}",
+            error_cb=_quiet,
+            tls=tls,
+            tls_handshake_first=tls is not None,
+        )
         self._client = ContinuityClient(self._nc, timeout=10.0)
         await self._nc.subscribe(subjects.runner_archive(self.runner_id), cb=self._on_archive)
         # Only decisions published from now on: earlier simulations may have used this runner id.

@@ -12,6 +12,7 @@ import re
 import ssl
 import subprocess
 import sys
+import urllib.request
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, replace
@@ -24,7 +25,7 @@ import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from continuity.servers import NatsServer, RedisServer, ServerError
+from continuity.servers import NatsServer, RedisServer, ServerError, free_port
 from services.classifier.service import ClassifierApp
 from services.session_store.service import SessionStoreApp
 from shared import store, subjects
@@ -36,7 +37,7 @@ from shared.pipeline import PipelinedRedis
 from shared.times import now_rfc3339
 from shared.tls import client_context, nats_context
 from tests.sessions_helpers import commit_req, decide_req, new_session
-from tests.support import make_config, running
+from tests.support import ServiceProcess, make_config, running, wait_for
 
 pytestmark = pytest.mark.asyncio
 
@@ -369,3 +370,45 @@ async def test_a_rediss_url_never_falls_back_to_plaintext(redis_server: RedisSer
     with pytest.raises((RedisConnectionError, RedisTimeoutError)):
         await client.ping()  # type: ignore[misc]
     await client.aclose()
+
+
+def _ready(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False
+
+
+async def test_a_service_process_reads_tls_from_its_environment(
+    tls_servers: tuple[TLSNatsServer, TLSRedisServer], certs: Certs, tmp_path: Path
+) -> None:
+    """`continuity serve` as production runs it (its own process, on uvloop), configured only
+    by the variables; and a broken setting stops it at start, naming the variable."""
+    port = free_port()
+    env = {**tls_env(tls_servers, certs), "CONTINUITY_METRICS_PORT": str(port)}
+    n, r = tls_servers
+    service = ServiceProcess("session-store", n.url, r.url, tmp_path / "service.log", **env)
+    service.start()
+    try:
+        await wait_for(lambda: _ready(port), timeout=30, what="session-store ready over TLS")
+        config = Config.from_env(tls_env(tls_servers, certs))
+        nc = await connect(config.nats_url, "tls-test", tls=nats_context(config))
+        client = ContinuityClient(nc)
+        session = new_session()
+        await client.commit(commit_req(session, native_session_id="ns-process"))
+        assert (await client.decide(decide_req(session))).resume_session_id == "ns-process"
+        await nc.close()
+    finally:
+        assert service.stop() == 0
+
+    broken = {**os.environ, **tls_env(tls_servers, certs), "CONTINUITY_REDIS_TLS_KEY": certs.ca}
+    result = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "continuity", "serve", "session-store"],
+        env=broken,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2 and "CONTINUITY_REDIS_TLS_KEY" in result.stderr

@@ -12,6 +12,7 @@ import binascii
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from urllib.parse import parse_qs, urlsplit
 
 
 class ConfigError(ValueError):
@@ -94,6 +95,9 @@ class Config:
         d = cls()
         nats_url = _str(env, "NATS_URL", d.nats_url)
         redis_url = _str(env, "REDIS_URL", d.redis_url)
+        if any(name.lower().startswith("ssl") for name in parse_qs(urlsplit(redis_url).query)):
+            # One home for TLS settings, and no way around verification through the URL.
+            raise ConfigError("REDIS_URL: TLS settings go in CONTINUITY_REDIS_TLS_*, not in the URL")
         nats_ca, nats_cert, nats_key = tls_files(
             env, NATS_TLS_PREFIX, enabled=nats_url_uses_tls(nats_url), url_variable="NATS_URL"
         )

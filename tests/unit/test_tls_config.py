@@ -47,6 +47,7 @@ def test_tls_urls_give_verifying_contexts(certs: Path) -> None:
     ("env", "names"),
     [
         ({"NATS_URL": "tls://a:4222,nats://b:4222"}, "NATS_URL"),
+        ({"REDIS_URL": "rediss://r:6380/0?ssl_cert_reqs=none"}, "REDIS_URL"),
         ({"CONTINUITY_NATS_TLS_CA": "{ca}"}, "CONTINUITY_NATS_TLS_CA is set but NATS_URL"),
         ({"CONTINUITY_REDIS_TLS_CA": "{ca}"}, "CONTINUITY_REDIS_TLS_CA is set but REDIS_URL"),
         ({"REDIS_URL": "rediss://r", "CONTINUITY_REDIS_TLS_CA": "/no/such.crt"}, "CONTINUITY_REDIS_TLS_CA"),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import re
 import ssl
@@ -259,6 +260,7 @@ async def test_the_cli_talks_to_a_tls_nats(
         subprocess.run, command, env=half, capture_output=True, text=True, timeout=60
     )
     assert misconfigured.returncode == 2 and "CONTINUITY_NATS_TLS_KEY" in misconfigured.stderr
+    assert json.loads(misconfigured.stdout)["error"]["code"] == "invalid_configuration"
 
 
 async def _nats_refuses(url: str, context: ssl.SSLContext) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import ssl
 from collections import deque
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
@@ -111,6 +112,8 @@ def _retrieve(fut: asyncio.Future[Any]) -> None:
 class _Settings:
     connect_timeout: float
     reply_timeout: float
+    ssl: ssl.SSLContext | None = None
+    """TLS for every connection (from `shared.tls`); None for plain TCP."""
 
 
 class _Connection:
@@ -187,7 +190,7 @@ class _Connection:
         try:
             try:
                 transport, _ = await asyncio.wait_for(
-                    loop.create_connection(lambda: _Protocol(self), host, port),
+                    loop.create_connection(lambda: _Protocol(self), host, port, ssl=self._settings.ssl),
                     self._settings.connect_timeout,
                 )
             except (OSError, TimeoutError) as exc:
@@ -255,8 +258,13 @@ class PipelinedRedis:
         cluster: str = "auto",
         connect_timeout: float = 2.0,
         reply_timeout: float = 5.0,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
+        """`ssl_context` comes from `shared.tls`; a `rediss://` URL without one verifies the
+        server against the system's trust store."""
         parsed = urlparse(url)
+        if ssl_context is None and parsed.scheme == "rediss":
+            ssl_context = ssl.create_default_context()
         self._seed: Address = (parsed.hostname or "127.0.0.1", parsed.port or 6379)
         self._db = int((parsed.path or "/0").lstrip("/") or 0)
         password = unquote(parsed.password) if parsed.password else None
@@ -264,7 +272,7 @@ class PipelinedRedis:
         self._auth: list[tuple[Any, ...]] = []
         if password:
             self._auth.append(("AUTH", username, password) if username else ("AUTH", password))
-        self._settings = _Settings(connect_timeout, reply_timeout)
+        self._settings = _Settings(connect_timeout, reply_timeout, ssl_context)
         self._cluster: bool | None = {"on": True, "off": False}.get(cluster)
         self._single: _Connection | None = self._single_connection() if self._cluster is False else None
         self._nodes: dict[Address, _Connection] = {}

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import gc
 import signal
+import ssl
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -23,7 +24,7 @@ import redis.asyncio as aioredis
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
-from shared import logs, metrics, store
+from shared import logs, metrics, store, tls
 from shared.bus.connection import connect
 from shared.bus.streams import ensure_streams
 from shared.config import Config, ConfigError
@@ -42,6 +43,8 @@ class Context:
     nc: Client
     js: JetStreamContext
     redis: aioredis.Redis
+    redis_tls: ssl.SSLContext | None = None
+    """For a service's own Redis connections (`PipelinedRedis`): the context `redis` uses."""
 
 
 class App(Protocol):
@@ -106,10 +109,15 @@ async def _connect_nats(
     config: Config, name: str, stop: asyncio.Event, watch: _ConnectionWatch
 ) -> Client | None:
     delay = 0.2
+    nats_tls = tls.nats_context(config)
     while not stop.is_set():
         try:
             return await connect(
-                config.nats_url, name, on_closed=watch.closed, nkeys_seed=config.nats_nkey_seed_file
+                config.nats_url,
+                name,
+                on_closed=watch.closed,
+                nkeys_seed=config.nats_nkey_seed_file,
+                tls=nats_tls,
             )
         except Exception as exc:
             log.warning("nats_connect_failed", error_type=type(exc).__name__, retry_in_s=delay)
@@ -119,12 +127,14 @@ async def _connect_nats(
     return None
 
 
-async def _connect_redis(config: Config, stop: asyncio.Event) -> aioredis.Redis | None:
+async def _connect_redis(
+    config: Config, stop: asyncio.Event, ssl_context: ssl.SSLContext | None
+) -> aioredis.Redis | None:
     """The store's client, once the server has said whether it is a Redis Cluster."""
     delay = 0.2
     while not stop.is_set():
         try:
-            return await store.open_client(config.redis_url, config.redis_cluster)
+            return await store.open_client(config.redis_url, config.redis_cluster, ssl_context=ssl_context)
         except ConfigError:
             raise
         except Exception as exc:
@@ -167,10 +177,11 @@ async def serve(
     watch_task = asyncio.create_task(watch.run(nc))
     js = nc.jetstream()
     await _ensure_streams(js, config, stop)
-    client = await _connect_redis(config, stop)
+    redis_tls = tls.redis_context(config)
+    client = await _connect_redis(config, stop, redis_tls)
     if client is None:
         await nc.close()
-        return
+        return 0
     health = _RedisHealth(client)
     health_task = asyncio.create_task(health.run(stop))
 
@@ -184,7 +195,7 @@ async def serve(
 
     server = metrics.MetricsServer(config.metrics_host, config.metrics_port, ready, alive)
     await server.start()
-    ctx = Context(config=config, nc=nc, js=js, redis=client)
+    ctx = Context(config=config, nc=nc, js=js, redis=client, redis_tls=redis_tls)
     if not stop.is_set():
         await app.start(ctx)
         if own_process:

@@ -9,7 +9,8 @@ each script runs on the master of one slot.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import AsyncIterator
+import ssl
+from collections.abc import AsyncIterator, Mapping
 from importlib import resources
 from typing import Any, Protocol, cast
 
@@ -49,24 +50,60 @@ class Commands(Protocol):
     async def execute_command(self, *args: Any) -> Any: ...
 
 
-def connect(url: str, *, cluster: bool = False, max_connections: int = 512, **options: Any) -> aioredis.Redis:
+def connect(
+    url: str,
+    *,
+    cluster: bool = False,
+    max_connections: int = 512,
+    ssl_context: ssl.SSLContext | None = None,
+    **options: Any,
+) -> aioredis.Redis:
     """redis-py's client of `url`: `RedisCluster` (with `url` as its seed node) when `cluster`.
+    With `ssl_context` (from `shared.tls`, for `rediss://` URLs) every connection uses that
+    context.
 
     The cluster client answers every command the services send (each names keys of one slot),
     so it is typed as the single-server client they are written against.
     """
     options = {"socket_connect_timeout": 2, "socket_timeout": 5, "decode_responses": False, **options}
     if cluster:
+        if ssl_context is not None:
+            raise ConfigError("REDIS_URL: TLS to a Redis Cluster is not supported by this release")
         return cast(aioredis.Redis, RedisCluster.from_url(url, max_connections=max_connections, **options))
-    return aioredis.Redis.from_url(url, max_connections=max_connections, health_check_interval=10, **options)
+    options = {"max_connections": max_connections, "health_check_interval": 10, **options}
+    if ssl_context is None:
+        return aioredis.Redis.from_url(url, **options)
+    # from_url would pick redis-py's own SSL connection class, which builds its own context.
+    pool_options = {
+        **parse_url(url),
+        **options,
+        "connection_class": _ContextSSLConnection,
+        "ssl_context": ssl_context,
+    }
+    return aioredis.Redis.from_pool(aioredis.ConnectionPool(**pool_options))
 
 
-async def cluster_enabled(url: str, mode: str, **options: Any) -> bool:
+class _ContextSSLConnection(aioredis.Connection):
+    """A TCP connection wrapped in TLS with the given context (and its verification)."""
+
+    def __init__(self, *, ssl_context: ssl.SSLContext, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._ssl_context = ssl_context
+
+    def _connection_arguments(self) -> Mapping[str, Any]:
+        return {**super()._connection_arguments(), "ssl": self._ssl_context}
+
+
+async def cluster_enabled(
+    url: str, mode: str, *, ssl_context: ssl.SSLContext | None = None, **options: Any
+) -> bool:
     """Whether `url` names a node of a Redis Cluster: `on`, `off`, or `auto` (`INFO cluster`)."""
     if mode != "auto":
         return mode == "on"
     # Database 0 whatever the URL selects: a cluster node refuses SELECT, and says so later.
     settings = {**parse_url(url), "socket_connect_timeout": 2, "socket_timeout": 5, **options, "db": 0}
+    if ssl_context is not None:
+        settings.update(connection_class=_ContextSSLConnection, ssl_context=ssl_context)
     probe = aioredis.Redis(connection_pool=aioredis.ConnectionPool(**settings))
     try:
         info = await probe.info("cluster")
@@ -75,13 +112,15 @@ async def cluster_enabled(url: str, mode: str, **options: Any) -> bool:
     return bool(int(info.get("cluster_enabled", 0)))
 
 
-async def open_client(url: str, mode: str, **options: Any) -> aioredis.Redis:
+async def open_client(
+    url: str, mode: str, *, ssl_context: ssl.SSLContext | None = None, **options: Any
+) -> aioredis.Redis:
     """`connect` after `cluster_enabled`: raises a transient error while the server is away,
     `ConfigError` for a cluster URL that selects a database other than 0."""
-    cluster = await cluster_enabled(url, mode, **options)
+    cluster = await cluster_enabled(url, mode, ssl_context=ssl_context, **options)
     if cluster and parse_url(url).get("db", 0) not in (0, "0", None):
         raise ConfigError("REDIS_URL: Redis Cluster has database 0 only")
-    return connect(url, cluster=cluster, **options)
+    return connect(url, cluster=cluster, ssl_context=ssl_context, **options)
 
 
 def is_cluster(client: aioredis.Redis) -> bool:

@@ -40,6 +40,7 @@ from shared.contracts import (
     SessionView,
 )
 from shared.contracts.types import CheckpointPolicy, RecordedOutcome
+from shared.tls import nats_context_from_env
 
 GENERATION = "dsh-2026.11.3-p7"
 MODEL = "gpt-5-codex"
@@ -110,8 +111,13 @@ class SimRunner:
     # ---- life -------------------------------------------------------------------------------
 
     async def start(self) -> None:
+        tls = nats_context_from_env(self._url)  # TLS as the services use it
         self._nc = await nats.connect(
-            servers=server_list(self._url), name=f"continuity-sim-{self.runner_id}", error_cb=_quiet
+            servers=server_list(self._url),
+            name=f"continuity-sim-{self.runner_id}",
+            error_cb=_quiet,
+            tls=tls,
+            tls_handshake_first=tls is not None,
         )
         self._client = ContinuityClient(self._nc, timeout=10.0)
         await self._nc.subscribe(subjects.runner_archive(self.runner_id), cb=self._on_archive)

@@ -35,6 +35,12 @@ export class Inbox {
   }
 }
 
+export interface DeadLetter {
+  reason: string;
+  text: string;
+  body: Record<string, unknown> | null;
+}
+
 /** A plain connection of the test itself (no runner permissions apply on the test servers). */
 export class Observer {
   private constructor(
@@ -47,9 +53,9 @@ export class Observer {
     return new Observer(nc, await jetstreamManager(nc));
   }
 
-  /** Dead letters on `subject`, kept as (reason, parsed body or null). */
-  deadLetters(subject: string): { reason: string; body: Record<string, unknown> | null }[] {
-    const seen: { reason: string; body: Record<string, unknown> | null }[] = [];
+  /** Dead letters on `subject`, kept as (reason, body text, parsed body or null). */
+  deadLetters(subject: string): DeadLetter[] {
+    const seen: DeadLetter[] = [];
     this.nc.subscribe(subject, {
       callback: (_err, msg: Msg) => {
         let body: Record<string, unknown> | null = null;
@@ -58,7 +64,7 @@ export class Observer {
         } catch {
           body = null;
         }
-        seen.push({ reason: msg.headers?.get("Continuity-Dead-Reason") ?? "", body });
+        seen.push({ reason: msg.headers?.get("Continuity-Dead-Reason") ?? "", text: msg.string(), body });
       },
     });
     return seen;

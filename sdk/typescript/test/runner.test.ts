@@ -6,6 +6,8 @@
  */
 
 import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import {
   connect,
@@ -19,7 +21,7 @@ import {
   type SessionRef,
 } from "../src/index.js";
 import { Inbox, Observer } from "./support/inbox.js";
-import { newSession, randomKey, Stack, uniqueId, waitFor } from "./support/stack.js";
+import { newSession, randomKey, ROOT, Stack, uniqueId, waitFor } from "./support/stack.js";
 
 const KEY = randomKey();
 const stack = new Stack();
@@ -201,6 +203,36 @@ describe("the runner SDK against the services", () => {
     assert.ok(d.detail?.startsWith("runner_continuity_break_archive_failed: exit=1 timedOut=false"), d.detail ?? "");
     assert.equal(d.detail?.includes("hunter2"), false);
     assert.equal((await r.get(session)).state, "active", "a failed remote move leaves the record");
+  });
+
+  it("lets a second process of the runner bind the same durable consumer", async () => {
+    const first = await runner();
+    const session = newSession("bind");
+    await saved(first, session, "same_session_only");
+    const runId = uniqueId("run");
+    await first.reportResumeFailure({ runId, attempt: 1, session, nativeSessionId: "thread-1" });
+    const stream = first.decisions();
+    const delivery = (await stream.next()).value!;
+    assert.equal(delivery.decision.run_id, runId);
+    delivery.nak(0); // given back, not acknowledged
+    await stream.return(undefined);
+    await first.close();
+    const second = await runner({ runnerId: first.runnerId });
+    const again = (await second.decisions().next()).value!;
+    assert.equal(again.decision.decision_id, delivery.decision.decision_id);
+    // Given back to the durable consumer, not lost with the first process's pull.
+    again.ack();
+  });
+
+  it("runs the README's example journey", () => {
+    const out = spawnSync(process.execPath, [join(ROOT, "sdk/typescript/dist/examples/journey.js")], {
+      env: { ...process.env, NATS_URL: stack.natsUrl, RUNNER_ID: uniqueId("example") },
+      encoding: "utf8",
+      timeout: 60_000,
+    });
+    assert.equal(out.status, 0, out.stderr);
+    assert.match(out.stdout, /decide: resume incremental/);
+    assert.match(out.stdout, /decision: retry_same_session native_session_interrupted/);
   });
 
   it("retries a publish that fails while NATS restarts with the same message id: one event, one decision", async () => {

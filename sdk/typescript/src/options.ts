@@ -31,6 +31,9 @@ export interface ConnectOptions {
   publishAttempts?: number;
   /** ...and at most this many seconds in all; defaults 30 and 60. */
   publishDeadline?: number;
+  /** Seconds JetStream waits for a decision's acknowledgement before delivering it again, when
+   * this runner creates its consumer; default 30. */
+  ackWait?: number;
   /** Seconds before a decision whose handler raised is delivered again; default 1. */
   nakDelay?: number;
   /** Called before each retry of an event publish (for logs and metrics). */
@@ -47,6 +50,7 @@ export interface Settings {
   publishAttempts: number;
   publishDeadlineMs: number;
   nakDelayMs: number;
+  ackWaitMs: number;
   onPublishRetry: ((eventId: string, attempt: number, error: Error) => void) | null;
 }
 
@@ -74,6 +78,7 @@ export function settingsOf(options: ConnectOptions): Settings {
     publishAttempts: Math.floor(positive(options.publishAttempts, 30, "publishAttempts")),
     publishDeadlineMs: positive(options.publishDeadline, 60, "publishDeadline") * 1000,
     nakDelayMs: positive(options.nakDelay, 1, "nakDelay") * 1000,
+    ackWaitMs: positive(options.ackWait, 30, "ackWait") * 1000,
     onPublishRetry: options.onPublishRetry ?? null,
   };
 }

@@ -334,7 +334,7 @@ export class Runner {
   async handleDecisions(handler: DecisionHandler): Promise<void> {
     for await (const delivery of this.decisions()) {
       // Long handlers (waiting for not_before) keep the delivery from being redelivered meanwhile.
-      const keepAlive = setInterval(() => delivery.working(), 10_000);
+      const keepAlive = setInterval(() => delivery.working(), Math.max(100, this.settings.ackWaitMs / 3));
       try {
         await handler(delivery.decision);
         delivery.ack();
@@ -361,7 +361,7 @@ export class Runner {
       filter_subject: subjects.decisions(name),
       ack_policy: AckPolicy.Explicit,
       deliver_policy: DeliverPolicy.All,
-      ack_wait: 30_000_000_000,
+      ack_wait: this.settings.ackWaitMs * 1_000_000, // nanoseconds
     });
     return await this.js.consumers.get(DECISIONS_STREAM, name);
   }

@@ -14,6 +14,7 @@ import {
   SessionHeld,
   StaleEpoch,
   subjects,
+  Unavailable,
   type ArchiveRequest,
   type CheckpointPolicy,
   type ConnectOptions,
@@ -206,7 +207,8 @@ describe("the runner SDK against the services", () => {
   });
 
   it("lets a second process of the runner bind the same durable consumer", async () => {
-    const first = await runner();
+    // A short ack wait: a redelivery that went to the first process's last pull comes back soon.
+    const first = await runner({ ackWait: 2 });
     const session = newSession("bind");
     await saved(first, session, "same_session_only");
     const runId = uniqueId("run");
@@ -246,11 +248,17 @@ describe("the runner SDK against the services", () => {
     await saved(r, session, "same_session_only");
     const inbox = new Inbox(r);
     const runId = uniqueId("run");
+    const impatient = await runner({ requestTimeout: 0.3, publishAttempts: 2 });
     await stack.stopNats();
     let reported: Promise<string>;
     try {
       reported = r.reportResumeFailure({ runId, attempt: 1, session, nativeSessionId: "thread-1" });
       await waitFor(() => retries.length >= 2, "two failed publishes while NATS is down");
+      // Past its attempts, a publish gives up with Unavailable (and says nothing of the event).
+      await assert.rejects(
+        impatient.reportResumeFailure({ runId: uniqueId("run"), attempt: 1, session, nativeSessionId: "thread-1" }),
+        (err) => err instanceof Unavailable && err.code === "unavailable",
+      );
     } finally {
       await stack.startNats();
     }

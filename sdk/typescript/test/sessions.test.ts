@@ -6,6 +6,7 @@ import {
   connect,
   ContinuityError,
   InvalidRequest,
+  RequestTimeout,
   NotFound,
   RevisionConflict,
   Runner,
@@ -13,6 +14,7 @@ import {
   type CommitArgs,
   type SessionRef,
 } from "../src/index.js";
+import { connect as natsConnect } from "@nats-io/transport-node";
 import { newSession, Stack, waitFor } from "./support/stack.js";
 
 const stack = new Stack();
@@ -146,5 +148,32 @@ describe("session requests", () => {
       async () => runner.get(session).then(() => "found", (err: unknown) => (err instanceof NotFound ? "absent" : false)),
       "the session-store to answer again",
     );
+  });
+
+  it("raises Unavailable when no session-store answers, and RequestTimeout when an answer never comes", async () => {
+    await stack.stopService("session-store");
+    const session = newSession("gone");
+    await assert.rejects(runner.get(session), (err) => {
+      assert.ok(err instanceof Unavailable, `got ${String(err)}`);
+      assert.equal(err.code, "unavailable");
+      return true;
+    });
+    const silent = await natsConnect({ servers: stack.natsUrl });
+    try {
+      silent.subscribe("continuity.sessions.get", { callback: () => undefined }); // takes it, never answers
+      await silent.flush();
+      const slow = await connect({ servers: stack.natsUrl, runnerId: "sdkts-timeout", requestTimeout: 0.3 });
+      try {
+        await assert.rejects(slow.get(session), (err) => {
+          assert.ok(err instanceof RequestTimeout, `got ${String(err)}`);
+          assert.equal(err.code, "timeout");
+          return true;
+        });
+      } finally {
+        await slow.close();
+      }
+    } finally {
+      await silent.close();
+    }
   });
 });

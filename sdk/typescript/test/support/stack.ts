@@ -196,6 +196,13 @@ export class Stack {
     }
   }
 
+  /** Stops one service for good (the rest of the stack keeps running). */
+  async stopService(name: string): Promise<void> {
+    const service = this.services.find((s) => s.name === name);
+    if (service === undefined) throw new Error(`no service ${name}`);
+    await service.proc.stop();
+  }
+
   async stopNats(): Promise<void> {
     await this.nats?.stop();
   }

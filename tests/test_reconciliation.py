@@ -1,6 +1,6 @@
 """reconciliation against real NATS and Redis: contract section 6.
 
-Runs are seeded the way the classifier records them (`shared.records`: the run index, one run
+Runs are seeded the way the classifier records them (`shared.runs`: the run index, one run
 step with the decision, its outbox entry and audit entry, the session held), and reconcile work
 items are published on `continuity.work.reconcile`, so these tests do not need the classifier.
 """
@@ -36,11 +36,13 @@ from shared.contracts import (
     RunRequest,
     SessionRef,
     ToolCall,
-    decision_id,
 )
 from shared.contracts.types import Action, ActionOutcome, DecisionReason, RecordedOutcome
 from shared.outbox import Outbox, OutboxEntry
-from shared.records import STATUS_BY_ACTION, RunStep, decision_audit, index_run, record_step, run_fields
+from shared.runs.decisions import STATUS_BY_ACTION, decision_audit
+from shared.runs.index import index_run
+from shared.runs.names import decision_id
+from shared.runs.steps import RunStep, record_step, run_fields
 from shared.times import now_rfc3339, rfc3339_from_epoch
 from tests.sessions_helpers import commit_req, decide_req, new_session
 from tests.support import make_config, running, wait_for

@@ -20,6 +20,8 @@ FAILED_REASON: DecisionReason = "runner_continuity_break_archive_failed"
 
 @dataclass(frozen=True, slots=True)
 class ArchiveStep:
+    """A decision of the archiver and the run step that records it."""
+
     decision: Decision
     step: RunStep
     progress: dict[str, str] = field(default_factory=dict)

@@ -109,7 +109,7 @@ def _reconcile_entry(event: ResumeFailed, decision_id: str, opened_at: str) -> O
     )
     return OutboxEntry(
         subject=subjects.WORK_RECONCILE,
-        msg_id=names.reconcile_work_id(event.run_id, event.attempt),
+        msg_id=names.work_id(event.run_id, event.attempt, "reconcile"),
         payload=_encode(work),
     )
 
@@ -143,7 +143,7 @@ def _archive_step(
         outbox=[
             OutboxEntry(
                 subject=subjects.WORK_ARCHIVE,
-                msg_id=names.archive_work_id(event.run_id, event.attempt),
+                msg_id=names.work_id(event.run_id, event.attempt, "archive"),
                 payload=payload,
             )
         ],
@@ -163,10 +163,10 @@ class SlotView(msgspec.Struct):
 def announced_ids(slot: SlotView, run_id: str, attempt: int) -> list[str]:
     """The outbox message ids the step that wrote `slot` recorded."""
     if slot.type == "archive":
-        return [names.archive_work_id(run_id, attempt)]
+        return [names.work_id(run_id, attempt, "archive")]
     if slot.type == "decision" and slot.action is not None:
         ids = [names.decision_id(run_id, attempt, slot.action)]
         if slot.action == "reconcile":
-            ids.append(names.reconcile_work_id(run_id, attempt))
+            ids.append(names.work_id(run_id, attempt, "reconcile"))
         return ids
     return []

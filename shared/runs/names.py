@@ -9,6 +9,7 @@ the `Nats-Msg-Id` of a publication, so JetStream drops a second one.
 from __future__ import annotations
 
 import hashlib
+from typing import Literal
 
 
 def decision_id(run_id: str, attempt: int, action: str) -> str:
@@ -28,12 +29,9 @@ def continue_slot(attempt: int) -> str:
     return f"{attempt}:continue"
 
 
-def archive_work_id(run_id: str, attempt: int) -> str:
-    return f"work:{run_id}:{attempt}:archive"
-
-
-def reconcile_work_id(run_id: str, attempt: int) -> str:
-    return f"work:{run_id}:{attempt}:reconcile"
+def work_id(run_id: str, attempt: int, work: Literal["archive", "reconcile"]) -> str:
+    """The message id of a work item on `continuity.work.<work>`."""
+    return f"work:{run_id}:{attempt}:{work}"
 
 
 def archive_id(run_id: str, attempt: int) -> str:

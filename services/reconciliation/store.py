@@ -188,17 +188,7 @@ def continue_fresh(
     """An operator's `continue_fresh` and the step recording it in the continuation slot, with
     the audit entry of `kind` by `actor`; the saved session is not touched (it stays held)."""
     decided = decisions.decision(run, CONTINUE_ACTION, reason, now, reconciled_outcome=reconciled_outcome)
-    audit = AuditEntry(
-        at=decided.decided_at,
-        kind=kind,
-        actor=actor,
-        attempt=run.attempt,
-        action=CONTINUE_ACTION,
-        reason=reason,
-        decision_id=decided.decision_id,
-        outcome=reconciled_outcome,
-    )
-    return decided, decisions.decision_step(decided, continue_slot(run.attempt), actor, audit=audit)
+    return decided, decisions.decision_step(decided, continue_slot(run.attempt), actor, audit_kind=kind)
 
 
 class ReconciliationStore:

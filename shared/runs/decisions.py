@@ -111,15 +111,18 @@ def decision_entry(decided: Decision) -> OutboxEntry:
     )
 
 
-def decision_audit(decided: Decision, actor: str) -> AuditEntry:
+def decision_audit(decided: Decision, actor: str, kind: str = "decision") -> AuditEntry:
+    """The audit entry of `decided` by `actor`: a plain decision, or an operator's step (`kind`)
+    with the outcome it reconciled."""
     return AuditEntry(
         at=decided.decided_at,
-        kind="decision",
+        kind=kind,
         actor=actor,
         attempt=decided.attempt,
         action=decided.action,
         reason=decided.reason,
         decision_id=decided.decision_id,
+        outcome=decided.reconciled_outcome,
     )
 
 
@@ -130,11 +133,11 @@ def decision_step(
     *,
     native_session_id: str | None = None,
     also: Sequence[OutboxEntry] = (),
-    audit: AuditEntry | None = None,
+    audit_kind: str = "decision",
 ) -> RunStep:
     """The step recording `decided` in `slot`: its outbox entry (then `also`), the run record,
-    the audit entry (a plain decision entry by `actor` unless `audit` is given) and, when the
-    action holds the saved session, the hold of `native_session_id`."""
+    the audit entry of `audit_kind` by `actor` and, when the action holds the saved session,
+    the hold of `native_session_id`."""
     entry = decision_entry(decided)
     return RunStep(
         slot=slot,
@@ -149,6 +152,6 @@ def decision_step(
             decided.decided_at,
         ),
         outbox=[entry, *also],
-        audit=audit if audit is not None else decision_audit(decided, actor),
+        audit=decision_audit(decided, actor, audit_kind),
         hold=native_session_id if native_session_id is not None and holds_session(decided.action) else None,
     )

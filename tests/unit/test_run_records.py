@@ -50,9 +50,19 @@ def test_a_decision_step_holds_only_for_a_holding_action() -> None:
     step = decisions.decision_step(held, "2", "svc", native_session_id="ns")
     assert step.hold == "ns"
     fresh = decisions.decision(RUN, "continue_fresh", "operator_retry", NOW)
-    audit = AuditEntry(at=fresh.decided_at, kind="operator_retry", actor="alice", attempt=2)
-    step = decisions.decision_step(fresh, "2:continue", "svc", native_session_id="ns", audit=audit)
-    assert step.hold is None and step.audit is audit
+    step = decisions.decision_step(
+        fresh, "2:continue", "alice", native_session_id="ns", audit_kind="operator_retry"
+    )
+    assert step.hold is None
+    assert step.audit == AuditEntry(
+        at=fresh.decided_at,
+        kind="operator_retry",
+        actor="alice",
+        attempt=2,
+        action="continue_fresh",
+        reason="operator_retry",
+        decision_id=fresh.decision_id,
+    )
     assert step.run_fields["status"] == "continued"
     assert msgspec.json.decode(step.slot_value, type=Decision) == fresh
 

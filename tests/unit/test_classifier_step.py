@@ -10,7 +10,6 @@ from shared import signing, subjects
 from shared.bus.consumer import Reject
 from shared.contracts.decisions import ArchiveWork, Decision, ReconcileWork
 from shared.contracts.events import CommandResult, ErrorInfo, ResumeFailed, ToolCall
-from shared.contracts.reconciliation import AuditEntry
 from shared.contracts.session import SessionRef
 from shared.contracts.types import FailureClass
 from shared.runs.session_hash import NO_SESSION, SavedSession, saved_session
@@ -72,14 +71,12 @@ def test_a_retry_waits_the_backoff_of_its_attempt_and_holds_nothing() -> None:
     )
     assert step.run_fields["status"] == "retrying"
     assert msgspec.json.decode(step.run_fields["last_decision"], type=Decision) == decision
-    assert step.audit == AuditEntry(
-        at=decision.decided_at,
-        kind="decision",
-        actor="classifier",
-        attempt=2,
-        action="retry_same_session",
-        reason="native_session_interrupted",
-        decision_id=decision.decision_id,
+    assert step.audit is not None
+    assert (step.audit.at, step.audit.actor, step.audit.action, step.audit.decision_id) == (
+        decision.decided_at,
+        "classifier",
+        "retry_same_session",
+        decision.decision_id,
     )
 
 

@@ -19,7 +19,6 @@ import pytest
 
 from services.classifier import table
 from services.session_store import rules
-from services.session_store.record import V1_FIELDS, StoredSession, binding_stamp
 from shared.contracts.session import SessionRef
 from shared.contracts.sessions import DecideRequest
 from shared.contracts.types import (
@@ -32,6 +31,7 @@ from shared.contracts.types import (
     SessionState,
 )
 from shared.runs import decisions
+from shared.session_record import V1_FIELDS, StoredSession, binding_stamp
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "contract-v1.md").read_text()
 

@@ -1,4 +1,6 @@
-"""The stored session record: its fields, its generation binding, and how it is read."""
+"""The stored session record (contract 3.1 and 9.6): its fields, its generation binding, and how
+it is read. Its home is shared: the session-store writes it, the archiver reads its generation
+to hide it."""
 
 from __future__ import annotations
 

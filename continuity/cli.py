@@ -6,6 +6,7 @@ import argparse
 import sys
 from collections.abc import Callable
 from importlib import metadata
+from typing import cast
 
 from continuity import registry
 from continuity.clitools import Parser
@@ -45,7 +46,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = Parser(prog="continuity", description=__doc__)
     parser.add_argument("--version", action="version", version=f"continuity {version()}")
-    sub = parser.add_subparsers(dest="command", required=True)
+    # Sub-commands are made with the class of their parent: Parser, all the way down.
+    sub = cast(
+        "argparse._SubParsersAction[argparse.ArgumentParser]",
+        parser.add_subparsers(dest="command", required=True),
+    )
 
     serve = sub.add_parser("serve", help="run one service until SIGTERM")
     serve.add_argument("service", choices=sorted(registry.SERVICES))

@@ -55,7 +55,9 @@ EXAMPLES: dict[str, list[str]] = {
 }
 
 
-def commands(parser: argparse.ArgumentParser, path: str = "") -> Iterator[tuple[str, argparse.ArgumentParser]]:
+def commands(
+    parser: argparse.ArgumentParser, path: str = ""
+) -> Iterator[tuple[str, argparse.ArgumentParser]]:
     """Every command that runs something (the leaves of the sub-command tree), by path."""
     groups = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     if not groups and path:

@@ -129,18 +129,23 @@ def run(args: argparse.Namespace) -> int:
     return code
 
 
+def _shown(path: Path) -> str:
+    """`path` as short as it can be said from here: relative when under this folder."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
 def _print_endpoints(stack: Stack, env_file: Path) -> None:
     origin = "embedded" if stack.nats else "NATS_URL"
     print(f"NATS   {redacted_url(stack.nats_url)}  ({origin})")
     origin = "embedded" if stack.redis else "REDIS_URL"
     print(f"Redis  {redacted_url(stack.redis_url)}  ({origin})")
     for service in stack.services:
-        print(
-            f"{service.name:<15} metrics http://127.0.0.1:{service.metrics_port}/metrics  "
-            f"log {stack.data_dir / (service.name + '.log')}"
-        )
-    print(f"data   {stack.data_dir}")
-    print(f"\nIn another terminal (or `. {env_file}`, which also holds the runner keys):")
+        print(f"{service.name:<15} metrics http://127.0.0.1:{service.metrics_port}/metrics")
+    print(f"logs   {_shown(stack.data_dir)}/<service>.log")
+    print(f"\nIn another terminal (or `. {_shown(env_file)}`, which also holds the runner keys):")
     print(f"  export NATS_URL={redacted_url(stack.nats_url)} REDIS_URL={redacted_url(stack.redis_url)}")
     venv_bin = Path(sys.executable).parent
     print(f"  export PATH={venv_bin}:$PATH   # puts `continuity` on PATH", flush=True)

@@ -101,7 +101,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         f"$CONTINUITY_RUNNER_KEYS, else {clitools.ENV_FILE}'s as `continuity up` writes it, "
         "else the demo keys of `continuity up --demo`)",
     )
-    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=main)
 

@@ -5,6 +5,7 @@ it with no setup, failures named within seconds, and output as a person sees it.
 from __future__ import annotations
 
 import fcntl
+import itertools
 import json
 import os
 import pty
@@ -71,7 +72,9 @@ class Up:
                 self.proc.wait()
 
 
-def cli(cwd: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 90) -> subprocess.CompletedProcess[str]:
+def cli(
+    cwd: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 90
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [CLI, *args], cwd=cwd, env=env or clean_env(), capture_output=True, text=True, timeout=timeout
     )
@@ -133,13 +136,13 @@ def test_simulate_against_up_needs_no_setup(stack: tuple[Path, Up, str]) -> None
     lines = run.stderr.splitlines()
     assert lines and "\r" not in run.stderr
     counts = [line.split("] ", 1)[1] for line in lines]
-    assert all(a != b for a, b in zip(counts, counts[1:], strict=False)), lines
+    assert all(a != b for a, b in itertools.pairwise(counts)), lines
     assert all(len(line) <= 100 for line in lines), lines
 
 
 def test_simulate_without_operator_leaves_stopped_runs_for_a_person(stack: tuple[Path, Up, str]) -> None:
     folder, _, _ = stack
-    run = cli(folder, "simulate", "--scenario", "pending", "--no-operator", "--events", "3", "--json", "--quiet")
+    run = cli(folder, "simulate", "--scenario", "pending", "--no-operator", "--events", "3", "--json", "-q")
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     result = json.loads(run.stdout)
     assert set(result["scenarios"]) == {"pending"}
@@ -224,10 +227,26 @@ def test_no_service_answering_names_the_service(tmp_path: Path) -> None:
     nats.start()
     try:
         env = clean_env(NATS_URL=nats.url)
-        got = cli(tmp_path, "sessions", "get", "--tenant", "t", "--conversation", "c", "--agent", "a", env=env)
+        session = ("--tenant", "t", "--conversation", "c", "--agent", "a")
+        got = cli(tmp_path, "sessions", "get", *session, env=env)
         shown = cli(tmp_path, "runs", "show", "run-1", env=env)
     finally:
         nats.stop()
     assert got.returncode == shown.returncode == 4
     assert "no session-store service is answering continuity.sessions.get" in got.stderr
     assert "no reconciliation service is answering continuity.runs.get" in shown.stderr
+
+
+def test_the_demo_fits_100_columns(tmp_path: Path) -> None:
+    demo = subprocess.run(
+        [CLI, "up", "--demo", "--demo-seconds", "4"],
+        cwd=tmp_path,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-3000:]
+    assert "contradictions: 0" in demo.stdout
+    long = [line for line in (demo.stdout + demo.stderr).splitlines() if len(line) > 100]
+    assert long == []

@@ -373,11 +373,14 @@ def clip(text: str, width: int) -> str:
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int = TABLE_WIDTH) -> str:
     """Aligned columns in at most `width` columns: the widest columns are cut first, each cell
-    with an ellipsis, so that no line wraps in the middle of a column."""
+    with an ellipsis, so that no line wraps in the middle of a column. A column keeps at least
+    16 characters (a code like `operator_resolve` stays whole) and the first column, which
+    names the row (a run id to copy), is never cut: past those the line is wider instead."""
     widths = [len(h) for h in headers]
     for row in rows:
         widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
-    floor = [min(w, max(len(h), 6)) for w, h in zip(widths, headers, strict=True)]
+    floor = [min(w, max(len(h), 16)) for w, h in zip(widths, headers, strict=True)]
+    floor[:1] = widths[:1]
     while sum(widths) + 2 * (len(widths) - 1) > width:
         i = max(range(len(widths)), key=lambda k: widths[k] - floor[k])
         if widths[i] <= floor[i]:

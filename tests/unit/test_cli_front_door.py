@@ -83,13 +83,25 @@ def test_each_request_subject_names_its_service() -> None:
 
 
 def test_long_tables_are_cut_with_an_ellipsis_not_wrapped() -> None:
-    rows = [["run-" + "x" * 80, "sim-r01", "3", "a tool with a very long name " * 3, "open"]]
-    text = clitools.table(["RUN ID", "RUNNER", "ATTEMPT", "TOOL", "STATUS"], rows)
+    run_id = "run-" + "x" * 26
+    rows = [
+        [
+            run_id,
+            "sim-r01",
+            "3",
+            "a tool with a very long name " * 3,
+            "2026-12-01T08:00:00.123456+00:00",
+            "open",
+        ],
+        ["run-2", "sim-r02", "1", "short", "2026-12-01T08:00:01+00:00", "delivered"],
+    ]
+    text = clitools.table(["RUN ID", "RUNNER", "ATTEMPT", "TOOL", "OPENED AT", "STATUS"], rows)
     lines = text.splitlines()
     assert all(len(line) <= 100 for line in lines), text
     assert "\u2026" in lines[1] and lines[1].rstrip().endswith("open")
+    assert lines[1].startswith(run_id + "  ")  # the row's name is never cut
     # Columns still line up: each header starts where its cells do.
-    assert lines[0].index("STATUS") == lines[1].index("open")
+    assert lines[0].index("STATUS") == lines[1].index("open") == lines[2].index("delivered")
     short = clitools.table(["A", "B"], [["1", "2"]])
     assert "\u2026" not in short
 

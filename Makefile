@@ -23,7 +23,9 @@ tools:
 run: install
 	$(BIN)/continuity up --demo
 
-# The services alone, until Ctrl-C (NATS_URL / REDIS_URL select existing servers).
+# The services alone, until Ctrl-C (NATS_URL / REDIS_URL select existing servers). It prints
+# the export lines for a second terminal and writes them to .continuity/env, which the other
+# commands read; `. .venv/bin/activate` puts `continuity` on PATH.
 up: install
 	$(BIN)/continuity up
 

@@ -5,8 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from importlib import metadata
+from typing import cast
 
 from continuity import registry
+from continuity.clitools import Parser
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -24,16 +27,46 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _completion(args: argparse.Namespace) -> int:
+    import shtab
+
+    print(shtab.complete(build_parser(), shell=args.shell))
+    return 0
+
+
+def version() -> str:
+    try:
+        return metadata.version("continuity")
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="continuity", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    from continuity.help_examples import add_examples
+
+    parser = Parser(prog="continuity", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"continuity {version()}")
+    # Sub-commands are made with the class of their parent: Parser, all the way down.
+    sub = cast(
+        "argparse._SubParsersAction[argparse.ArgumentParser]",
+        parser.add_subparsers(dest="command", required=True),
+    )
 
     serve = sub.add_parser("serve", help="run one service until SIGTERM")
     serve.add_argument("service", choices=sorted(registry.SERVICES))
     serve.set_defaults(func=_serve)
 
+    completion = sub.add_parser(
+        "completion",
+        help="print a shell completion script",
+        description="Prints the completion script of the continuity command for bash or zsh.",
+    )
+    completion.add_argument("shell", choices=["bash", "zsh"])
+    completion.set_defaults(func=_completion)
+
     for register in _command_modules():
         register(sub)
+    add_examples(parser)
     return parser
 
 
@@ -53,6 +86,8 @@ def _command_modules() -> list[Callable[[argparse._SubParsersAction[argparse.Arg
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    Parser.wants_json = "--json" in argv
     args = build_parser().parse_args(argv)
     func: Command = args.func
     return func(args)

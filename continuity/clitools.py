@@ -8,10 +8,12 @@ import asyncio
 import contextlib
 import os
 import re
+import shlex
 import ssl
 import sys
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, NoReturn
 
 import msgspec
 
@@ -43,11 +45,69 @@ class Failure(Exception):
         self.status = status
 
 
+# The service behind each request subject: the one to name when nobody answers.
+SERVICE_BY_SUBJECT: dict[str, str] = {
+    "continuity.sessions.": "session-store",
+    "continuity.reconciliations.": "reconciliation",
+    "continuity.runs.": "reconciliation",
+    "continuity.operator.": "reconciliation",
+}
+
+
+def service_for(subject: str | None) -> str:
+    for prefix, service in SERVICE_BY_SUBJECT.items():
+        if subject is not None and subject.startswith(prefix):
+            return service
+    return "Continuity"
+
+
+# Where `continuity up` shares the addresses and keys of the stack it runs; every client
+# command reads it for a variable that is not set.
+ENV_FILE = Path(".continuity") / "env"
+SHARED_VARIABLES = ("NATS_URL", "REDIS_URL", "CONTINUITY_RUNNER_KEYS")
+
+
+def read_env_file(path: Path = ENV_FILE) -> dict[str, str]:
+    """`export NAME=value` lines of `path` (as `write_env_file` writes them); {} if absent."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return {}
+    values: dict[str, str] = {}
+    for line in text.splitlines():
+        try:
+            words = shlex.split(line, comments=True)
+        except ValueError:
+            continue
+        for word in words:
+            name, sep, value = word.partition("=")
+            if sep and name in SHARED_VARIABLES:
+                values[name] = value
+    return values
+
+
+def write_env_file(path: Path, values: Mapping[str, str]) -> None:
+    """A file a shell can source (`. .continuity/env`); only its owner may read it, as it may
+    hold runner keys and credentials."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = "".join(f"export {name}={shlex.quote(value)}\n" for name, value in values.items())
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def setting(name: str) -> str | None:
+    """A variable's value: the environment's when set, else `.continuity/env`'s."""
+    return os.environ.get(name) or read_env_file().get(name) or None
+
+
 # What each error code means for the command that got it, and what to do next.
-def explain(code: str, run_id: str | None, fallback: str) -> str:
+def explain(code: str, run_id: str | None, fallback: str, missing: str | None = None) -> str:
+    """`missing`: what a `not_found` is about (default: the run)."""
     run = f"run {run_id}" if run_id else "the run"
+    missing = missing or run
     messages = {
-        "not_found": f"{run} is not known here (no such record)",
+        "not_found": f"{missing} is not known here (no such record)",
         "execution_reconciliation_conflict": (
             f"{run} was already resolved with another outcome; see `continuity reconciliations show {run_id}`"
         ),
@@ -82,7 +142,24 @@ def redacted_url(url: str) -> str:
 
 
 def nats_url(args: argparse.Namespace) -> str:
-    return str(args.nats_url or os.environ.get("NATS_URL") or DEFAULT_NATS_URL)
+    return str(args.nats_url or setting("NATS_URL") or DEFAULT_NATS_URL)
+
+
+def _record(args: argparse.Namespace, subject: str | None) -> str | None:
+    """The record a request to `subject` was about, for a `not_found`."""
+    if service_for(subject) == "session-store" and getattr(args, "tenant", None):
+        return f"session {args.tenant}/{args.conversation}/{args.agent}"
+    return None
+
+
+class _NamingClient(ContinuityClient):
+    """Remembers the subject of the last request, to name its service in a failure."""
+
+    subject: str | None = None
+
+    async def call(self, subject: str, request: Any, reply_type: Any) -> Any:
+        self.subject = subject
+        return await super().call(subject, request, reply_type)
 
 
 class Refusals:
@@ -212,16 +289,19 @@ async def session(args: argparse.Namespace, action: Callable[[ContinuityClient],
         raise Failure(
             EXIT_UNAVAILABLE, "unavailable", f"cannot connect to NATS at {redacted_url(url)}{why}"
         ) from None
+    client = _NamingClient(nc, timeout=args.timeout)
     try:
-        return await refusals.race(action(ContinuityClient(nc, timeout=args.timeout)))
+        return await refusals.race(action(client))
     except RequestError as err:
         exit_code = EXIT_BY_STATUS.get(err.status, EXIT_INTERNAL)
-        raise Failure(
-            exit_code, err.code, explain(err.code, getattr(args, "run_id", None), err.message), err.status
-        ) from None
+        message = explain(err.code, getattr(args, "run_id", None), err.message, _record(args, client.subject))
+        raise Failure(exit_code, err.code, message, err.status) from None
     except nats.errors.NoRespondersError:
         raise Failure(
-            EXIT_UNAVAILABLE, "unavailable", "no reconciliation service is answering; is it running?"
+            EXIT_UNAVAILABLE,
+            "unavailable",
+            f"no {service_for(client.subject)} service is answering {client.subject or 'the request'}"
+            f" at {redacted_url(url)}; is it running (`continuity up`)?",
         ) from None
     except (TimeoutError, nats.errors.TimeoutError):
         if refusals.denial is not None:  # the denial came with the timeout: it is the cause
@@ -276,24 +356,90 @@ def token(what: str) -> Callable[[str], str]:
     return check
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+def number(
+    kind: Callable[[str], float], low: float, high: float | None = None, *, above: bool = False
+) -> Callable[[str], Any]:
+    """An argparse type: a finite `kind` (int or float) from `low` (or above it) to `high`."""
+
+    def check(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if value != value or value in (float("inf"), float("-inf")):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+        if value < low or (above and value == low) or (high is not None and value > high):
+            bound = f"more than {low:g}" if above else f"at least {low:g}"
+            bound += f" and at most {high:g}" if high is not None else ""
+            raise argparse.ArgumentTypeError(f"must be {bound}, not {text}")
+        return value
+
+    return check
+
+
+TABLE_WIDTH = 100
+ELLIPSIS = "\u2026"
+
+
+def clip(text: str, width: int) -> str:
+    """`text` in at most `width` columns, its end replaced by an ellipsis when cut."""
+    return text if len(text) <= width else text[: max(width - 1, 0)] + ELLIPSIS
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int = TABLE_WIDTH) -> str:
+    """Aligned columns in at most `width` columns: the widest columns are cut first, each cell
+    with an ellipsis, so that no line wraps in the middle of a column. A column keeps at least
+    16 characters (a code like `operator_resolve` stays whole) and the first column, which
+    names the row (a run id to copy), is never cut: past those the line is wider instead."""
     widths = [len(h) for h in headers]
     for row in rows:
         widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]
-    return "\n".join(lines)
+    floor = [min(w, max(len(h), 16)) for w, h in zip(widths, headers, strict=True)]
+    floor[:1] = widths[:1]
+    while sum(widths) + 2 * (len(widths) - 1) > width:
+        i = max(range(len(widths)), key=lambda k: widths[k] - floor[k])
+        if widths[i] <= floor[i]:
+            break  # every column is at its narrowest: a wider line beats unreadable cells
+        widths[i] -= 1
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(clip(c, w).ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
+
+    return "\n".join([line(headers), *(line(row) for row in rows)])
+
+
+class Parser(argparse.ArgumentParser):
+    """Argument errors as the rest of a command's errors: exit code 2, and under `--json` a
+    JSON error on stdout instead of the usage text."""
+
+    wants_json = False
+
+    def error(self, message: str) -> NoReturn:
+        if Parser.wants_json:
+            text = _PRINTABLE.sub("?", f"{self.prog}: {message}")
+            print(to_json({"error": {"code": "invalid_argument", "message": text}}))
+            print(f"continuity: error: {text} [invalid_argument]", file=sys.stderr)
+            sys.exit(EXIT_BAD_INPUT)
+        super().error(message)
+
+
+_PRINTABLE = re.compile(r"[^\x20-\x7e]")
 
 
 def connection_parent() -> argparse.ArgumentParser:
     """The options every client command takes (use as `parents=[...]`)."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
-        "--nats-url", default=None, help=f"NATS URL (default: $NATS_URL, else {DEFAULT_NATS_URL})"
+        "--nats-url",
+        default=None,
+        help=f"NATS URL (default: $NATS_URL, else {ENV_FILE}'s, else {DEFAULT_NATS_URL})",
     )
     common.add_argument("--json", action="store_true", help="print JSON (for scripts) instead of tables")
     common.add_argument(
-        "--timeout", type=float, default=5.0, help="seconds to wait for an answer (default 5)"
+        "--timeout",
+        type=number(float, 0, 3600, above=True),
+        default=5.0,
+        help="seconds to wait for an answer (more than 0, at most 3600; default 5)",
     )
     return common
 

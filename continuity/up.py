@@ -1,15 +1,24 @@
-"""`continuity up`: run every service against NATS and Redis, printing where things listen."""
+"""`continuity up`: run every service against NATS and Redis, printing where things listen.
+
+It works from any folder, fails within seconds naming an unreachable server or a bad variable,
+and once ready shares the addresses (and the runner keys it made) in `<data-dir>/env` for the
+other commands, which read `.continuity/env` when a variable is not set."""
 
 from __future__ import annotations
 
 import argparse
+import os
+import secrets
 import signal
 import sys
 import threading
 from pathlib import Path
 
 from continuity import registry
-from continuity.stack import Stack
+from continuity.clitools import EXIT_BAD_INPUT, redacted_url, write_env_file
+from continuity.stack import Stack, StartError
+
+DEV_KEY_IDS = ("dev-k1", "dev-k2")
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -17,12 +26,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "up",
         help="run Continuity locally (embedded NATS and Redis unless "
         "NATS_URL / REDIS_URL are set) until Ctrl-C",
+        description="Starts the four services (and embedded NATS and Redis unless NATS_URL / "
+        "REDIS_URL are set), prints the addresses and writes them to <data-dir>/env, which the "
+        "other commands read from .continuity/env when NATS_URL / REDIS_URL / "
+        "CONTINUITY_RUNNER_KEYS are unset. Without CONTINUITY_RUNNER_KEYS it makes development "
+        "runner keys, so that `continuity simulate` works against it as it is.",
     )
     up.add_argument(
         "--data-dir",
         type=Path,
         default=Path(".continuity"),
-        help="where embedded servers keep their data (default: .continuity)",
+        help="where the env file, the services' logs and embedded servers' data go (default: .continuity)",
     )
     up.add_argument(
         "--demo", action="store_true", help="also run a simulated runner fleet and operator against the stack"
@@ -36,24 +50,59 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     up.set_defaults(func=run)
 
 
+def development_keys() -> str:
+    """Fresh runner keys for a local stack (CONTINUITY_RUNNER_KEYS syntax)."""
+    from continuity.simulate.keys import keys_env
+
+    return keys_env({key_id: secrets.token_bytes(32) for key_id in DEV_KEY_IDS})
+
+
+def service_extra(args: argparse.Namespace) -> dict[str, str]:
+    """What the services get on top of this process's environment."""
+    if args.demo:
+        from continuity.simulate import demo_environment
+
+        return demo_environment()
+    return {"CONTINUITY_RUNNER_KEYS": os.environ.get("CONTINUITY_RUNNER_KEYS") or development_keys()}
+
+
+def check_configuration(extra: dict[str, str]) -> None:
+    """The services' own check of their variables, run here first so its message reaches the
+    terminal instead of a service's log."""
+    from shared.config import Config, ConfigError
+
+    env = {**os.environ, "CONTINUITY_METRICS_PORT": "0", **extra}
+    try:
+        Config.from_env(env)
+    except ConfigError as err:
+        raise StartError(f"configuration error: {err}", EXIT_BAD_INPUT) from None
+
+
 def run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     stack = Stack(data_dir=args.data_dir.resolve())
+    env_file = stack.data_dir / "env"
     code = 0
     try:
+        extra = service_extra(args)
+        check_configuration(extra)
         stack.start_servers()
-        demo_env = {}
-        if args.demo:
-            from continuity.simulate import demo_environment
-
-            demo_env = demo_environment()
+        stack.check_servers()
         for name in registry.available():
             log = stack.data_dir / f"{name}.log"
-            stack.start_service(name, demo_env, log_path=log)
-        stack.wait_ready()
-        _print_endpoints(stack)
+            stack.start_service(name, extra, log_path=log)
+        if not stack.wait_ready(stop=stop):
+            print("continuity up: stopped while starting", file=sys.stderr, flush=True)
+            return 130
+        shared = {
+            "NATS_URL": stack.nats_url,
+            "REDIS_URL": stack.redis_url,
+            "CONTINUITY_RUNNER_KEYS": extra["CONTINUITY_RUNNER_KEYS"],
+        }
+        write_env_file(env_file, shared)
+        _print_endpoints(stack, env_file)
         if args.demo:
             from continuity.simulate import run_demo
 
@@ -66,20 +115,37 @@ def run(args: argparse.Namespace) -> int:
                         print(f"{service.name} exited with code {service.proc.returncode}", file=sys.stderr)
                         stop.set()
                         code = 1
+    except StartError as err:
+        print(f"continuity up: {err}", file=sys.stderr, flush=True)
+        return err.exit_code
+    except RuntimeError as err:  # a service exited or was never ready; it said why
+        print(f"continuity up: {err}", file=sys.stderr, flush=True)
+        return 1
     finally:
-        print("stopping...", flush=True)
+        if stack.services or stack.nats or stack.redis:
+            print("stopping...", flush=True)
         stack.stop()
+        env_file.unlink(missing_ok=True)  # its addresses die with the stack
     return code
 
 
-def _print_endpoints(stack: Stack) -> None:
+def _shown(path: Path) -> str:
+    """`path` as short as it can be said from here: relative when under this folder."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def _print_endpoints(stack: Stack, env_file: Path) -> None:
     origin = "embedded" if stack.nats else "NATS_URL"
-    print(f"NATS   {stack.nats_url}  ({origin})")
+    print(f"NATS   {redacted_url(stack.nats_url)}  ({origin})")
     origin = "embedded" if stack.redis else "REDIS_URL"
-    print(f"Redis  {stack.redis_url}  ({origin})")
+    print(f"Redis  {redacted_url(stack.redis_url)}  ({origin})")
     for service in stack.services:
-        print(
-            f"{service.name:<15} metrics http://127.0.0.1:{service.metrics_port}/metrics  "
-            f"log {stack.data_dir / (service.name + '.log')}"
-        )
-    print(f"data   {stack.data_dir}", flush=True)
+        print(f"{service.name:<15} metrics http://127.0.0.1:{service.metrics_port}/metrics")
+    print(f"logs   {_shown(stack.data_dir)}/<service>.log")
+    print(f"\nIn another terminal (or `. {_shown(env_file)}`, which also holds the runner keys):")
+    print(f"  export NATS_URL={redacted_url(stack.nats_url)} REDIS_URL={redacted_url(stack.redis_url)}")
+    venv_bin = Path(sys.executable).parent
+    print(f"  export PATH={venv_bin}:$PATH   # puts `continuity` on PATH", flush=True)

@@ -13,7 +13,7 @@ import threading
 
 from continuity.simulate.fleet import Fleet, FleetError, Settings
 from continuity.simulate.keys import DEMO_KEYS, DEMO_KEYS_ENV
-from continuity.simulate.report import demo_stories, final_report, progress_line
+from continuity.simulate.report import demo_stories, final_report, fit, progress_line
 from continuity.simulate.runner import Story
 from continuity.simulate.scenarios import SCENARIOS
 from continuity.stack import Stack
@@ -50,18 +50,17 @@ def run(stack: Stack, seconds: float, stop: threading.Event) -> int:
 
 
 async def _run(s: Settings, stop: threading.Event) -> int:
-    print(
-        f"\nDemo: {s.runners} simulated runners fail resumes in {len(s.mix)} ways for {s.seconds:.0f}s "
-        f"(archive timeout {ARCHIVE_TIMEOUT_S:.0f}s, retry backoff {RETRY_BACKOFF_S}s).\n"
-        "Every new path a run takes through Continuity is shown as it ends:",
-        flush=True,
+    intro = (
+        f"Demo: {s.runners} simulated runners fail resumes in {len(s.mix)} ways for {s.seconds:.0f}s "
+        f"(archive timeout {ARCHIVE_TIMEOUT_S:.0f}s, retry backoff {RETRY_BACKOFF_S}s)."
     )
+    print(f"\n{fit(intro)}\nEvery new path a run takes through Continuity is shown as it ends:", flush=True)
     seen: set[str] = set()
 
     def on_story(story: Story) -> None:
         if story.path not in seen:
             seen.add(story.path)
-            print(f"  [{SCENARIOS[story.scenario].name:<12}] {story.path}", flush=True)
+            print(fit(f"  [{SCENARIOS[story.scenario].name:<12}] {story.path}", " " * 17), flush=True)
 
     def progress(elapsed: float, fleet: Fleet) -> None:
         if round(elapsed) % 5 == 0:

@@ -63,6 +63,8 @@ class Settings:
     """The archiver's CONTINUITY_ARCHIVE_TIMEOUT_S: an unanswered archive takes this long."""
     settle_s: float = 0.5
     """Listening after the last expected outcome, for late second decisions."""
+    operator: bool = True
+    """False: the simulated operator does nothing, so that a person can resolve by hand."""
 
 
 @dataclass
@@ -136,7 +138,7 @@ class Fleet:
             client = ContinuityClient(self._nc, timeout=10.0)
             await self._preflight(client)
             self._operator = SimOperator(
-                client, self.checker, random.Random(self.rng.random()), wait_s=s.deadline_s
+                client, self.checker, random.Random(self.rng.random()), wait_s=s.deadline_s, acting=s.operator
             )
             if not await self._operator.probe():
                 self.warnings.append("no reconciliation service answers: operator stops are not followed up")

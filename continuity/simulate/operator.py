@@ -42,26 +42,30 @@ class SimOperator:
         *,
         poll_s: float = 0.2,
         wait_s: float = 30.0,
+        acting: bool = True,
     ) -> None:
         self._client = client
         self._checker = checker
         self._rng = rng
         self._poll_s = poll_s
         self._wait_s = wait_s
+        self._acting = acting
         self._waiting: dict[str, _Waiting] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self.present = False
         self.acts: Counter[str] = Counter()
 
     async def probe(self) -> bool:
-        """Whether the reconciliation endpoints answer at all."""
+        """Whether the reconciliation endpoints answer at all. Not acting, the operator is
+        absent even when they do: stopped runs stay stopped for a person to handle."""
         try:
             await self._client.reconciliations(ListRequest(status="open", limit=1))
         except (nats.errors.NoRespondersError, nats.errors.TimeoutError):
-            self.present = False
+            answered = False
         else:
-            self.present = True
-        return self.present
+            answered = True
+        self.present = answered and self._acting
+        return answered
 
     async def run(self, stop: asyncio.Event) -> None:
         """Poll the open reconciliations and resolve the simulation's, until `stop`."""

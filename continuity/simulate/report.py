@@ -3,14 +3,17 @@ JSON object for scripts, and the demo's stories."""
 
 from __future__ import annotations
 
+import textwrap
 from collections import Counter
 from typing import Any
 
+from continuity import clitools
 from continuity.simulate.checker import Checker
 from continuity.simulate.fleet import Result
 from continuity.simulate.scenarios import SCENARIOS
 
 CONTRADICTIONS_SHOWN = 20
+WIDTH = clitools.TABLE_WIDTH
 
 _SHORT_PREFIXES = (
     "native_provider_",
@@ -22,10 +25,13 @@ _SHORT_PREFIXES = (
 
 
 def table(rows: list[tuple[str, ...]], header: tuple[str, ...]) -> str:
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    return "\n".join(
-        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in [header, *rows]
-    )
+    return clitools.table(header, rows, WIDTH)
+
+
+def fit(text: str, indent: str = "", width: int = WIDTH) -> str:
+    """`text` wrapped at word boundaries into lines of at most `width` columns; lines after
+    the first start with `indent`."""
+    return "\n".join(textwrap.wrap(text, width, subsequent_indent=indent, break_on_hyphens=False) or [""])
 
 
 def short_reason(reason: str) -> str:
@@ -42,19 +48,24 @@ def by_action(decisions: Counter[tuple[str, str]]) -> dict[str, dict[str, int]]:
     return grouped
 
 
-def progress_line(elapsed: float, published: int, checker: Checker) -> str:
-    rate = checker.events / elapsed if elapsed > 0 else 0.0
-    parts = [
-        f"[{elapsed:6.1f}s] events {checker.events} ({rate:.0f}/s, {published} messages)",
-        f"decisions {sum(checker.decisions.values())}",
+def progress_counts(published: int, checker: Checker) -> str:
+    """The counts of the progress line (without the time, which always changes)."""
+    actions = by_action(checker.decisions)
+    inner = ", ".join(f"{action} {sum(reasons.values())}" for action, reasons in actions.items())
+    parts = [  # what matters most first: a narrow terminal cuts the end
+        f"events {checker.events} ({published} msgs)",
+        f"contradictions {len(checker.contradictions)}",
+        f"waiting {checker.outstanding()}",
+        f"dead {sum(checker.dead_letters.values())}",
+        f"decisions {sum(checker.decisions.values())}" + (f" ({inner})" if inner else ""),
     ]
-    for action, reasons in by_action(checker.decisions).items():
-        inner = ", ".join(f"{short_reason(r)} {n}" for r, n in reasons.items())
-        parts.append(f"{action} {sum(reasons.values())} [{inner}]")
-    parts.append(f"dead {sum(checker.dead_letters.values())}")
-    parts.append(f"waiting {checker.outstanding()}")
-    parts.append(f"contradictions {len(checker.contradictions)}")
     return "  ".join(parts)
+
+
+def progress_line(elapsed: float, published: int, checker: Checker, width: int = WIDTH) -> str:
+    """One line of at most `width` columns: the time, then the counts (the reasons are in the
+    final table)."""
+    return clitools.clip(f"[{elapsed:6.1f}s] {progress_counts(published, checker)}", width)
 
 
 def _per_scenario(result: Result) -> dict[str, dict[str, int]]:
@@ -81,14 +92,20 @@ def final_report(result: Result) -> str:
     s, checker = result.settings, result.checker
     events_per_s = checker.events / result.load_s if result.load_s else 0.0
     lines = [
-        f"simulated {s.runners} runners: {len(result.stories)} runs, {checker.events} events "
-        f"({result.published} messages) in {result.load_s:.1f}s ({events_per_s:.1f} events/s), "
-        f"all outcomes in {result.elapsed_s:.1f}s",
-        f"operator: {'present' if result.operator_present else 'absent'}"
-        + "".join(f", {act} {n}" for act, n in sorted(result.operator_acts.items()))
-        + f"; dead letters {'watched' if result.dead_letters_watched else 'not watched'}"
-        + f"; redelivered decisions {checker.redelivered}"
-        + f"; archive answers too late for the archiver {checker.late_archive_answers}",
+        fit(
+            f"simulated {s.runners} runners: {len(result.stories)} runs, {checker.events} events "
+            f"({result.published} messages) in {result.load_s:.1f}s ({events_per_s:.1f} events/s), "
+            f"all outcomes in {result.elapsed_s:.1f}s",
+            "  ",
+        ),
+        fit(
+            f"operator: {'present' if result.operator_present else 'absent'}"
+            + "".join(f", {act} {n}" for act, n in sorted(result.operator_acts.items()))
+            + f"; dead letters {'watched' if result.dead_letters_watched else 'not watched'}"
+            + f"; redelivered decisions {checker.redelivered}"
+            + f"; archive answers too late for the archiver {checker.late_archive_answers}",
+            "  ",
+        ),
         "",
     ]
     rows = [(name, *(str(v) for v in counts.values())) for name, counts in _per_scenario(result).items()]
@@ -97,14 +114,14 @@ def final_report(result: Result) -> str:
     decision_rows: list[tuple[str, ...]] = [(a, r, str(n)) for (a, r), n in sorted(checker.decisions.items())]
     lines.append(table(decision_rows, ("action", "reason", "decisions")))
     for warning in result.warnings:
-        lines.append(f"warning: {warning}")
+        lines.append(fit(f"warning: {warning}", "  "))
     lines.append("")
     if result.interrupted:
         lines.append("interrupted: outcomes still on their way were not waited for")
     if checker.contradictions:
         lines.append(f"CONTRADICTIONS: {len(checker.contradictions)}")
         for c in checker.contradictions[:CONTRADICTIONS_SHOWN]:
-            lines.append(f"  {c.run_id} [{c.scenario}] {c.text}")
+            lines.append(fit(f"  {c.run_id} [{c.scenario}] {c.text}", "      "))
         if len(checker.contradictions) > CONTRADICTIONS_SHOWN:
             lines.append(f"  ... and {len(checker.contradictions) - CONTRADICTIONS_SHOWN} more (see --json)")
     else:
@@ -150,7 +167,7 @@ def demo_stories(result: Result) -> str:
     for name in SCENARIOS:
         if name not in grouped:
             continue
-        lines.append(f"  {SCENARIOS[name].label}: the contract says {SCENARIOS[name].outcome}")
+        lines.append(fit(f"  {SCENARIOS[name].label}: the contract says {SCENARIOS[name].outcome}", "    "))
         for path, n in grouped[name]:
-            lines.append(f"    {n:>4} x  {path}")
+            lines.append(fit(f"    {n:>4} x  {path}", " " * 12))
     return "\n".join(lines)

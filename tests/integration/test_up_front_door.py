@@ -1,0 +1,252 @@
+"""`continuity up` as a newcomer meets it: from an empty folder against existing servers, the
+addresses and runner keys shared in `.continuity/env` for the next commands, `simulate` against
+it with no setup, failures named within seconds, and output as a person sees it."""
+
+from __future__ import annotations
+
+import fcntl
+import itertools
+import json
+import os
+import pty
+import queue
+import re
+import signal
+import struct
+import subprocess
+import sys
+import termios
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from continuity.servers import NatsServer, RedisServer, free_port
+
+CLI = str(Path(sys.executable).parent / "continuity")
+CLEAN = ("NATS_URL", "REDIS_URL", "CONTINUITY_RUNNER_KEYS", "CONTINUITY_ARCHIVE_TIMEOUT_S")
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in CLEAN}
+    return {**env, **extra}
+
+
+class Up:
+    """`continuity up` as its own process, its output read line by line with deadlines."""
+
+    def __init__(self, cwd: Path, env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen(
+            [CLI, "up"], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        self.lines: list[str] = []
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self._queue.put(line)
+        self._queue.put(None)
+
+    def until(self, marker: str, timeout: float = 60) -> str:
+        deadline = time.monotonic() + timeout
+        while marker not in "".join(self.lines):
+            try:
+                line = self._queue.get(timeout=max(deadline - time.monotonic(), 0.01))
+            except queue.Empty:
+                raise AssertionError(f"no {marker!r} within {timeout}s: {''.join(self.lines)}") from None
+            if line is None:
+                break
+            self.lines.append(line)
+        return "".join(self.lines)
+
+    def finish(self, timeout: float = 30) -> int:
+        try:
+            return self.proc.wait(timeout)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def cli(
+    cwd: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 90
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [CLI, *args], cwd=cwd, env=env or clean_env(), capture_output=True, text=True, timeout=timeout
+    )
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Up, str]]:
+    """`up` started in an empty folder against servers of this module's own (as NATS_URL /
+    REDIS_URL); yields the folder, the process and what it printed once ready."""
+    root = tmp_path_factory.mktemp("front-door")
+    nats, redis = NatsServer(root / "nats"), RedisServer(root / "redis")
+    nats.start()
+    redis.start()
+    folder = root / "empty"
+    folder.mkdir()
+    up = Up(folder, clean_env(NATS_URL=nats.url, REDIS_URL=redis.url))
+    try:
+        text = up.until("Ctrl-C stops everything")
+        yield folder, up, text
+    finally:
+        if up.proc.poll() is None:
+            up.proc.send_signal(signal.SIGINT)
+        up.finish()
+        nats.stop()
+        redis.stop()
+
+
+def test_up_from_an_empty_folder_prints_and_shares_the_addresses(stack: tuple[Path, Up, str]) -> None:
+    folder, _, text = stack
+    exports = re.search(r"export NATS_URL=(\S+) REDIS_URL=(\S+)", text)
+    assert exports, text
+    env_file = folder / ".continuity" / "env"
+    assert env_file.stat().st_mode & 0o777 == 0o600
+    shared = env_file.read_text()
+    assert f"export NATS_URL={exports[1]}\n" in shared and f"export REDIS_URL={exports[2]}\n" in shared
+    assert "export CONTINUITY_RUNNER_KEYS=dev-k1=" in shared
+    assert "dev-k1=" not in text  # the keys are in the file, never printed
+    assert "export PATH=" in text
+
+
+def test_a_second_command_reads_the_env_file_and_a_set_variable_wins(stack: tuple[Path, Up, str]) -> None:
+    folder, _, _ = stack
+    found = cli(folder, "sessions", "get", "--tenant", "t", "--conversation", "c", "--agent", "a", "--json")
+    assert found.returncode == 3, found.stderr
+    assert json.loads(found.stdout)["error"]["message"] == "session t/c/a is not known here (no such record)"
+    closed = f"nats://127.0.0.1:{free_port()}"
+    elsewhere = cli(folder, "runs", "show", "run-1", env=clean_env(NATS_URL=closed))
+    assert elsewhere.returncode == 4 and f"cannot connect to NATS at {closed}" in elsewhere.stderr
+
+
+def test_simulate_against_up_needs_no_setup(stack: tuple[Path, Up, str]) -> None:
+    folder, _, _ = stack
+    run = cli(folder, "simulate", "--events", "40", "--archive-timeout-rate", "0", "--seed", "7", "--json")
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    result = json.loads(run.stdout)
+    assert result["contradictions"] == [] and result["events"] >= 40
+    assert result["operator"]["present"] is True
+    # Progress not on a terminal: a line per change, no redraws, none repeated, within 100 columns.
+    lines = run.stderr.splitlines()
+    assert lines and "\r" not in run.stderr
+    counts = [line.split("] ", 1)[1] for line in lines]
+    assert all(a != b for a, b in itertools.pairwise(counts)), lines
+    assert all(len(line) <= 100 for line in lines), lines
+
+
+def test_simulate_without_operator_leaves_stopped_runs_for_a_person(stack: tuple[Path, Up, str]) -> None:
+    folder, _, _ = stack
+    run = cli(folder, "simulate", "--scenario", "pending", "--no-operator", "--events", "3", "--json", "-q")
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    result = json.loads(run.stdout)
+    assert set(result["scenarios"]) == {"pending"}
+    assert result["operator"] == {"present": False}
+    assert set(result["decisions"]) == {"reconcile"}  # nobody resolved: no continue_fresh
+    listed = cli(folder, "reconciliations", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert len(json.loads(listed.stdout)["items"]) >= 3
+
+
+def test_simulate_progress_redraws_in_place_on_a_terminal(stack: tuple[Path, Up, str]) -> None:
+    folder, _, _ = stack
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    proc = subprocess.Popen(
+        [CLI, "simulate", "--seconds", "2.5", "--rate", "10", "--archive-timeout-rate", "0"],
+        cwd=folder,
+        env=clean_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=slave,
+    )
+    os.close(slave)
+    seen = b""
+    try:
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # the other end closed: the process is done
+                break
+            if not chunk:
+                break
+            seen += chunk
+        assert proc.wait(60) == 0
+    finally:
+        os.close(master)
+        if proc.poll() is None:
+            proc.kill()
+    text = seen.decode()
+    draws = text.split("\r")
+    assert len(draws) >= 3, text  # one line, drawn again each second
+    assert text.count("\n") <= 2, text  # not a line per update
+    assert all(len(d.replace("\x1b[K", "").strip()) < 80 for d in draws), text
+
+
+def test_up_names_an_unreachable_server_at_once(tmp_path: Path) -> None:
+    nats = f"nats://ops:pw-Secret-9@127.0.0.1:{free_port()}"
+    started = time.monotonic()
+    up = Up(tmp_path, clean_env(NATS_URL=nats, REDIS_URL="redis://127.0.0.1:1/0"))
+    text = up.until("stopping", timeout=20)
+    assert up.finish() == 4, text
+    assert time.monotonic() - started < 20
+    assert re.search(r"NATS at nats://127\.0\.0\.1:\d+ \(NATS_URL\) is not reachable", text), text
+    assert "pw-Secret-9" not in text and "Traceback" not in text
+
+
+def test_up_names_a_bad_variable_on_the_terminal(tmp_path: Path, redis_server: RedisServer) -> None:
+    folder = tmp_path / "new"
+    folder.mkdir()
+    up = Up(folder, clean_env(CONTINUITY_LOG_LEVEL="LOUD", REDIS_URL=redis_server.url))
+    text = up.until("\n", timeout=20)
+    assert up.finish() == 2, text
+    assert "configuration error: CONTINUITY_LOG_LEVEL: must be one of" in text, text
+
+
+def test_sigterm_while_starting_stops_promptly(tmp_path: Path) -> None:
+    up = Up(tmp_path, clean_env())
+    data = tmp_path / ".continuity"
+    deadline = time.monotonic() + 60
+    while not (data / "session-store.log").exists():  # the services are being started
+        assert up.proc.poll() is None and time.monotonic() < deadline, "".join(up.lines)
+        time.sleep(0.01)  # polling for the file with a deadline
+    up.proc.send_signal(signal.SIGTERM)
+    stopped = time.monotonic()
+    code = up.finish(timeout=10)
+    assert time.monotonic() - stopped < 8
+    assert code in (0, 130)
+    assert not (data / "env").exists()
+
+
+def test_no_service_answering_names_the_service(tmp_path: Path) -> None:
+    nats = NatsServer(tmp_path / "nats")
+    nats.start()
+    try:
+        env = clean_env(NATS_URL=nats.url)
+        session = ("--tenant", "t", "--conversation", "c", "--agent", "a")
+        got = cli(tmp_path, "sessions", "get", *session, env=env)
+        shown = cli(tmp_path, "runs", "show", "run-1", env=env)
+    finally:
+        nats.stop()
+    assert got.returncode == shown.returncode == 4
+    assert "no session-store service is answering continuity.sessions.get" in got.stderr
+    assert "no reconciliation service is answering continuity.runs.get" in shown.stderr
+
+
+def test_the_demo_fits_100_columns(tmp_path: Path) -> None:
+    demo = subprocess.run(
+        [CLI, "up", "--demo", "--demo-seconds", "4"],
+        cwd=tmp_path,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-3000:]
+    assert "contradictions: 0" in demo.stdout
+    long = [line for line in (demo.stdout + demo.stderr).splitlines() if len(line) > 100]
+    assert long == []

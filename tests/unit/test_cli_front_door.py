@@ -1,0 +1,117 @@
+"""The command's own help and argument handling, and output that fits 100 columns."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from continuity import cli, clitools
+from continuity.help_examples import commands
+from continuity.simulate.command import scenario_mix
+from continuity.simulate.report import fit
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exited:
+        cli.main(argv)
+    out, err = capsys.readouterr()
+    return int(exited.value.code or 0), out, err
+
+
+def test_every_command_shows_examples_in_its_help() -> None:
+    paths = dict(commands(cli.build_parser()))
+    assert {"up", "simulate", "runs retry", "sessions get", "completion"} <= set(paths)
+    missing = [path for path, parser in paths.items() if "examples:" not in (parser.epilog or "")]
+    assert missing == []
+    assert all(f"continuity {path}" in (parser.epilog or "") for path, parser in paths.items())
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(["--version"], capsys)
+    assert code == 0 and out.startswith("continuity 0.")
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["runs", "show", "--json"], "the following arguments are required: RUN_ID"),
+        (["reconciliations", "list", "--limit", "0", "--json"], "--limit: must be between 1 and 1000"),
+        (["runs", "show", "r-1", "--timeout", "-1", "--json"], "--timeout: must be more than 0"),
+        (["simulate", "--runners", "0", "--json"], "--runners: must be at least 1"),
+    ],
+)
+def test_argument_errors_under_json_are_json(
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(argv, capsys)
+    assert code == clitools.EXIT_BAD_INPUT
+    error = json.loads(out)["error"]
+    assert error["code"] == "invalid_argument" and said in error["message"]
+    assert "usage:" not in out + err
+
+
+def test_argument_errors_without_json_print_usage(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(["runs", "show", "r-1", "--timeout", "nan"], capsys)
+    assert code == 2 and out == "" and "usage:" in err and "not a finite number" in err
+
+
+def test_completion_scripts_name_the_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    for shell in ("bash", "zsh"):
+        assert cli.main(["completion", shell]) == 0
+        script = capsys.readouterr().out
+        assert "reconciliations" in script and "simulate" in script
+
+
+def test_env_file_is_read_when_a_variable_is_unset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("NATS_URL", raising=False)
+    assert clitools.setting("NATS_URL") is None
+    clitools.write_env_file(tmp_path / ".continuity" / "env", {"NATS_URL": "nats://127.0.0.1:4333", "X": "y"})
+    assert clitools.setting("NATS_URL") == "nats://127.0.0.1:4333"
+    assert clitools.read_env_file() == {"NATS_URL": "nats://127.0.0.1:4333"}  # only shared names
+    monkeypatch.setenv("NATS_URL", "nats://elsewhere:4222")
+    assert clitools.setting("NATS_URL") == "nats://elsewhere:4222"
+
+
+def test_each_request_subject_names_its_service() -> None:
+    assert clitools.service_for("continuity.sessions.get") == "session-store"
+    assert clitools.service_for("continuity.runs.get") == "reconciliation"
+    assert clitools.service_for("continuity.operator.retry") == "reconciliation"
+    assert clitools.service_for("continuity.reconciliations.list") == "reconciliation"
+
+
+def test_long_tables_are_cut_with_an_ellipsis_not_wrapped() -> None:
+    run_id = "run-" + "x" * 26
+    rows = [
+        [
+            run_id,
+            "sim-r01",
+            "3",
+            "a tool with a very long name " * 3,
+            "2026-12-01T08:00:00.123456+00:00",
+            "open",
+        ],
+        ["run-2", "sim-r02", "1", "short", "2026-12-01T08:00:01+00:00", "delivered"],
+    ]
+    text = clitools.table(["RUN ID", "RUNNER", "ATTEMPT", "TOOL", "OPENED AT", "STATUS"], rows)
+    lines = text.splitlines()
+    assert all(len(line) <= 100 for line in lines), text
+    assert "\u2026" in lines[1] and lines[1].rstrip().endswith("open")
+    assert lines[1].startswith(run_id + "  ")  # the row's name is never cut
+    # Columns still line up: each header starts where its cells do.
+    assert lines[0].index("STATUS") == lines[1].index("open") == lines[2].index("delivered")
+    short = clitools.table(["A", "B"], [["1", "2"]])
+    assert "\u2026" not in short
+
+
+def test_fit_wraps_at_100_columns() -> None:
+    text = fit("word " * 60, "    ")
+    assert all(len(line) <= 100 for line in text.splitlines()) and len(text.splitlines()) > 2
+
+
+def test_scenarios_are_picked_by_name() -> None:
+    assert scenario_mix("pending,refusal") == {"pending": 10, "refusal": 10}
+    with pytest.raises(ValueError, match="unknown scenario"):
+        scenario_mix("pending,nope")

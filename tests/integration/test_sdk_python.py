@@ -5,10 +5,14 @@ a resume failure published through a NATS restart."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import logging
+import os
+import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import msgspec
 import nats
@@ -43,6 +47,7 @@ from tests.support import make_config, read_stream, running, wait_for
 pytestmark = pytest.mark.asyncio
 
 KEY_ID, KEY = "sdk-k1", b"the runner key of the sdk tests"
+EXAMPLE = Path(__file__).resolve().parents[2] / "sdk" / "python" / "examples" / "runner.py"
 MODEL, CWD = "gpt-5-codex", "/workspaces/acme/conv"
 
 
@@ -345,3 +350,35 @@ async def test_a_failure_reported_while_nats_restarts_is_published_once_and_deci
         finally:
             await decisions.stop()
             await observer.close()
+
+
+async def test_the_example_runs_both_journeys(stack: str) -> None:
+    env = {
+        **os.environ,
+        "NATS_URL": stack,
+        "RUNNER_ID": f"sdk-example-{uuid.uuid4().hex[:8]}",
+        "CONTINUITY_RUNNER_KEYS": f"{KEY_ID}={base64.b64encode(KEY).decode()}",
+    }
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, str(EXAMPLE), env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    text = out.decode()
+    assert proc.returncode == 0, text + err.decode()
+    steps = [line.split(":")[0].split()[0] for line in text.splitlines() if not line.startswith("--")]
+    assert steps == [
+        "decide",  # fresh: no session
+        "commit",
+        "decide",  # resume
+        "commit",
+        "decide",  # resume, the provider lost it: rejected
+        "commit",
+        "reported",
+        "archive",
+        "decision",
+        "decide",
+        "commit",
+    ], text
+    assert "decide: fresh (no_session)" in text and "incremental turn" in text and "rejected" in text
+    assert "decision: open_replacement (native_session_continuity_break)" in text
+    assert text.rstrip().endswith("epoch 1")

@@ -39,9 +39,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _command_modules() -> list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]]:
     """Each command group lives in its own module and adds its own sub-parsers."""
-    from continuity import bench, operator_cli, sessions_cli, simulate, up
+    from continuity import bench, operator_cli, runners_cli, sessions_cli, simulate, streams_cli, up
 
-    return [up.register, sessions_cli.register, operator_cli.register, bench.register, simulate.register]
+    return [
+        up.register,
+        sessions_cli.register,
+        operator_cli.register,
+        runners_cli.register,
+        bench.register,
+        simulate.register,
+        streams_cli.register,
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import re
 import sys
@@ -23,6 +24,8 @@ EXIT_BAD_INPUT = 2
 EXIT_NOT_FOUND = 3
 EXIT_UNAVAILABLE = 4
 EXIT_INTERNAL = 5
+EXIT_AUTHENTICATION = 6
+EXIT_PERMISSION = 7
 
 EXIT_BY_STATUS = {400: EXIT_BAD_INPUT, 404: EXIT_NOT_FOUND, 409: EXIT_CONFLICT, 503: EXIT_UNAVAILABLE}
 _TOKEN = re.compile(TOKEN_PATTERN)
@@ -81,13 +84,85 @@ def nats_url(args: argparse.Namespace) -> str:
     return str(args.nats_url or os.environ.get("NATS_URL") or DEFAULT_NATS_URL)
 
 
-async def connect(url: str, timeout: float) -> Any:
+class Refusals:
+    """What the NATS server refused this client, as nats-py reports it: an authentication
+    failure (`Authorization Violation`) when connecting, a permission denial (`Permissions
+    Violation for Publish to ...` / `... for Subscription to ...`) through the error callback
+    while the connection stays open. The server's text is matched, never shown."""
+
+    def __init__(self) -> None:
+        self.authentication = False
+        self.denial: str | None = None
+        self.denied = asyncio.Event()
+
+    async def on_error(self, err: Exception) -> None:  # the connection's error callback
+        if is_authentication_failure(err):
+            self.authentication = True
+        elif (denial := permission_denial(err)) is not None and self.denial is None:
+            self.denial = denial
+            self.denied.set()
+
+    async def race(self, work: Awaitable[Any]) -> Any:
+        """`work`'s result, unless the server denies a permission first: then a Failure at
+        once, instead of a wait for an answer that cannot come."""
+        task = asyncio.ensure_future(work)
+        denied = asyncio.create_task(self.denied.wait())
+        try:
+            await asyncio.wait({task, denied}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            denied.cancel()
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+            raise self.permission_failure()
+        return task.result()
+
+    def permission_failure(self) -> Failure:
+        return Failure(
+            EXIT_PERMISSION,
+            "permission_denied",
+            f"NATS denied this client permission to {self.denial}; the user of --nats-url / "
+            f"NATS_URL needs that permission (docs/operations/nats-authorization.md)",
+        )
+
+
+_AUTHENTICATION_TEXT = ("authorization violation", "authentication expired", "authentication timeout")
+_PERMISSION = re.compile(r"permissions violation for (publish|subscription) to \"?([^\s\"']*)")
+_SUBJECT_SAFE = re.compile(r"[^A-Za-z0-9_.$*>-]")
+
+
+def is_authentication_failure(err: BaseException) -> bool:
+    import nats.errors
+
+    if isinstance(err, nats.errors.AuthorizationError | nats.errors.InvalidUserCredentialsError):
+        return True
+    text = str(err).lower()
+    return any(t in text for t in _AUTHENTICATION_TEXT)
+
+
+def permission_denial(err: BaseException) -> str | None:
+    """`publish to <subject>` or `subscribe to <subject>` for a permission violation."""
+    match = _PERMISSION.search(str(err).lower())
+    if match is None:
+        return None
+    verb, subject = match.groups()
+    # nats-py lowercases the server's text, so an inbox's name is not shown as it really is.
+    if subject.startswith("_inbox."):
+        return "subscribe to its reply inbox (_INBOX.>)"
+    subject = _SUBJECT_SAFE.sub("?", subject)[:128] or "a subject"
+    return f"{'publish' if verb == 'publish' else 'subscribe'} to {subject}"
+
+
+async def connect(url: str, timeout: float, refusals: Refusals | None = None) -> Any:
     import nats
 
     async def quiet(_: Exception) -> None:  # failures are reported once, by the command
         return None
 
-    servers = [u.strip() for u in url.split(",") if u.strip()]
+    from shared.bus.connection import server_list
+
+    servers = server_list(url)
     # One try per server, bounded: an operator wants an answer, not a reconnect loop.
     return await asyncio.wait_for(
         nats.connect(
@@ -97,7 +172,8 @@ async def connect(url: str, timeout: float) -> Any:
             allow_reconnect=False,
             max_reconnect_attempts=1,
             reconnect_time_wait=0.1,
-            error_cb=quiet,
+            error_cb=refusals.on_error if refusals is not None else quiet,
+            nkeys_seed=os.environ.get("CONTINUITY_NATS_NKEY_SEED_FILE") or None,
         ),
         timeout + 1,
     )
@@ -107,14 +183,22 @@ async def session(args: argparse.Namespace, action: Callable[[ContinuityClient],
     import nats.errors
 
     url = nats_url(args)
+    refusals = Refusals()
     try:
-        nc = await connect(url, args.timeout)
-    except Exception:
+        nc = await connect(url, args.timeout, refusals)
+    except Exception as err:
+        if refusals.authentication or is_authentication_failure(err):
+            raise Failure(
+                EXIT_AUTHENTICATION,
+                "authentication_failed",
+                f"NATS at {redacted_url(url)} refused this client's credentials (authorization "
+                f"violation): check the user and password in --nats-url / NATS_URL",
+            ) from None
         raise Failure(
             EXIT_UNAVAILABLE, "unavailable", f"cannot connect to NATS at {redacted_url(url)}"
         ) from None
     try:
-        return await action(ContinuityClient(nc, timeout=args.timeout))
+        return await refusals.race(action(ContinuityClient(nc, timeout=args.timeout)))
     except RequestError as err:
         exit_code = EXIT_BY_STATUS.get(err.status, EXIT_INTERNAL)
         raise Failure(
@@ -125,6 +209,8 @@ async def session(args: argparse.Namespace, action: Callable[[ContinuityClient],
             EXIT_UNAVAILABLE, "unavailable", "no reconciliation service is answering; is it running?"
         ) from None
     except (TimeoutError, nats.errors.TimeoutError):
+        if refusals.denial is not None:  # the denial came with the timeout: it is the cause
+            raise refusals.permission_failure() from None
         raise Failure(
             EXIT_UNAVAILABLE, "timeout", f"no answer within {args.timeout:g}s; retry later"
         ) from None

@@ -31,8 +31,9 @@ from shared.contracts import (
     RetryRequest,
     RunView,
 )
+from shared.contracts.limits import CURSOR_CHARS, EVIDENCE_CHARS
 
-EVIDENCE_MAX = 2000
+EVIDENCE_MAX = EVIDENCE_CHARS
 
 
 def _limit(value: str) -> int:
@@ -43,6 +44,12 @@ def _limit(value: str) -> int:
     if not 1 <= n <= 1000:
         raise argparse.ArgumentTypeError("must be between 1 and 1000")
     return n
+
+
+def _cursor(value: str) -> str:
+    if not value or len(value) > CURSOR_CHARS:
+        raise argparse.ArgumentTypeError(f"must be 1 to {CURSOR_CHARS} characters")
+    return value
 
 
 def _evidence(args: argparse.Namespace) -> str:
@@ -102,8 +109,10 @@ def _fields(pairs: Sequence[tuple[str, str]]) -> str:
 
 def render_list(reply: Any, status: str | None) -> str:
     items: list[ReconciliationRecord] = reply.items
+    # The same command with `--cursor` shows what follows.
+    more = f"\nMore after these: --cursor {reply.next_cursor}" if reply.next_cursor else ""
     if not items:
-        return f"No {status or ''} reconciliations.".replace("  ", " ")
+        return f"No {status or ''} reconciliations.".replace("  ", " ") + more
     rows = [
         [
             r.run_id,
@@ -119,7 +128,7 @@ def render_list(reply: Any, status: str | None) -> str:
         for r in items
     ]
     headers = ["RUN ID", "RUNNER", "ATTEMPT", "TOOL", "RECORDED", "STATUS", "OUTCOME", "OPENED AT", "WAITING"]
-    return table(headers, rows)
+    return table(headers, rows) + more
 
 
 def render_record(r: ReconciliationRecord) -> str:
@@ -209,10 +218,12 @@ def render_run(result: tuple[RunView, AuditReply]) -> str:
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
+    """Without `--cursor`, page after page up to `--limit` records; with it, that one page."""
     status = None if args.status == "all" else args.status
+    req = ListRequest(status=status, limit=args.limit, cursor=args.cursor)
     return execute(
         args,
-        lambda c: c.reconciliations(ListRequest(status=status, limit=args.limit)),
+        lambda c: c.reconciliations(req) if args.cursor is not None else c.reconciliations_upto(req),
         lambda reply: render_list(reply, status),
     )
 
@@ -268,6 +279,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = rsub.add_parser("list", parents=[common], help="list reconciliations, oldest first")
     p.add_argument("--status", choices=["open", "delivered", "all"], default="open", help="default: open")
     p.add_argument("--limit", type=_limit, default=100, help="at most this many (1 to 1000, default 100)")
+    p.add_argument(
+        "--cursor",
+        type=_cursor,
+        default=None,
+        help="show the one page after this cursor (printed after a list that has more)",
+    )
     p.set_defaults(func=_cmd_list)
 
     p = rsub.add_parser("show", parents=[common], help="show one run's reconciliation record")

@@ -80,7 +80,22 @@ class ContinuityClient:
         return await self.call(subjects.SESSIONS_REJECT, req, RejectReply)
 
     async def reconciliations(self, req: ListRequest) -> ListReply:
+        """One page: at most `req.limit` records after `req.cursor`, and the next page's cursor."""
         return await self.call(subjects.RECONCILIATIONS_LIST, req, ListReply)
+
+    async def reconciliations_upto(self, req: ListRequest) -> ListReply:
+        """Page after page from `req.cursor` until `req.limit` records are in hand or the list
+        ends; `next_cursor` is where it stopped (None at the end)."""
+        items: list[ReconciliationRecord] = []
+        cursor = req.cursor
+        while True:
+            page = await self.reconciliations(
+                ListRequest(status=req.status, limit=req.limit - len(items), cursor=cursor)
+            )
+            items += page.items
+            cursor = page.next_cursor
+            if cursor is None or len(items) >= req.limit:
+                return ListReply(items=items, next_cursor=cursor)
 
     async def reconciliation(self, run_id: str) -> ReconciliationRecord:
         return await self.call(subjects.RECONCILIATIONS_GET, RunRequest(run_id=run_id), ReconciliationRecord)

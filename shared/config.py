@@ -23,6 +23,14 @@ class Config:
     nats_url: str = "nats://127.0.0.1:4222"
     """NATS_URL: one or more comma-separated NATS server URLs."""
 
+    nats_nkey_seed_file: str | None = None
+    """CONTINUITY_NATS_NKEY_SEED_FILE: a file holding the NKEY seed to authenticate with (a user
+    and password go in NATS_URL instead, `nats://user:password@host:4222`)."""
+
+    reply_prefixes: tuple[str, ...] = ("_INBOX.", "_R_.")
+    """CONTINUITY_REPLY_PREFIXES: comma-separated prefixes of the reply subjects a service answers
+    (inboxes, and `_R_.`, the server's replies to a service import); any other request is dropped."""
+
     redis_url: str = "redis://127.0.0.1:6379/0"
     """REDIS_URL: the Redis (or Redis-compatible) server holding every record."""
 
@@ -72,6 +80,8 @@ class Config:
         d = cls()
         return cls(
             nats_url=_str(env, "NATS_URL", d.nats_url),
+            nats_nkey_seed_file=_file(env, "CONTINUITY_NATS_NKEY_SEED_FILE"),
+            reply_prefixes=_prefixes(env, "CONTINUITY_REPLY_PREFIXES", d.reply_prefixes),
             redis_url=_str(env, "REDIS_URL", d.redis_url),
             runner_keys=parse_runner_keys(env.get("CONTINUITY_RUNNER_KEYS", "")),
             archive_timeout_s=_float(env, "CONTINUITY_ARCHIVE_TIMEOUT_S", d.archive_timeout_s),
@@ -119,6 +129,27 @@ def parse_runner_keys(raw: str) -> dict[str, bytes]:
 def _str(env: Mapping[str, str], name: str, default: str) -> str:
     value = env.get(name, "").strip()
     return value or default
+
+
+def _file(env: Mapping[str, str], name: str) -> str | None:
+    path = env.get(name, "").strip()
+    if not path:
+        return None
+    if not os.path.isfile(path) or not os.access(path, os.R_OK):
+        raise ConfigError(f"{name}: {path!r} is not a readable file")
+    return path
+
+
+def _prefixes(env: Mapping[str, str], name: str, default: tuple[str, ...]) -> tuple[str, ...]:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    prefixes = tuple(p.strip() for p in raw.split(",") if p.strip())
+    for p in prefixes:
+        # A prefix ends a subject token, so `_INBOX.` cannot match `_INBOXES.x`.
+        if not p.endswith(".") or any(c in p for c in " *>"):
+            raise ConfigError(f"{name}: {p!r} must be literal subject tokens ending with '.'")
+    return prefixes
 
 
 def _int(env: Mapping[str, str], name: str, default: int, *, lo: int, hi: int) -> int:

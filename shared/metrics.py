@@ -74,6 +74,19 @@ OUTBOX_SET_ASIDE = Counter(
 )
 READY = Gauge("continuity_ready", "1 while the service is connected and consuming, else 0.")
 
+# Streams and consumers left as they are because they differ from this service's configuration
+# (shared/bus/streams.py): 1 per differing setting, until `continuity streams apply`.
+STREAM_DRIFT = Gauge(
+    "continuity_stream_drift",
+    "1 when a stored stream setting differs from the configured one, else 0.",
+    ["stream", "field"],
+)
+CONSUMER_DRIFT = Gauge(
+    "continuity_consumer_drift",
+    "1 when a stored durable consumer setting differs from the configured one, else 0.",
+    ["stream", "consumer", "field"],
+)
+
 
 @functools.lru_cache(maxsize=4096)
 def labelled(metric: Any, *values: str) -> Any:

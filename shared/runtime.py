@@ -108,7 +108,9 @@ async def _connect_nats(
     delay = 0.2
     while not stop.is_set():
         try:
-            return await connect(config.nats_url, name, on_closed=watch.closed)
+            return await connect(
+                config.nats_url, name, on_closed=watch.closed, nkeys_seed=config.nats_nkey_seed_file
+            )
         except Exception as exc:
             log.warning("nats_connect_failed", error_type=type(exc).__name__, retry_in_s=delay)
             with contextlib.suppress(TimeoutError):

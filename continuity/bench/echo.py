@@ -13,9 +13,11 @@ import nats
 from nats.micro import add_service
 from nats.micro.request import Request
 
+from shared.bus.connection import server_list
+
 
 async def main(url: str) -> None:
-    nc = await nats.connect(url)
+    nc = await nats.connect(servers=server_list(url))
     service = await add_service(nc, name="continuity-bench-echo", version="1.0.0", queue_group="q")
 
     async def echo(request: Request) -> None:

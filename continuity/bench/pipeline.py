@@ -43,6 +43,7 @@ from continuity.bench.stats import Figures, load, ratio
 from continuity.simulate.keys import DEMO_KEYS, DEMO_KEYS_ENV
 from continuity.stack import Stack
 from shared import keys, subjects
+from shared.bus.connection import server_list
 from shared.contracts import CommandResult, ResumeFailed, SessionRef
 from shared.signing import sign
 from shared.times import now_rfc3339
@@ -153,7 +154,7 @@ class Outcomes:
 
 
 async def measure(nats_url: str, redis_url: str, args: argparse.Namespace) -> dict[str, Any]:
-    nc = await nats.connect(nats_url, pending_size=64 * 1024 * 1024)
+    nc = await nats.connect(servers=server_list(nats_url), pending_size=64 * 1024 * 1024)
     js = nc.jetstream()
     await seed_sessions(redis_url)
     decisions, echoes = Outcomes(), Outcomes()
@@ -323,7 +324,7 @@ async def _ensure(js: JetStreamContext, config: StreamConfig) -> None:
 async def baseline_consumer(url: str) -> None:
     """Fetch, publish one message per event, acknowledge: the classifier's loop minus its logic
     (same batch size, same ack policy, a batch's messages handled concurrently)."""
-    nc: Client = await nats.connect(url)
+    nc: Client = await nats.connect(servers=server_list(url))
     js = nc.jetstream()
     await _ensure(js, _stream(BASELINE_IN_STREAM, BASELINE_IN))
     await _ensure(js, _stream(BASELINE_OUT_STREAM, BASELINE_OUT))

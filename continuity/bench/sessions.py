@@ -19,6 +19,7 @@ import redis.asyncio as aioredis
 from continuity.bench.stats import Figures, load, ratio
 from continuity.stack import Stack
 from shared import keys, subjects
+from shared.bus.connection import server_list
 from shared.client import ContinuityClient
 from shared.contracts import CommitRequest, DecideRequest, SessionRef
 
@@ -67,7 +68,7 @@ def decide_request(i: int) -> DecideRequest:
 
 
 async def measure(nats_url: str, redis_url: str, args: argparse.Namespace) -> dict[str, Any]:
-    nc = await nats.connect(nats_url)
+    nc = await nats.connect(servers=server_list(nats_url))
     client = ContinuityClient(nc, timeout=30)
     r = aioredis.Redis.from_url(redis_url, max_connections=args.concurrency * 2)
     sessions = args.sessions

@@ -21,12 +21,14 @@ from nats.aio.msg import Msg
 from nats.js.api import DeliverPolicy
 from nats.js.errors import NotFoundError
 
+from continuity.clitools import redacted_url
 from continuity.simulate.checker import Checker
 from continuity.simulate.keys import DEMO_KEYS
 from continuity.simulate.operator import SimOperator
 from continuity.simulate.runner import RunnerSettings, SimRunner, Story
 from continuity.simulate.scenarios import DEFAULT_MIX, Mix, parse_mix
 from shared import subjects
+from shared.bus.connection import server_list
 from shared.bus.publish import DEAD_REASON_HEADER
 from shared.client import ContinuityClient, RequestError
 from shared.contracts import GetRequest, SessionRef
@@ -114,14 +116,16 @@ class Fleet:
         s = self.settings
         try:
             self._nc = await nats.connect(
-                s.nats_url,
+                servers=server_list(s.nats_url),
                 name="continuity-sim",
                 connect_timeout=5,
                 max_reconnect_attempts=3,
                 error_cb=quiet,
             )
         except Exception as exc:
-            raise FleetError(f"cannot connect to NATS at {s.nats_url} ({type(exc).__name__})") from None
+            raise FleetError(
+                f"cannot connect to NATS at {redacted_url(s.nats_url)} ({type(exc).__name__})"
+            ) from None
         background: list[asyncio.Task[None]] = []
         operator_stop = asyncio.Event()
         try:

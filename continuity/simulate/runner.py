@@ -24,8 +24,10 @@ from nats.js.api import DeliverPolicy
 
 from continuity.simulate import wire
 from continuity.simulate.checker import Checker, Sent
+from continuity.simulate.resend import PublishFailed, publish_retried
 from continuity.simulate.scenarios import ARCHIVE_FAILED, REFAIL_RATE, Facts, Scenario
 from shared import subjects
+from shared.bus.connection import server_list
 from shared.client import ContinuityClient, RequestError
 from shared.contracts import (
     ArchiveCommand,
@@ -108,7 +110,9 @@ class SimRunner:
     # ---- life -------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        self._nc = await nats.connect(self._url, name=f"continuity-sim-{self.runner_id}", error_cb=_quiet)
+        self._nc = await nats.connect(
+            servers=server_list(self._url), name=f"continuity-sim-{self.runner_id}", error_cb=_quiet
+        )
         self._client = ContinuityClient(self._nc, timeout=10.0)
         await self._nc.subscribe(subjects.runner_archive(self.runner_id), cb=self._on_archive)
         # Only decisions published from now on: earlier simulations may have used this runner id.
@@ -182,7 +186,7 @@ class SimRunner:
         self._inbox[run_id] = asyncio.Queue()
         try:
             await self._play(scenario, run_id, n, story)
-        except (RequestError, nats.errors.Error, TimeoutError) as exc:
+        except (RequestError, PublishFailed, nats.errors.Error, TimeoutError) as exc:
             story.steps.append(f"stopped: {type(exc).__name__}")
             self._checker.note(run_id, f"{scenario.label}: a request failed ({_why(exc)})")
         finally:
@@ -346,7 +350,7 @@ class SimRunner:
     async def _nc_js_publish(self, payload: bytes, msg_id: str) -> None:
         assert self._nc is not None
         subject = subjects.event(self.runner_id, "resume_failed")
-        await self._nc.jetstream().publish(subject, payload, headers={"Nats-Msg-Id": msg_id}, timeout=10.0)
+        await publish_retried(self._nc.jetstream(), subject, payload, msg_id)
         self.published += 1
 
     async def _next(self, run_id: str, attempt: int, *, continued: bool) -> Decision | None:

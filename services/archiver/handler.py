@@ -35,6 +35,7 @@ from shared import keys, metrics, records, store, subjects
 from shared.bus.consumer import Reject
 from shared.config import Config
 from shared.contracts.decisions import ArchiveWork, Decision, decision_id
+from shared.contracts.limits import MAX_EVENT_BYTES
 from shared.contracts.types import Action, DecisionReason
 from shared.decoding import InvalidInput, decode
 from shared.logs import Log
@@ -43,6 +44,7 @@ from shared.times import rfc3339_from_epoch
 
 from . import remote
 from .progress import MoveResult, Progress, slot
+from .scrub import session_generations
 
 log = Log("continuity.archiver")
 
@@ -99,7 +101,7 @@ class ArchiveHandler:
 
     async def __call__(self, msg: Msg) -> None:
         try:
-            work = decode(msg.data, _decoder)
+            work = decode(msg.data, _decoder, max_bytes=MAX_EVENT_BYTES)
         except InvalidInput as err:
             log.warning("work_rejected", reason=err.code)
             raise Reject(subjects.DEAD_INVALID, err.code) from None
@@ -109,12 +111,17 @@ class ArchiveHandler:
     async def archive(self, work: ArchiveWork) -> None:
         started = time.perf_counter()
         await records.index_run(self._redis, work.run_id, work.session.key)
+        # The generation values to hide in the runner's output, read before the move starts:
+        # a Redis failure here costs a redelivery, never the runner's answer.
+        generations = await session_generations(self._redis, work.session.key)
         state = await self._begin(work)
         if state == "decided":
             await self._finish_recorded(work, None)
             return
         if state == "send":
-            result = await self._keep(work, await remote.move(self._nc, work, self._timeout_s))
+            answer = await remote.ask(self._nc, work, self._timeout_s)
+            generations |= await self._generations_now(work)
+            result = await self._keep(work, answer.result(generations))
         elif state == "remote_started":
             log.warning("archive_result_unknown", run_id=work.run_id, archive_id=work.archive_id)
             result = await self._keep(work, remote.unknown())
@@ -133,6 +140,14 @@ class ArchiveHandler:
             if begin.state != "remote_started" or begin.lease_left_s <= 0:
                 return begin.state
             await asyncio.sleep(min(POLL_S, begin.lease_left_s))
+
+    async def _generations_now(self, work: ArchiveWork) -> frozenset[str]:
+        """Also hide a generation a commit stored while the runner was answering; best effort,
+        because the answer is not recorded yet and `_keep` retries Redis on its own."""
+        try:
+            return await session_generations(self._redis, work.session.key)
+        except store.TRANSIENT_REDIS_ERRORS:
+            return frozenset()
 
     async def _keep(self, work: ArchiveWork, result: MoveResult) -> MoveResult:
         """Record the move's result before acting on it; retried here, because a result lost

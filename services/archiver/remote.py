@@ -1,19 +1,24 @@
 """The remote move: ask the runner, on `continuity.runner.<runner_id>.archive`, to move its
 saved continuity state aside (contract section 5, step 1).
 
-Every answer, or its absence, becomes a `MoveResult`; only a NATS failure that is neither a
-timeout nor "no responders" propagates (the caller's redelivery handles it).
+Every answer, or its absence, becomes an `Answer`, and then a `MoveResult` whose detail hides
+the session's generation values (see `scrub`); only a NATS failure that is neither a timeout
+nor "no responders" propagates (the caller's redelivery handles it).
 
 - No answer within `archive_timeout_s`: `timed_out=true`, `exit_code=null`.
 - No responders (no runner subscribed): a failed move, `exit_code=null`, `timed_out=false`.
   NATS says so at once, and it proves the move was not performed, so it is not a timeout; it
   is not transient either: the runner, not the control plane, is missing, which is a decision
   (retry later, or an operator once the attempt budget is spent).
-- An error reply or an undecodable answer: a failed move, `exit_code=null`.
+- An error reply, or an answer that does not decode within the contract's limits: a failed move,
+  `exit_code=null`.
 - Success needs `exit_code == 0` and `timed_out` false.
 """
 
 from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
 
 import msgspec
 import nats.errors
@@ -22,9 +27,11 @@ from nats.aio.client import Client
 from shared import subjects
 from shared.contracts.archive import ArchiveCommand, ArchiveResult
 from shared.contracts.decisions import ArchiveWork
+from shared.decoding import InvalidInput, decode
 from shared.redaction import ARCHIVE_FAILED, bounded_detail
 
 from .progress import MoveResult
+from .scrub import scrub
 
 NO_RESPONDERS = "no runner answers on its archive subject (no responders); nothing was moved"
 BAD_ANSWER = "the runner's answer is not an archive result"
@@ -33,16 +40,31 @@ UNKNOWN_RESULT = (
 )
 
 _encode = msgspec.json.Encoder().encode
-_decode_result = msgspec.json.Decoder(ArchiveResult).decode
+_result_decoder = msgspec.json.Decoder(ArchiveResult)
 
 
-def result(exit_code: int | None, timed_out: bool, output: str) -> MoveResult:
-    """A move's result; the detail of a failure is redacted, then cut to 512 characters."""
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What the runner said (or what its silence means), before anything is hidden."""
+
+    exit_code: int | None
+    timed_out: bool
+    output: str
+
+    def result(self, generations: Collection[str] = ()) -> MoveResult:
+        return result(self.exit_code, self.timed_out, self.output, generations)
+
+
+def result(
+    exit_code: int | None, timed_out: bool, output: str, generations: Collection[str] = ()
+) -> MoveResult:
+    """A move's result; the detail of a failure has `generations` hidden, is redacted, then cut
+    to 512 characters (hiding first, so that neither step can leave part of a value)."""
     ok = exit_code == 0 and not timed_out
     return MoveResult(
         exit_code=exit_code,
         timed_out=timed_out,
-        detail="" if ok else bounded_detail(ARCHIVE_FAILED, exit_code, timed_out, output),
+        detail="" if ok else bounded_detail(ARCHIVE_FAILED, exit_code, timed_out, scrub(output, generations)),
     )
 
 
@@ -58,7 +80,7 @@ def unknown() -> MoveResult:
     return result(None, True, UNKNOWN_RESULT)
 
 
-async def move(nc: Client, work: ArchiveWork, timeout_s: float) -> MoveResult:
+async def ask(nc: Client, work: ArchiveWork, timeout_s: float) -> Answer:
     command = ArchiveCommand(
         archive_id=work.archive_id,
         run_id=work.run_id,
@@ -68,16 +90,16 @@ async def move(nc: Client, work: ArchiveWork, timeout_s: float) -> MoveResult:
     try:
         reply = await nc.request(subjects.runner_archive(work.runner_id), _encode(command), timeout=timeout_s)
     except nats.errors.NoRespondersError:
-        return result(None, False, NO_RESPONDERS)
+        return Answer(None, False, NO_RESPONDERS)
     except TimeoutError:
-        return result(None, True, "")
+        return Answer(None, True, "")
     headers = reply.headers or {}
     if headers.get("Nats-Service-Error-Code"):
-        # The runner's own error text is redacted with the rest of the detail.
+        # The runner's own error text is hidden and redacted with the rest of the detail.
         code = headers.get("Nats-Service-Error-Code")
-        return result(None, False, f"runner error {code}: {reply.data.decode('utf-8', 'replace')}")
+        return Answer(None, False, f"runner error {code}: {reply.data.decode('utf-8', 'replace')}")
     try:
-        answer = _decode_result(reply.data)
-    except msgspec.MsgspecError:
-        return result(None, False, BAD_ANSWER)
-    return result(answer.exit_code, answer.timed_out, answer.output)
+        answer = decode(reply.data, _result_decoder)  # within the contract's limits, or refused
+    except InvalidInput:
+        return Answer(None, False, BAD_ANSWER)
+    return Answer(answer.exit_code, answer.timed_out, answer.output)

@@ -22,6 +22,7 @@ from shared.config import Config
 from shared.contracts import AuditEntry
 from shared.contracts.decisions import ArchiveWork, Decision, ReconcileWork, decision_id
 from shared.contracts.events import ResumeFailed
+from shared.contracts.limits import MAX_EVENT_BYTES
 from shared.contracts.types import Action, DecisionReason, FailureClass
 from shared.decoding import InvalidInput, decode
 from shared.logs import Log
@@ -181,7 +182,7 @@ class EventHandler:
         if msg.subject.rsplit(".", 1)[-1] != EVENT_TYPE:
             raise Reject(subjects.DEAD_INVALID, "unsupported_event_type")
         try:
-            event = decode(msg.data, _decoder)
+            event = decode(msg.data, _decoder, max_bytes=MAX_EVENT_BYTES)
         except InvalidInput as err:
             raise Reject(subjects.DEAD_INVALID, err.code) from None
         if event.runner_id != runner:

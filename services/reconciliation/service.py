@@ -18,7 +18,8 @@ from shared import metrics, subjects
 from shared.bus.consumer import PullConsumer, Reject
 from shared.bus.endpoints import Endpoints
 from shared.contracts.decisions import ReconcileWork
-from shared.contracts.errors import conflict, not_found
+from shared.contracts.errors import ServiceError, conflict, not_found
+from shared.contracts.limits import MAX_EVENT_BYTES
 from shared.contracts.reconciliation import (
     DeliveredReply,
     ListReply,
@@ -35,7 +36,7 @@ from shared.outbox import Outbox, Sweeper
 from shared.runtime import Context
 
 from . import wire
-from .store import Continuation, ReconciliationStore
+from .store import BadCursor, Continuation, ReconciliationStore
 
 VERSION = "1.0.0"
 log = Log("continuity.reconciliation")
@@ -75,6 +76,7 @@ class ReconciliationApp:
             VERSION,
             "Reconciliation records, operator resolve and retry",
             ctx.config.request_concurrency,
+            reply_prefixes=ctx.config.reply_prefixes,
         )
         ep.add("reconciliations-list", subjects.RECONCILIATIONS_LIST, ListRequest, self.list)
         ep.add("reconciliations-get", subjects.RECONCILIATIONS_GET, RunRequest, self.get)
@@ -123,7 +125,7 @@ class ReconciliationApp:
     async def handle_work(self, msg: Msg) -> None:
         """Open the record and index it; returning acknowledges, raising redelivers."""
         try:
-            work = decode(msg.data, _work_decoder)
+            work = decode(msg.data, _work_decoder, max_bytes=MAX_EVENT_BYTES)
         except InvalidInput as err:
             raise Reject(subjects.DEAD_INVALID, err.code) from None
         code = await self.store.open(work)
@@ -133,7 +135,11 @@ class ReconciliationApp:
     # Requests -----------------------------------------------------------------------------
 
     async def list(self, req: ListRequest) -> ListReply:
-        return ListReply(items=await self.store.records(req.status, req.limit))
+        try:
+            items, next_cursor = await self.store.records(req.status, req.limit, req.cursor)
+        except BadCursor:
+            raise ServiceError(400, "invalid_field", "`cursor` is not a cursor of this list") from None
+        return ListReply(items=items, next_cursor=next_cursor)
 
     async def get(self, req: RunRequest) -> ReconciliationRecord:
         found = await self.store.load(req.run_id)

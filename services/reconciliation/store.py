@@ -11,6 +11,10 @@ Layout (every key of one run under its session's hash tag, see `shared.keys`):
   without walking delivered records. A member may outlive its record's delivery after a crash;
   readers check the record's status, and the gauge refresher prunes such members.
 
+A list is read in pages: a page's cursor is the (score, member) of its last record, so the next
+page starts right after it however the index changed meanwhile (both indexes order the same
+members the same way, so a cursor serves either status).
+
 The two indexes are not under a session's tag, so they are written outside the atomic scripts:
 after the record is opened (the work item is acknowledged only after both) and after it is
 delivered.
@@ -18,6 +22,8 @@ delivered.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import time
 from dataclasses import dataclass
 from datetime import datetime
@@ -29,8 +35,8 @@ import redis.asyncio as aioredis
 from shared import keys, store
 from shared.contracts import AuditEntry
 from shared.contracts.decisions import Decision, ReconcileWork, decision_id
-from shared.contracts.events import ToolCall
-from shared.contracts.reconciliation import ReconciliationRecord, Resolution, RunView
+from shared.contracts.limits import MAX_PAGE_BYTES, NAME_CHARS
+from shared.contracts.reconciliation import ReconciliationRecord, Resolution, RunView, ToolCallRecord
 from shared.contracts.session import SessionRef
 from shared.contracts.types import (
     Action,
@@ -56,7 +62,8 @@ _RETRY = store.Script("reconciliation_retry", with_lib=True)
 
 _encode = msgspec.json.Encoder().encode
 _session = msgspec.json.Decoder(SessionRef)
-_tool_call = msgspec.json.Decoder(ToolCall)
+_tool_call = msgspec.json.Decoder(ToolCallRecord)
+_position = msgspec.json.Decoder(tuple[float, str])
 _resolution = msgspec.json.Decoder(Resolution)
 _decision = msgspec.json.Decoder(Decision)
 
@@ -84,6 +91,38 @@ def _text(raw: dict[bytes, bytes], name: str) -> str:
     return raw.get(name.encode(), b"").decode()
 
 
+PAGE_ITEMS_BYTES = MAX_PAGE_BYTES - 4096
+"""The items of one page: the page limit less room for the reply's envelope and cursor."""
+
+
+class BadCursor(ValueError):
+    """A `cursor` that no page of this list returned."""
+
+
+def encode_cursor(score: float, name: bytes) -> str:
+    raw = _encode((score, name.decode()))
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[float, bytes]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        score, name = _position.decode(raw)
+    except (binascii.Error, ValueError, msgspec.MsgspecError):
+        raise BadCursor("not a cursor of this list") from None
+    return score, name.encode()
+
+
+def _tool_call_of(text: str) -> ToolCallRecord | None:
+    if not text:
+        return None
+    call = _tool_call.decode(text)
+    if len(call.tool_name) > NAME_CHARS:
+        # Opened before tool names had a limit: shown cut to it, so every record fits a reply.
+        call.tool_name = call.tool_name[:NAME_CHARS]
+    return call
+
+
 def parse_record(raw: dict[bytes, bytes]) -> ReconciliationRecord:
     tool_call = _text(raw, "tool_call")
     recorded = _text(raw, "recorded_outcome")
@@ -93,7 +132,7 @@ def parse_record(raw: dict[bytes, bytes]) -> ReconciliationRecord:
         runner_id=_text(raw, "runner_id"),
         session=_session.decode(raw[b"session"]),
         attempt=int(_text(raw, "attempt")),
-        tool_call=_tool_call.decode(tool_call) if tool_call else None,
+        tool_call=_tool_call_of(tool_call),
         recorded_outcome=msgspec.convert(recorded, RecordedOutcome) if recorded else None,  # type: ignore[arg-type]
         status=msgspec.convert(_text(raw, "status"), ReconciliationStatus),  # type: ignore[arg-type]
         opened_at=_text(raw, "opened_at"),
@@ -222,28 +261,44 @@ class ReconciliationStore:
         raw = await store.call(self.redis.hgetall(keys.run(sk, run_id)))  # type: ignore[misc]
         return (sk, parse_run(raw)) if raw else None
 
-    async def records(self, status: str | None, limit: int) -> list[ReconciliationRecord]:
-        """Oldest first; walks the index in pages, skipping records of another status."""
+    async def records(
+        self, status: str | None, limit: int, cursor: str | None = None, max_bytes: int = PAGE_ITEMS_BYTES
+    ) -> tuple[list[ReconciliationRecord], str | None]:
+        """One page, oldest first, after `cursor`: at most `limit` records and (but for a first
+        record, which always fits a reply) at most `max_bytes` of them encoded. Returns the
+        page and the cursor of the next one, None when no record of `status` follows."""
         index = OPEN_INDEX if status == "open" else keys.RECONCILIATION_INDEX
-        page = min(max(limit, 64), 500)
+        after = decode_cursor(cursor) if cursor is not None else None
+        chunk = min(max(limit, 64), 500)
         items: list[ReconciliationRecord] = []
-        start = 0
-        while len(items) < limit:
-            members = await store.call(self.redis.zrange(index, start, start + page - 1))
-            if not members:
-                break
-            start += page
+        size = 0
+        last: tuple[float, bytes] | None = None
+        offset = 0
+        low: float | str = after[0] if after is not None else "-inf"
+        while True:
+            rows: list[tuple[bytes, float]] = await store.call(
+                self.redis.zrangebyscore(index, low, "+inf", start=offset, num=chunk, withscores=True)
+            )
+            if not rows:
+                return items, None
+            offset += len(rows)
             pipe = self.redis.pipeline(transaction=False)
-            for m in members:
+            for m, _ in rows:
                 sk, run_id = split_member(m)
                 pipe.hgetall(keys.reconciliation(sk, run_id))
-            for raw in await store.call(pipe.execute()):
-                if not raw:
+            for (m, score), raw in zip(rows, await store.call(pipe.execute()), strict=True):
+                if not raw or (after is not None and (score, m) <= after):
                     continue
                 record = parse_record(raw)
-                if status is None or record.status == status:
-                    items.append(record)
-        return items[:limit]
+                if status is not None and record.status != status:
+                    continue
+                encoded = len(_encode(record)) + 1
+                if items and (len(items) >= limit or size + encoded > max_bytes):
+                    assert last is not None
+                    return items, encode_cursor(*last)
+                items.append(record)
+                size += encoded
+                last = (score, m)
 
     async def audit(self, run_id: str) -> list[AuditEntry] | None:
         sk = await self.session_of_run(run_id)

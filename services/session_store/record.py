@@ -18,6 +18,9 @@ V1_FIELDS = (
 )
 """Version-1 fields, in binding order: what every release, old or new, writes (contract 3.1)."""
 
+# Every stored value is text: version-1 values are the runner's strings, the version-2 values
+# are numbers, states and the text `generation` below.
+
 
 def generation_binding(v1: Mapping[str, str]) -> str:
     """Lowercase hex SHA-256 of the version-1 values in order, joined by newlines (3.1)."""
@@ -25,8 +28,13 @@ def generation_binding(v1: Mapping[str, str]) -> str:
 
 
 def binding_stamp(v1: Mapping[str, str]) -> bytes:
-    """What a commit stores of the binding: its first STAMP_BYTES bytes, raw."""
-    return _binding_digest(v1)[:STAMP_BYTES]
+    """What a commit stores of the binding: its first STAMP_CHARS lowercase hex characters (ASCII
+    text, ready to be a script argument)."""
+    return _text_stamp(_binding_digest(v1))
+
+
+def _text_stamp(digest: bytes) -> bytes:
+    return digest[: STAMP_CHARS // 2].hex().encode()
 
 
 def _binding_digest(v1: Mapping[str, str]) -> bytes:
@@ -36,10 +44,15 @@ def _binding_digest(v1: Mapping[str, str]) -> bytes:
 
 _V1_KEYS = tuple(name.encode() for name in V1_FIELDS)
 
-STAMP_BYTES = 16
-"""The compact `generation` field is the binding's first 16 bytes followed by the generation:
-128 bits detect any rewrite of the version-1 fields, and the whole record stays small enough
-for Redis' listpack encoding (docs/contract-v1.md, 3.1, storage note)."""
+STAMP_CHARS = 16
+"""The compact `generation` field is the first 16 hex characters of the binding (64 bits)
+followed by the generation: text, like every stored value, so that a client decoding replies as
+UTF-8 reads the whole record; 64 bits detect an accidental rewrite of the version-1 fields (the
+binding guards against that, not against forgery); and the record stays small enough for Redis'
+listpack encoding (docs/contract-v1.md, 9.6)."""
+
+_RAW_STAMP_BYTES = 16
+"""The earlier compact form: the binding's first 16 bytes, raw. Still read, never written."""
 
 
 @dataclass(frozen=True)
@@ -87,9 +100,11 @@ def _generation(fields: Mapping[bytes, bytes], digest: bytes) -> tuple[str, bool
     """The stored generation, and whether the binding recomputed from the current version-1
     fields (`digest`) still equals the one stamped with it."""
     compact = fields.get(b"generation")
-    if compact is not None and len(compact) > STAMP_BYTES:
-        stamp, generation = compact[:STAMP_BYTES], _text(compact[STAMP_BYTES:])
-        return generation, stamp == digest[:STAMP_BYTES]
+    # Both compact forms have a 16-byte stamp: 16 hex characters (written now) or 16 raw bytes
+    # (written by the previous release). A stamp of one form matching the other is a 2^-64 chance.
+    if compact is not None and len(compact) > STAMP_CHARS:
+        stamp, generation = compact[:STAMP_CHARS], _text(compact[STAMP_CHARS:])
+        return generation, stamp == _text_stamp(digest) or stamp == digest[:_RAW_STAMP_BYTES]
     # The long form of the contract's text (compatibility_generation, generation_binding).
     generation = _text(fields.get(b"compatibility_generation"))
     binding = _text(fields.get(b"generation_binding"))

@@ -48,6 +48,7 @@ class SessionStoreApp:
             VERSION,
             "Session records and resume decisions",
             ctx.config.request_concurrency,
+            reply_prefixes=ctx.config.reply_prefixes,
         )
         ep.add("decide", subjects.SESSIONS_DECIDE, DecideRequest, self.decide)
         ep.add("commit", subjects.SESSIONS_COMMIT, CommitRequest, self.commit)

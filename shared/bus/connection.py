@@ -18,6 +18,11 @@ from shared.logs import Log
 log = Log("continuity.bus")
 
 
+def server_list(url: str) -> list[str]:
+    """The servers of a NATS_URL: one URL, or several separated by commas (a cluster)."""
+    return [u.strip() for u in url.split(",") if u.strip()]
+
+
 async def connect(
     url: str,
     name: str,
@@ -43,7 +48,7 @@ async def connect(
             await on_closed()
 
     return await nats.connect(
-        servers=[u.strip() for u in url.split(",") if u.strip()],
+        servers=server_list(url),
         name=name,
         connect_timeout=connect_timeout,
         max_reconnect_attempts=-1,

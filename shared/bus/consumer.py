@@ -17,10 +17,10 @@ from collections.abc import Awaitable, Callable
 
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from shared import metrics, subjects
 from shared.bus.publish import TOO_LARGE_REASON, PayloadTooLarge, dead_letter
+from shared.bus.streams import ConsumerSpec, durable_config, ensure_consumer
 from shared.config import Config
 from shared.logs import Log
 
@@ -53,6 +53,7 @@ class PullConsumer:
         nak_delay_s: float,
         ack_wait_s: float,
         batch: int = 64,
+        replicas: int = 1,
     ) -> None:
         self._js = js
         self._stream = stream
@@ -64,6 +65,7 @@ class PullConsumer:
         self._nak_delay = nak_delay_s
         self._ack_wait = ack_wait_s
         self._batch = batch
+        self._replicas = replicas
         self._stopping = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._pending_task: asyncio.Task[None] | None = None
@@ -95,20 +97,13 @@ class PullConsumer:
             max_deliver=config.max_deliver,
             nak_delay_s=config.nak_delay_s,
             ack_wait_s=config.ack_wait_s,
+            replicas=config.stream_replicas,
         )
 
     async def ensure(self) -> None:
-        """Create or update the durable consumer; JetStream counts deliveries, we cap them."""
-        config = ConsumerConfig(
-            durable_name=self._durable,
-            ack_policy=AckPolicy.EXPLICIT,
-            deliver_policy=DeliverPolicy.ALL,
-            ack_wait=self._ack_wait,
-            max_deliver=-1,
-            max_ack_pending=4096,
-            filter_subject=self._filter,
-        )
-        await self._js.add_consumer(self._stream, config)
+        """Create the durable consumer if it is missing; an existing one is never changed here."""
+        config = durable_config(self._durable, self._filter, self._ack_wait)
+        await ensure_consumer(self._js, ConsumerSpec(self._stream, config, self._replicas))
 
     async def start(self) -> None:
         await self.ensure()

@@ -4,6 +4,12 @@ Each request is decoded into its contract Struct, handled in its own task (so on
 serves many requests at once while each waits on Redis), and answered with the reply Struct or
 with the contract's error reply: headers `Nats-Service-Error-Code` and `Nats-Service-Error`, body
 `{"error": {"code", "message"}}`.
+
+A request is answered only when its reply subject starts with one of the configured prefixes
+(inboxes, `_INBOX.`, and `_R_.`, which the server puts in place of a runner's reply address on a
+service import). Anything else, a JetStream API subject or another runner's subject, is a reply
+address nobody should be able to make a service write to: the request is dropped unhandled,
+counted as `continuity_requests_total{code="reply_refused"}` and logged without the subject.
 """
 
 from __future__ import annotations
@@ -20,12 +26,14 @@ from nats.micro.request import Request
 from nats.micro.service import Service
 
 from shared import metrics, subjects
+from shared.config import Config
 from shared.contracts.errors import ErrorBody, ErrorDetail, ServiceError, unavailable
 from shared.decoding import InvalidInput, decode
 from shared.logs import Log
 from shared.store import TRANSIENT_REDIS_ERRORS
 
 Req = TypeVar("Req")
+REPLY_REFUSED = "reply_refused"
 log = Log("continuity.endpoints")
 _encode = msgspec.json.Encoder().encode
 
@@ -38,8 +46,18 @@ def error_reply(error: ServiceError) -> tuple[bytes, dict[str, str]]:
 class Endpoints:
     """One micro service with typed endpoints, concurrent handling and a graceful drain."""
 
-    def __init__(self, nc: Client, name: str, version: str, description: str, concurrency: int = 256) -> None:
+    def __init__(
+        self,
+        nc: Client,
+        name: str,
+        version: str,
+        description: str,
+        concurrency: int = 256,
+        *,
+        reply_prefixes: tuple[str, ...] = Config.reply_prefixes,
+    ) -> None:
         self._nc = nc
+        self._reply_prefixes = reply_prefixes
         self._name = name
         self._version = version
         self._description = description
@@ -57,6 +75,8 @@ class Endpoints:
             await self._answer(name, request, decoder, handler)
 
         async def dispatch(request: Request) -> None:
+            if not self._reply_allowed(name, request):
+                return
             # Waiting here, not queueing unboundedly, is the back-pressure of a busy replica.
             await self._slots.acquire()
             task = asyncio.create_task(handle(request))
@@ -64,6 +84,15 @@ class Endpoints:
             task.add_done_callback(self._done)
 
         self._routes.append((name, subject, dispatch))
+
+    def _reply_allowed(self, name: str, request: Request) -> bool:
+        # nats.micro's Request does not expose the reply subject; its message does.
+        reply = request._msg.reply
+        if reply and reply.startswith(self._reply_prefixes):
+            return True
+        metrics.labelled(metrics.REQUESTS, name, REPLY_REFUSED).inc()
+        log.warning("request_reply_refused", endpoint=name, has_reply=bool(reply))
+        return False
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self._inflight.discard(task)

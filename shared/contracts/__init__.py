@@ -16,6 +16,7 @@ from shared.contracts.reconciliation import (
     RetryRequest,
     RunRequest,
     RunView,
+    ToolCallRecord,
 )
 from shared.contracts.session import SessionRef
 from shared.contracts.sessions import (
@@ -62,5 +63,6 @@ __all__ = [
     "SessionRef",
     "SessionView",
     "ToolCall",
+    "ToolCallRecord",
     "decision_id",
 ]

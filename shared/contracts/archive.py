@@ -5,7 +5,7 @@ from __future__ import annotations
 import msgspec
 
 from shared.contracts.session import SessionRef
-from shared.contracts.types import Token
+from shared.contracts.types import ExitCode, Output, Token
 
 
 class ArchiveCommand(msgspec.Struct, kw_only=True):
@@ -16,6 +16,6 @@ class ArchiveCommand(msgspec.Struct, kw_only=True):
 
 
 class ArchiveResult(msgspec.Struct, kw_only=True):
-    exit_code: int | None
+    exit_code: ExitCode | None
     timed_out: bool = False
-    output: str = ""
+    output: Output = ""

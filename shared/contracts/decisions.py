@@ -14,10 +14,12 @@ from shared.contracts.types import (
     Attempt,
     DecisionReason,
     FailureClass,
+    Name,
     RecordedOutcome,
     RunnerId,
     Time,
     Token,
+    check_time,
 )
 
 
@@ -68,5 +70,8 @@ class ReconcileWork(msgspec.Struct, kw_only=True):
     native_session_id: Token
     tool_call: ToolCall | None
     recorded_outcome: RecordedOutcome | None = None
-    decision_id: str
+    decision_id: Name
     opened_at: Time
+
+    def __post_init__(self) -> None:
+        check_time(self.opened_at)

@@ -7,33 +7,52 @@ from typing import Literal
 import msgspec
 
 from shared.contracts.session import SessionRef
-from shared.contracts.types import Attempt, RecordedOutcome, RunnerId, Time, Token
+from shared.contracts.types import (
+    Attempt,
+    Command,
+    Message,
+    Name,
+    RecordedOutcome,
+    RunnerId,
+    Signature,
+    Time,
+    Token,
+    check_time,
+)
 
 
 class ErrorInfo(msgspec.Struct, kw_only=True):
     """A typed runner error. `message` is carried for the runner's own logs and never read."""
 
-    type: str
-    code: str
-    message: str = ""
+    type: Name
+    code: Name
+    message: Message = ""
 
 
 class CommandResult(msgspec.Struct, kw_only=True):
-    """A runner command's result, trusted only when `signature` verifies (section 4.2)."""
+    """A runner command's result, trusted only when `signature` verifies (section 4.2).
 
-    command: str
-    status: str
-    classification: str | None = None
+    `issued_at` stays the string as sent: the signature covers it byte for byte."""
+
+    command: Command
+    status: Name
+    classification: Name | None = None
     issued_at: Time
     key_id: Token
-    signature: str
+    signature: Signature
+
+    def __post_init__(self) -> None:
+        check_time(self.issued_at)
 
 
 class ToolCall(msgspec.Struct, kw_only=True):
     tool_call_id: Token
-    tool_name: str
+    tool_name: Name
     started_at: Time
     recorded_outcome: RecordedOutcome | None = None
+
+    def __post_init__(self) -> None:
+        check_time(self.started_at)
 
 
 class ResumeFailed(msgspec.Struct, kw_only=True):
@@ -49,3 +68,6 @@ class ResumeFailed(msgspec.Struct, kw_only=True):
     command_result: CommandResult | None = None
     pending_tool_call: ToolCall | None = None
     governed_wait_elapsed: bool = False
+
+    def __post_init__(self) -> None:
+        check_time(self.occurred_at)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import msgspec
 
 from shared.contracts.decisions import Decision
-from shared.contracts.events import ToolCall
 from shared.contracts.session import SessionRef
 from shared.contracts.types import (
     ActionOutcome,
+    Cursor,
     Evidence,
     Limit,
     ReconciliationStatus,
@@ -22,6 +22,8 @@ from shared.contracts.types import (
 class ListRequest(msgspec.Struct, kw_only=True):
     status: ReconciliationStatus | None = None
     limit: Limit = 100
+    cursor: Cursor | None = None
+    """A reply's `next_cursor`: the page after it (an addition to the contract)."""
 
 
 class RunRequest(msgspec.Struct, kw_only=True):
@@ -44,20 +46,32 @@ class Resolution(msgspec.Struct, kw_only=True):
     resolved_at: Time
 
 
+class ToolCallRecord(msgspec.Struct, kw_only=True):
+    """A record's tool call, as shown: the shape of the event's `ToolCall`, read without the
+    input limits, so a record opened before a limit existed can still be read and shown."""
+
+    tool_call_id: str
+    tool_name: str
+    started_at: str
+    recorded_outcome: RecordedOutcome | None = None
+
+
 class ReconciliationRecord(msgspec.Struct, kw_only=True, omit_defaults=False):
     run_id: str
     runner_id: str
     session: SessionRef
     attempt: int
-    tool_call: ToolCall | None
+    tool_call: ToolCallRecord | None
     recorded_outcome: RecordedOutcome | None
     status: ReconciliationStatus
     opened_at: str
     resolution: Resolution | None = None
 
 
-class ListReply(msgspec.Struct, kw_only=True):
+class ListReply(msgspec.Struct, kw_only=True, omit_defaults=False):
     items: list[ReconciliationRecord]
+    next_cursor: str | None = None
+    """Null when the list ended; else the `cursor` of the next page (an addition)."""
 
 
 class DeliveredReply(msgspec.Struct, kw_only=True):

@@ -8,7 +8,11 @@ from shared.contracts.session import SessionRef
 from shared.contracts.types import (
     CheckpointPolicy,
     Compatibility,
+    Count,
+    Cursor,
+    Cwd,
     Mode,
+    Name,
     RejectCode,
     SessionReason,
     SessionState,
@@ -20,15 +24,15 @@ from shared.contracts.types import (
 class CommitRequest(msgspec.Struct, kw_only=True):
     session: SessionRef
     native_session_id: Token
-    adapter: str
-    model: str
-    cwd: str
+    adapter: Name
+    model: Name
+    cwd: Cwd
     checkpoint_policy: CheckpointPolicy
-    cursor: str | None = None
-    prompt_hash: str | None = None
+    cursor: Cursor | None = None
+    prompt_hash: Name | None = None
     compatibility_generation: Token | None = None
-    expected_revision: int | None = None
-    epoch: int | None = None
+    expected_revision: Count | None = None
+    epoch: Count | None = None
     cancelled: bool = False
 
 
@@ -39,10 +43,10 @@ class CommitReply(msgspec.Struct, kw_only=True):
 
 class DecideRequest(msgspec.Struct, kw_only=True):
     session: SessionRef
-    adapter: str
-    model: str
-    cwd: str
-    latest_cursor: str | None = None
+    adapter: Name
+    model: Name
+    cwd: Cwd
+    latest_cursor: Cursor | None = None
     compatibility: Compatibility = "none"
     ready_generation: Token | None = None
 

@@ -2,7 +2,7 @@
 -- KEYS[1] session hash; KEYS[2] prefix of the held-record archive key (same hash tag).
 -- ARGV: 1 native_session_id, 2 adapter, 3 model, 4 cwd, 5 cursor, 6 prompt_hash,
 --       7 checkpoint_policy, 8 updated_at, 9 generation ('' = clear), 10 binding stamp
---       (the first 16 bytes of the binding, raw),
+--       (the first 16 lowercase hex characters of the binding: every stored value is text),
 --       11 expected_revision ('' = any), 12 epoch ('' = unfenced)
 -- Returns {result, revision, epoch}; result is 'ok' or a conflict code, and nothing is
 -- written unless it is 'ok'.

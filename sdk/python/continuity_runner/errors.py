@@ -99,6 +99,14 @@ class InternalError(ContinuityError):
     code = "internal_error"
 
 
+class PermissionDenied(ContinuityError):
+    """The NATS server's authorization refused a publication (not a contract code: no service
+    saw the request). Under the shipped authorization a runner may only use its own subjects."""
+
+    status = 403
+    code = "permission_denied"
+
+
 class Unavailable(ContinuityError):
     """503, or no service answered in time: retry later."""
 

@@ -38,11 +38,12 @@ from continuity_runner.contract import (
     ToolCall,
 )
 from continuity_runner.delivery import Delivery
+from continuity_runner.denials import Denials
 from continuity_runner.errors import (
-    ContinuityError,
     InternalError,
     InvalidRequest,
     NotFound,
+    PermissionDenied,
     Unavailable,
     error_from_reply,
 )
@@ -74,7 +75,10 @@ async def connect(options: RunnerOptions) -> Runner:
     async def reconnected() -> None:
         log.info("nats_reconnected runner_id=%s", options.runner_id)
 
+    denials = Denials()
+
     async def error(exc: Exception) -> None:
+        denials.report(str(exc))
         log.warning("nats_error runner_id=%s error_type=%s", options.runner_id, type(exc).__name__)
 
     nc = await nats.connect(
@@ -86,14 +90,15 @@ async def connect(options: RunnerOptions) -> Runner:
         error_cb=error,
         **options.nats_options(),
     )
-    return Runner(nc, options)
+    return Runner(nc, options, denials)
 
 
 class Runner:
     """One runner's connection to Continuity. Create it with `connect`."""
 
-    def __init__(self, nc: Client, options: RunnerOptions) -> None:
+    def __init__(self, nc: Client, options: RunnerOptions, denials: Denials | None = None) -> None:
         self.options = options
+        self._denials = denials or Denials()
         self.runner_id = options.runner_id
         self._nc = nc
         self._js = nc.jetstream(timeout=options.request_timeout)
@@ -175,7 +180,9 @@ class Runner:
 
     async def _request(self, subject: str, request: Any, reply_type: type[R]) -> R:
         try:
-            msg = await self._nc.request(subject, _encode(request), timeout=self.options.request_timeout)
+            msg = await self._denials.guard(
+                subject, self._nc.request(subject, _encode(request), timeout=self.options.request_timeout)
+            )
         except nats.errors.NoRespondersError:
             raise Unavailable(f"no service answers {subject}") from None
         except TimeoutError:
@@ -264,12 +271,13 @@ class Runner:
             tries += 1
             left = deadline - loop.time()
             try:
-                await self._js.publish(
+                publication = self._js.publish(
                     subject,
                     payload,
                     timeout=max(0.05, min(self.options.publish_attempt_timeout, left)),
                     headers={"Nats-Msg-Id": msg_id},
                 )
+                await self._denials.guard(subject, publication)
                 return
             except (nats.errors.Error, TimeoutError) as exc:
                 if self._closing or self._nc.is_closed:
@@ -290,10 +298,16 @@ class Runner:
     async def decisions(self, batch: int = 1) -> AsyncIterator[Delivery]:
         """The runner's decisions, from its durable consumer, until `drain` or `close`.
 
-        Each must be acknowledged (`Delivery.ack`) once acted on. A message that is not a
-        contract decision is terminated (never redelivered) and skipped.
+        The consumer `<runner_id>` is bound without any JetStream API call (the shipped NATS
+        authorization lets a runner only fetch from and acknowledge its own consumer). When it
+        turns out missing, it is created if `create_consumer` and the connection may; else
+        `NotFound`. Each decision must be acknowledged (`Delivery.ack`) once acted on. A message
+        that is not a contract decision is terminated (never redelivered) and skipped.
         """
-        sub = await self._bind_decisions()
+        stream = subjects.DECISIONS_STREAM
+        if self.options.create_consumer:
+            await self._ensure_decisions_consumer()
+        sub = await self._js.pull_subscribe_bind(consumer=self.runner_id, stream=stream)
         try:
             while not self._closing:
                 try:
@@ -303,7 +317,7 @@ class Runner:
                 except nats.errors.Error as exc:
                     if self._closing or self._nc.is_closed:
                         return
-                    # Disconnected or JetStream not ready yet (a server restart): pull again.
+                    # Disconnected, or JetStream not ready yet (a server restart): pull again.
                     log.warning("decision_fetch_failed error_type=%s", type(exc).__name__)
                     await asyncio.sleep(FETCH_WAIT_S / 4)  # pause before the next pull
                     continue
@@ -338,35 +352,40 @@ class Runner:
             with contextlib.suppress(nats.errors.Error):
                 await delivery.ack()
 
-    async def _bind_decisions(self) -> Any:
-        """Bind the durable consumer `<runner_id>`, creating it when missing and allowed."""
+    async def _ensure_decisions_consumer(self) -> None:
+        """Look the consumer `<runner_id>` up and create it when missing. A connection that may
+        do neither (the shipped authorization: an operator creates it with `continuity runners
+        add RUNNER_ID --consumer-only`) binds it as it is."""
         stream, name = subjects.DECISIONS_STREAM, self.runner_id
-        wanted = subjects.decisions(self.runner_id)
+        info_subject = f"$JS.API.CONSUMER.INFO.{stream}.{name}"
         try:
-            info = await self._js.consumer_info(stream, name)
+            await self._denials.guard(info_subject, self._js.consumer_info(stream, name))
+            return
+        except PermissionDenied:
+            return
         except nats.js.errors.NotFoundError:
-            if not self.options.create_consumer:
-                raise NotFound(f"no consumer {name} on {stream}") from None
-            config = ConsumerConfig(
-                name=name,
-                durable_name=name,
-                filter_subject=wanted,
-                ack_policy=AckPolicy.EXPLICIT,
-                deliver_policy=DeliverPolicy.ALL,
-            )
-            try:
-                info = await self._js.add_consumer(stream, config)
-            except nats.js.errors.NotFoundError:
-                raise NotFound(f"no stream {stream}: are the services running?") from None
-            except (nats.errors.Error, TimeoutError) as exc:
-                raise Unavailable(f"the consumer could not be created ({type(exc).__name__})") from None
+            pass
         except (nats.errors.Error, TimeoutError) as exc:
             raise Unavailable(f"the consumer could not be looked up ({type(exc).__name__})") from None
-        if info.config.filter_subject != wanted:
-            raise ContinuityError(
-                f"consumer {name} exists with another filter subject", status=409, code="consumer_mismatch"
-            )
-        return await self._js.pull_subscribe_bind(consumer=name, stream=stream)
+        wanted = subjects.decisions(self.runner_id)
+        config = ConsumerConfig(
+            name=name,
+            durable_name=name,
+            filter_subject=wanted,
+            ack_policy=AckPolicy.EXPLICIT,
+            deliver_policy=DeliverPolicy.ALL,
+            max_deliver=-1,
+        )
+        create_subject = f"$JS.API.CONSUMER.CREATE.{stream}.{name}.{wanted}"
+        try:
+            await self._denials.guard(create_subject, self._js.add_consumer(stream, config))
+        except PermissionDenied:
+            raise NotFound(f"no consumer {name} on {stream}, and not permitted to create it") from None
+        except nats.js.errors.NotFoundError:
+            raise NotFound(f"no stream {stream}: are the services running?") from None
+        except (nats.errors.Error, TimeoutError) as exc:
+            raise Unavailable(f"the consumer could not be created ({type(exc).__name__})") from None
+        log.info("decision_consumer_created runner_id=%s", name)
 
     # ---- the archiver's remote move (contract section 5) ------------------------------------
 

@@ -298,20 +298,25 @@ class Runner:
     async def decisions(self, batch: int = 1) -> AsyncIterator[Delivery]:
         """The runner's decisions, from its durable consumer, until `drain` or `close`.
 
-        The consumer `<runner_id>` is bound without any JetStream API call (the shipped NATS
-        authorization lets a runner only fetch from and acknowledge its own consumer). When it
-        turns out missing, it is created if `create_consumer` and the connection may; else
-        `NotFound`. Each decision must be acknowledged (`Delivery.ack`) once acted on. A message
-        that is not a contract decision is terminated (never redelivered) and skipped.
+        With `create_consumer` (the default) the consumer `<runner_id>` is looked up first and
+        created when missing (`NotFound` when that is not permitted); a connection that may not
+        even look it up (the shipped NATS authorization: an operator creates it) binds it as it
+        is. With `create_consumer=False` it is bound without any JetStream API call: a runner
+        of the shipped authorization may only fetch from and acknowledge its own consumer. A
+        connection not permitted to fetch from it gets `PermissionDenied`.
+
+        Each decision must be acknowledged (`Delivery.ack`) once acted on. A message that is
+        not a contract decision is terminated (never redelivered) and skipped.
         """
         stream = subjects.DECISIONS_STREAM
         if self.options.create_consumer:
             await self._ensure_decisions_consumer()
         sub = await self._js.pull_subscribe_bind(consumer=self.runner_id, stream=stream)
+        next_subject = f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{self.runner_id}"
         try:
             while not self._closing:
                 try:
-                    msgs = await sub.fetch(batch, timeout=FETCH_WAIT_S)
+                    msgs = await self._denials.guard(next_subject, sub.fetch(batch, timeout=FETCH_WAIT_S))
                 except TimeoutError:
                     continue
                 except nats.errors.Error as exc:

@@ -32,6 +32,7 @@ from continuity_runner import (
     StaleEpoch,
     connect,
 )
+from continuity_runner.types import CheckpointPolicy
 from nats.aio.client import Client
 
 from continuity.servers import NatsServer, RedisServer
@@ -99,7 +100,9 @@ def _session() -> SessionRef:
     return SessionRef(tenant="acme", conversation_id=f"conv-{uuid.uuid4().hex[:12]}", agent_id="codex")
 
 
-async def _commit(runner: Runner, session: SessionRef, handle: str, policy: str = "same_session_only") -> int:
+async def _commit(
+    runner: Runner, session: SessionRef, handle: str, policy: CheckpointPolicy = "same_session_only"
+) -> int:
     reply = await runner.commit(
         session,
         handle,
@@ -108,7 +111,7 @@ async def _commit(runner: Runner, session: SessionRef, handle: str, policy: str 
         CWD,
         policy,
         cursor="turn-1",
-        compatibility_generation="gen-1",  # type: ignore[arg-type]
+        compatibility_generation="gen-1",
     )
     return reply.revision
 

@@ -30,6 +30,7 @@ from continuity_runner import (
     SessionHeld,
     SessionRef,
     StaleEpoch,
+    Unavailable,
     connect,
 )
 from continuity_runner.types import CheckpointPolicy
@@ -385,3 +386,19 @@ async def test_the_example_runs_both_journeys(stack: str) -> None:
     assert "decide: fresh (no_session)" in text and "incremental turn" in text and "rejected" in text
     assert "decision: open_replacement (native_session_continuity_break)" in text
     assert text.rstrip().endswith("epoch 1")
+
+
+async def test_a_publication_gives_up_after_its_bounded_attempts(
+    fresh_servers: tuple[NatsServer, RedisServer], caplog: pytest.LogCaptureFixture
+) -> None:
+    n, _ = fresh_servers
+    caplog.set_level(logging.WARNING, logger="continuity_runner")
+    runner = await _runner(n.url, publish_attempts=3, publish_attempt_timeout=0.2)
+    try:
+        n.stop()
+        with pytest.raises(Unavailable, match="after 3 attempts"):
+            await runner.report_resume_failure(f"run-{uuid.uuid4().hex}", 1, _session(), "ns-1")
+        assert sum("event_publish_retry" in rec.getMessage() for rec in caplog.records) == 2
+    finally:
+        with contextlib.suppress(Exception):  # a connection still reconnecting may not close cleanly
+            await runner.close()

@@ -42,6 +42,8 @@ class RunnerOptions:
     """Seconds `report_resume_failure` keeps retrying (through a NATS restart) before it gives up."""
     publish_attempt_timeout: float = 2.0
     """Seconds one publication waits for JetStream's acknowledgement before it is sent again."""
+    publish_attempts: int = 30
+    """At most this many publications of one event (all with its `Nats-Msg-Id`)."""
     redelivery_delay: float = 1.0
     """Seconds before a decision whose handler raised is delivered again."""
     create_consumer: bool = True
@@ -68,6 +70,8 @@ class RunnerOptions:
         ):
             if value <= 0:
                 raise ValueError(f"{what} must be above 0")
+        if self.publish_attempts < 1:
+            raise ValueError("publish_attempts must be at least 1")
         if self.redelivery_delay < 0:
             raise ValueError("redelivery_delay must be 0 or more")
 

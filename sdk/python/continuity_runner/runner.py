@@ -52,6 +52,7 @@ from continuity_runner.signing import now_rfc3339, sign_command_result
 from continuity_runner.types import CheckpointPolicy, Compatibility, RejectCode
 
 log = logging.getLogger("continuity_runner")
+log.addHandler(logging.NullHandler())  # a library's records show only where the program routes them
 
 R = TypeVar("R")
 _encode = msgspec.json.Encoder().encode
@@ -261,37 +262,44 @@ class Runner:
         return event.event_id
 
     async def publish_event(self, subject: str, payload: bytes, msg_id: str) -> None:
-        """Publish `payload` to JetStream with `Nats-Msg-Id` = `msg_id`, resent with the same id
-        until acknowledged or `publish_timeout` passed (then `Unavailable`)."""
+        """Publish `payload` to JetStream with `Nats-Msg-Id` = `msg_id`, sent again with the same
+        id until JetStream acknowledges it: at most `publish_attempts` times within
+        `publish_timeout` seconds (then `Unavailable`). A message the stream refuses
+        (`InvalidRequest`) or the authorization refuses (`PermissionDenied`) is not sent again.
+
+        `report_resume_failure` is the way to report a failure; this is the publication under it,
+        for payloads built elsewhere."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.options.publish_timeout
         backoff = 0.1
-        tries = 0
-        while True:
-            tries += 1
+        for tries in range(1, self.options.publish_attempts + 1):
             left = deadline - loop.time()
+            publication = self._js.publish(
+                subject,
+                payload,
+                timeout=max(0.05, min(self.options.publish_attempt_timeout, left)),
+                headers={"Nats-Msg-Id": msg_id},
+            )
             try:
-                publication = self._js.publish(
-                    subject,
-                    payload,
-                    timeout=max(0.05, min(self.options.publish_attempt_timeout, left)),
-                    headers={"Nats-Msg-Id": msg_id},
-                )
                 await self._denials.guard(subject, publication)
                 return
+            except nats.js.errors.BadRequestError:
+                raise InvalidRequest("the stream refused the message") from None
             except (nats.errors.Error, TimeoutError) as exc:
                 if self._closing or self._nc.is_closed:
-                    raise Unavailable("the runner is closed; the event was not published") from None
+                    raise Unavailable("the runner is closed; the message was not published") from None
                 left = deadline - loop.time()
-                if left <= 0:
+                if left <= 0 or tries == self.options.publish_attempts:
                     raise Unavailable(
-                        f"the event was not acknowledged within {self.options.publish_timeout}s"
+                        f"the message was not acknowledged after {tries} attempts "
+                        f"within {self.options.publish_timeout}s"
                     ) from None
                 log.warning(
                     "event_publish_retry msg_id=%s try=%d error_type=%s", msg_id, tries, type(exc).__name__
                 )
                 await asyncio.sleep(min(backoff, left))  # backoff between publications
                 backoff = min(backoff * 2, 2.0)
+        raise AssertionError("publish_attempts is at least 1")  # the loop returns or raises
 
     # ---- decisions (contract section 4.5) ---------------------------------------------------
 

@@ -402,3 +402,30 @@ async def test_a_publication_gives_up_after_its_bounded_attempts(
     finally:
         with contextlib.suppress(Exception):  # a connection still reconnecting may not close cleanly
             await runner.close()
+
+
+async def test_without_services_calls_fail_as_unavailable_and_decisions_as_not_found(
+    fresh_servers: tuple[NatsServer, RedisServer],
+) -> None:
+    n, _ = fresh_servers  # NATS with JetStream, but no service and no stream
+    runner = await _runner(n.url, request_timeout=2.0)
+    try:
+        with pytest.raises(Unavailable) as down:
+            await runner.decide(_session(), "codex", MODEL, CWD)
+        assert (down.value.status, down.value.code) == (503, "unavailable")
+        with pytest.raises(NotFound, match="no stream"):
+            async for _ in runner.decisions():
+                raise AssertionError("a decision without a stream")
+    finally:
+        await runner.close()
+
+
+async def test_an_event_over_the_size_limit_is_refused_before_it_is_published(stack: str) -> None:
+    runner = await _runner(stack)
+    try:
+        huge = ErrorInfo(type="runner", code="dump", message="x" * 70_000)
+        with pytest.raises(InvalidRequest) as refused:
+            await runner.report_resume_failure("run-1", 1, _session(), "ns-1", error=huge)
+        assert (refused.value.status, refused.value.code) == (400, "payload_too_large")
+    finally:
+        await runner.close()

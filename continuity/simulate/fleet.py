@@ -32,6 +32,7 @@ from shared.bus.connection import server_list
 from shared.bus.publish import DEAD_REASON_HEADER
 from shared.client import ContinuityClient, RequestError
 from shared.contracts import GetRequest, SessionRef
+from shared.tls import nats_context_from_env
 
 
 async def quiet(exc: Exception) -> None:
@@ -115,12 +116,15 @@ class Fleet:
         stop = stop or asyncio.Event()
         s = self.settings
         try:
+            tls = nats_context_from_env(s.nats_url)  # TLS as the services use it
             self._nc = await nats.connect(
                 servers=server_list(s.nats_url),
                 name="continuity-sim",
                 connect_timeout=5,
                 max_reconnect_attempts=3,
                 error_cb=quiet,
+                tls=tls,
+                tls_handshake_first=tls is not None,
             )
         except Exception as exc:
             raise FleetError(

@@ -39,6 +39,7 @@ from continuity.simulate import wire
 from continuity.simulate.checker import Checker, Sent
 from continuity.simulate.scenarios import ARCHIVE_FAILED, REFAIL_RATE, Facts, Scenario
 from shared import subjects
+from shared.tls import nats_context_from_env
 
 GENERATION = "dsh-2026.11.3-p7"
 MODEL = "gpt-5-codex"
@@ -115,6 +116,7 @@ class SimRunner:
             RunnerOptions(
                 runner_id=self.runner_id,
                 servers=self._url,
+                tls_context=nats_context_from_env(self._url),  # TLS as the services use it
                 name=f"continuity-sim-{self.runner_id}",
                 signing_keys=self._settings.keys,
                 request_timeout=10.0,

@@ -21,7 +21,9 @@ class ClassifierApp:
 
     async def start(self, ctx: Context) -> None:
         # Events are handled many at a time: their Redis commands share one pipelined connection.
-        self._redis = PipelinedRedis(ctx.config.redis_url)
+        self._redis = PipelinedRedis(
+            ctx.config.redis_url, cluster=ctx.config.redis_cluster, ssl_context=ctx.redis_tls
+        )
         outbox = Outbox(ctx.redis, ctx.js, fast=self._redis)
         consumer = PullConsumer.from_config(
             ctx.js,

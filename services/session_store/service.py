@@ -40,7 +40,9 @@ class SessionStoreApp:
 
     async def start(self, ctx: Context) -> None:
         # Requests share one auto-pipelined connection: concurrent decisions cost one write.
-        self._redis = PipelinedRedis(ctx.config.redis_url)
+        self._redis = PipelinedRedis(
+            ctx.config.redis_url, cluster=ctx.config.redis_cluster, ssl_context=ctx.redis_tls
+        )
         self._store = SessionStore(self._redis)
         ep = Endpoints(
             ctx.nc,

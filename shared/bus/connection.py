@@ -7,20 +7,19 @@ is how its owner learns of that: a service stops with a failure and is restarted
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import nats
 from nats.aio.client import Client
 
+from shared.config import server_list
 from shared.logs import Log
 
+__all__ = ["connect", "server_list"]
+
 log = Log("continuity.bus")
-
-
-def server_list(url: str) -> list[str]:
-    """The servers of a NATS_URL: one URL, or several separated by commas (a cluster)."""
-    return [u.strip() for u in url.split(",") if u.strip()]
 
 
 async def connect(
@@ -29,9 +28,14 @@ async def connect(
     *,
     connect_timeout: float = 5.0,
     on_closed: Callable[[], Awaitable[None]] | None = None,
+    tls: ssl.SSLContext | None = None,
     **options: Any,
 ) -> Client:
-    """`options` go to `nats.connect` as they are (credentials, TLS, ...)."""
+    """`options` go to `nats.connect` as they are (credentials, ...). `tls` (from `shared.tls`;
+    always given with `tls://` URLs) turns on TLS, started before any NATS protocol byte:
+    nats-py upgrades a plain connection only when the server's plaintext INFO asks for it, so
+    an on-path attacker could strip that and read the credentials. The servers need
+    `handshake_first` in their `tls` block (NATS 2.10.4 or later)."""
 
     async def disconnected() -> None:
         log.warning("nats_disconnected")
@@ -60,5 +64,7 @@ async def connect(
         closed_cb=closed,
         # Publishes made while disconnected wait in this buffer and go out on reconnect.
         pending_size=64 * 1024 * 1024,
+        tls=tls,
+        tls_handshake_first=tls is not None,
         **options,
     )

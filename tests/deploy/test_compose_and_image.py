@@ -47,8 +47,8 @@ def test_compose_names_every_service() -> None:
         assert svc["command"] == ["serve", name]
         build_parser().parse_args(svc["command"])  # a real command of the `continuity` CLI
         env = svc["environment"]
-        assert env["NATS_URL"].startswith("nats://") and env["NATS_URL"].endswith("@nats:4222")
-        assert env["REDIS_URL"] == "redis://redis:6379/0"
+        assert env["NATS_URL"].startswith("tls://") and env["NATS_URL"].endswith("@nats:4222")
+        assert env["REDIS_URL"] == "rediss://redis:6379/0"
         assert env["CONTINUITY_STREAM_REPLICAS"] == "1"
         assert svc["read_only"] is True and svc["cap_drop"] == ["ALL"]
     builds = [s["build"] for s in services.values() if "build" in s]

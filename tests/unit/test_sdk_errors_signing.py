@@ -89,3 +89,18 @@ def test_options_are_checked() -> None:
     assert "hunter2" not in repr(options)
     with pytest.raises(ValueError, match="several"):
         RunnerOptions(runner_id="r", signing_keys={"k1": b"x", "k2": b"y"}).signing_key()
+
+
+def test_tls_is_on_with_a_tls_url_or_a_tls_option_and_starts_first() -> None:
+    import ssl
+
+    plain = RunnerOptions(runner_id="r", servers="nats://a:4222").nats_options()
+    assert "tls" not in plain and "tls_handshake_first" not in plain
+    by_url = RunnerOptions(runner_id="r", servers="tls://a:4222").nats_options()
+    assert isinstance(by_url["tls"], ssl.SSLContext) and by_url["tls_handshake_first"] is True
+    assert by_url["tls"].verify_mode == ssl.CERT_REQUIRED and by_url["tls"].check_hostname
+    prepared = ssl.create_default_context()
+    given = RunnerOptions(runner_id="r", tls_context=prepared, tls_handshake_first=False).nats_options()
+    assert given["tls"] is prepared and given["tls_handshake_first"] is False
+    seeded = RunnerOptions(runner_id="r", nkey_seed_file="/run/r.nk").nats_options()
+    assert seeded["nkeys_seed"] == "/run/r.nk" and seeded["inbox_prefix"] == "_INBOX.r"

@@ -27,8 +27,16 @@ class RunnerOptions:
     password: str | None = field(default=None, repr=False)
     token: str | None = field(default=None, repr=False)
     tls_ca: str | None = None
+    """A PEM file of the CA that signs the servers' certificates (default: the system's)."""
     tls_cert: str | None = None
+    """With `tls_key`: the client certificate, for servers that require mutual TLS."""
     tls_key: str | None = None
+    tls_context: ssl.SSLContext | None = field(default=None, repr=False)
+    """A prepared context instead of `tls_ca`/`tls_cert`/`tls_key`."""
+    tls_handshake_first: bool = True
+    """With TLS, start it before the NATS protocol (servers with `handshake_first` in their
+    `tls` block, as the shipped configuration has); TLS is on with a `tls://` URL or any of
+    the `tls_` options."""
     inbox_prefix: str | None = None
     """Default `_INBOX.<runner_id>`: the shipped NATS authorization lets a runner receive replies
     only there."""
@@ -98,10 +106,15 @@ class RunnerOptions:
             raise ValueError("no signing key: set signing_keys")
         raise ValueError("several signing keys: set signing_key_id")
 
-    def tls_context(self) -> ssl.SSLContext | None:
-        if self.tls_ca is None and self.tls_cert is None:
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """The TLS context of the connection, or None for plain `nats://`."""
+        if self.tls_context is not None:
+            return self.tls_context
+        wanted = self.tls_ca is not None or self.tls_cert is not None
+        if not wanted and not any(s.startswith("tls://") for s in self.server_list):
             return None
         context = ssl.create_default_context(cafile=self.tls_ca)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
         if self.tls_cert is not None and self.tls_key is not None:
             context.load_cert_chain(self.tls_cert, self.tls_key)
         return context
@@ -123,7 +136,8 @@ class RunnerOptions:
             options["password"] = self.password
         if self.token is not None:
             options["token"] = self.token
-        tls = self.tls_context()
+        tls = self.ssl_context()
         if tls is not None:
             options["tls"] = tls
+            options["tls_handshake_first"] = self.tls_handshake_first
         return options

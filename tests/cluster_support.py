@@ -1,0 +1,108 @@
+"""Helpers of the cluster tests: a load of runner events published through node failures, and
+what came of it on the streams (no tests here)."""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from typing import Any
+
+import msgspec
+import nats.errors
+from nats.js import JetStreamContext
+
+from shared import subjects
+from shared.contracts import ResumeFailed, SessionRef
+from shared.times import now_rfc3339
+from tests.support import wait_for
+
+
+def event(runner: str, run_id: str) -> ResumeFailed:
+    """An unclassified resume failure of a session of its own: it gets one decision."""
+    return ResumeFailed(
+        type="resume_failed",
+        event_id=f"ev-{uuid.uuid4().hex}",
+        runner_id=runner,
+        run_id=run_id,
+        attempt=1,
+        session=SessionRef(tenant="acme", conversation_id=f"conv-{run_id}", agent_id="codex"),
+        native_session_id="ns-saved-1",
+        occurred_at=now_rfc3339(),
+    )
+
+
+async def publish_until_stored(js: JetStreamContext, subject: str, data: bytes, msg_id: str) -> int:
+    """Publish as a runner does through a NATS node failure: again with the same id until
+    JetStream acknowledges (its duplicate window keeps one copy); the stream sequence."""
+    result: list[int] = []
+
+    async def stored() -> bool:
+        try:
+            ack = await js.publish(subject, data, timeout=2, headers={"Nats-Msg-Id": msg_id})
+        except Exception:
+            return False
+        result.append(int(ack.seq))
+        return True
+
+    await wait_for(stored, timeout=30, what=f"event {msg_id} stored")
+    return result[0]
+
+
+async def publish_events(js: JetStreamContext, runner: str, count: int) -> list[str]:
+    """`count` events of `runner`, one run each; their run ids."""
+    runs = [f"run-{uuid.uuid4().hex[:16]}" for _ in range(count)]
+    for run_id in runs:
+        e = event(runner, run_id)
+        await publish_until_stored(
+            js, subjects.event(runner, "resume_failed"), msgspec.json.encode(e), e.event_id
+        )
+    return runs
+
+
+async def read_all(js: JetStreamContext, stream: str, subject: str) -> list[Any]:
+    """Every message stored on `subject`, through a fresh consumer."""
+    sub = await js.pull_subscribe(subject, stream=stream)
+    try:
+        pending = (await sub.consumer_info()).num_pending or 0
+        msgs: list[Any] = []
+        while len(msgs) < pending:
+            msgs.extend(await sub.fetch(pending - len(msgs), timeout=5))
+        return msgs
+    finally:
+        await sub.unsubscribe()
+
+
+async def read_settled(js: JetStreamContext, stream: str, subject: str) -> list[Any]:
+    """`read_all`, again while JetStream is still recovering from a lost node."""
+    result: list[Any] = []
+
+    async def read() -> bool:
+        try:
+            result[:] = await read_all(js, stream, subject)
+        except (nats.errors.Error, TimeoutError):
+            return False
+        return True
+
+    await wait_for(read, timeout=30, interval=0.5, what=f"reading {subject}")
+    return result
+
+
+async def decisions_per_run(js: JetStreamContext, runner: str) -> Counter[tuple[str, int]]:
+    """How many decisions each (run_id, attempt) of `runner` received."""
+    msgs = await read_settled(js, subjects.DECISIONS_STREAM, subjects.decisions(runner))
+    decoded = [msgspec.json.decode(m.data) for m in msgs]
+    return Counter((d["run_id"], d["attempt"]) for d in decoded)
+
+
+async def dead_letters_of(js: JetStreamContext, runner: str) -> list[Any]:
+    """Dead letters whose original bytes name `runner`."""
+    msgs = await read_settled(js, subjects.DEAD_STREAM, "continuity.dead.>")
+    return [m for m in msgs if runner.encode() in m.data]
+
+
+async def wait_decided(js: JetStreamContext, runner: str, runs: list[str], timeout: float) -> None:
+    async def all_decided() -> bool:
+        got = await decisions_per_run(js, runner)
+        return all((r, 1) in got for r in runs)
+
+    await wait_for(all_decided, timeout=timeout, interval=0.5, what=f"decisions for {len(runs)} runs")

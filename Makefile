@@ -5,10 +5,12 @@ BIN    := $(VENV)/bin
 
 .PHONY: install tools run up test lint typecheck unit sdk-ts bench lock clean
 
-$(VENV)/.installed: pyproject.toml requirements.lock
+$(VENV)/.installed: pyproject.toml requirements.lock sdk/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check --require-hashes -r requirements.lock
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps -e .
+	# The runner SDK, its own distribution; its dependencies are already in the lock file.
+	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps -e sdk/python
 	touch $@
 
 install: $(VENV)/.installed
@@ -35,6 +37,7 @@ lint: install
 
 typecheck: install
 	$(BIN)/mypy
+	$(BIN)/mypy --strict sdk/python/examples
 
 unit: install tools
 	$(BIN)/pytest

@@ -14,6 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from continuity_runner import ArchiveRequest, Decision, SessionRef
+from continuity_runner.types import ActionOutcome
+
 from continuity.simulate.scenarios import (
     ARCHIVE_FAILED,
     ARCHIVE_FAILED_PREFIX,
@@ -26,8 +29,6 @@ from continuity.simulate.scenarios import (
 )
 from continuity.simulate.wire import ArchiveAnswer
 from shared import subjects
-from shared.contracts import ArchiveCommand, Decision, SessionRef
-from shared.contracts.types import ActionOutcome
 
 Stage = Literal["decision", "dead", "continue"]
 OperatorAct = Literal["resolve", "retry"]
@@ -131,7 +132,7 @@ class Checker:
         what = f"a decision ({_verdict_text(exp)})"
         self._expect(sent.run_id, sent.attempt, "decision", now + wait, what)
 
-    def archive_requested(self, runner_id: str, command: ArchiveCommand) -> AttemptState | None:
+    def archive_requested(self, runner_id: str, command: ArchiveRequest) -> AttemptState | None:
         """The archiver asked this runner to move a run's state; None when it must not have."""
         run = self.runs.get(command.run_id)
         if run is None:

@@ -1,6 +1,7 @@
-"""One simulated runner: it commits sessions, asks `decide` at ready, publishes `resume_failed`
-events, answers its archive subject, consumes its own decisions, and follows each decision the
-way a runner must (wait for `not_before`, commit the replacement, hand the run to an operator).
+"""One simulated runner, built on the runner SDK (`continuity_runner`): it commits sessions, asks
+`decide` at ready, publishes `resume_failed` events, answers its archive subject, consumes its
+own decisions, and follows each decision the way a runner must (wait for `not_before`, commit
+the replacement, hand the run to an operator).
 
 Every reply it gets is also held against the contract; what does not match is reported to the
 checker. Each run is one story, kept as a list of steps for the report.
@@ -18,28 +19,26 @@ from datetime import datetime
 
 import msgspec
 import nats
-from nats.aio.client import Client
-from nats.aio.msg import Msg
-from nats.js.api import DeliverPolicy
+from continuity_runner import (
+    ArchiveRequest,
+    ArchiveResult,
+    CommitReply,
+    ContinuityError,
+    Decision,
+    ResumeFailed,
+    Runner,
+    RunnerOptions,
+    SessionRef,
+    SessionView,
+    StaleEpoch,
+    connect,
+)
+from continuity_runner.types import CheckpointPolicy, RecordedOutcome
 
 from continuity.simulate import wire
 from continuity.simulate.checker import Checker, Sent
-from continuity.simulate.resend import PublishFailed, publish_retried
 from continuity.simulate.scenarios import ARCHIVE_FAILED, REFAIL_RATE, Facts, Scenario
 from shared import subjects
-from shared.bus.connection import server_list
-from shared.client import ContinuityClient, RequestError
-from shared.contracts import (
-    ArchiveCommand,
-    CommitRequest,
-    DecideRequest,
-    Decision,
-    GetRequest,
-    ResumeFailed,
-    SessionRef,
-    SessionView,
-)
-from shared.contracts.types import CheckpointPolicy, RecordedOutcome
 from shared.tls import nats_context_from_env
 
 GENERATION = "dsh-2026.11.3-p7"
@@ -52,9 +51,10 @@ POLICY_TEXT: dict[CheckpointPolicy, str] = {
     "allow_replacement_after_resume_failure": "replace after resume failure",
 }
 
-_decision = msgspec.json.Decoder(Decision)
-_command = msgspec.json.Decoder(ArchiveCommand)
-_encode = msgspec.json.Encoder().encode
+# Publications retried with the same Nats-Msg-Id through a NATS restart or a leader election.
+PUBLISH_WITHIN_S = 30.0
+PUBLISH_ATTEMPTS = 6
+PUBLISH_ATTEMPT_TIMEOUT_S = 5.0
 
 # Asked by a run stopped for an operator; returns the operator's step for the story, or None
 # when no operator endpoint exists (the run then ends at the stop).
@@ -100,8 +100,9 @@ class SimRunner:
         self._checker = checker
         self._operator = operator
         self._rng = rng
-        self._nc: Client | None = None
-        self._client: ContinuityClient | None = None
+        self._runner: Runner | None = None
+        self._decisions: asyncio.Task[None] | None = None
+        self._stopped = asyncio.Event()
         self._inbox: dict[str, asyncio.Queue[Decision]] = {}
         self._dead: dict[str, asyncio.Future[str]] = {}
         self._archive_steps: dict[str, str] = {}
@@ -111,55 +112,47 @@ class SimRunner:
     # ---- life -------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        tls = nats_context_from_env(self._url)  # TLS as the services use it
-        self._nc = await nats.connect(
-            servers=server_list(self._url),
-            name=f"continuity-sim-{self.runner_id}",
-            error_cb=_quiet,
-            tls=tls,
-            tls_handshake_first=tls is not None,
+        self._runner = await connect(
+            RunnerOptions(
+                runner_id=self.runner_id,
+                servers=self._url,
+                tls_context=nats_context_from_env(self._url),  # TLS as the services use it
+                name=f"continuity-sim-{self.runner_id}",
+                signing_keys=self._settings.keys,
+                request_timeout=10.0,
+                publish_timeout=PUBLISH_WITHIN_S,
+                publish_attempts=PUBLISH_ATTEMPTS,
+                publish_attempt_timeout=PUBLISH_ATTEMPT_TIMEOUT_S,
+            )
         )
-        self._client = ContinuityClient(self._nc, timeout=10.0)
-        await self._nc.subscribe(subjects.runner_archive(self.runner_id), cb=self._on_archive)
-        # Only decisions published from now on: earlier simulations may have used this runner id.
-        await self._nc.jetstream().subscribe(
-            subjects.decisions(self.runner_id),
-            stream=subjects.DECISIONS_STREAM,
-            cb=self._on_decision,
-            ordered_consumer=True,
-            deliver_policy=DeliverPolicy.NEW,
-        )
+        await self._runner.serve_archive(self._on_archive)
+        # Its durable consumer: decisions of earlier simulations under this runner id were
+        # acknowledged then, and the checker counts any others as foreign.
+        self._decisions = asyncio.create_task(self._runner.handle_decisions(self._on_decision))
 
     async def stop(self) -> None:
-        if self._nc is not None:
+        self._stopped.set()
+        if self._runner is not None:
             with contextlib.suppress(Exception):
-                await self._nc.close()
+                await self._runner.close()
+        if self._decisions is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._decisions, 5)
 
     @property
-    def client(self) -> ContinuityClient:
-        assert self._client is not None
-        return self._client
+    def runner(self) -> Runner:
+        assert self._runner is not None
+        return self._runner
 
     # ---- inbound ----------------------------------------------------------------------------
 
-    async def _on_decision(self, msg: Msg) -> None:
-        try:
-            d = _decision.decode(msg.data)
-        except msgspec.MsgspecError:
-            self._checker.note("?", f"a message on {msg.subject} is not a contract decision")
-            return
+    async def _on_decision(self, d: Decision) -> None:
         self._checker.decision(self.runner_id, d)
         inbox = self._inbox.get(d.run_id)
         if inbox is not None:
             inbox.put_nowait(d)
 
-    async def _on_archive(self, msg: Msg) -> None:
-        try:
-            command = _command.decode(msg.data)
-        except msgspec.MsgspecError:
-            self._checker.note("?", "an archive request that is not a contract ArchiveCommand")
-            await msg.respond(_encode(wire.ArchiveAnswer(2, "bad request", ()).result()))
-            return
+    async def _on_archive(self, command: ArchiveRequest) -> ArchiveResult:
         answer = wire.archive_answer(
             self._rng, self._settings.archive_fail_rate, self._settings.archive_timeout_rate
         )
@@ -168,14 +161,15 @@ class SimRunner:
             self._checker.archive_answered(state, answer)
         if answer.exit_code is None:
             self._archive_steps[command.run_id] = "archive: runner never answers"
-            return  # the archiver must time out
+            await self._stopped.wait()  # the archiver must time out
+            raise asyncio.CancelledError
         if answer.ok:
             self._archive_steps[command.run_id] = "archive: runner moved its state (exit 0)"
         else:
             self._archive_steps[command.run_id] = (
                 f"archive: runner failed (exit {answer.exit_code}, leaky output)"
             )
-        await msg.respond(_encode(answer.result()))
+        return answer.result()
 
     def dead_letter(self, run_id: str, subject: str, reason: str) -> None:
         future = self._dead.get(run_id)
@@ -192,7 +186,7 @@ class SimRunner:
         self._inbox[run_id] = asyncio.Queue()
         try:
             await self._play(scenario, run_id, n, story)
-        except (RequestError, PublishFailed, nats.errors.Error, TimeoutError) as exc:
+        except (ContinuityError, nats.errors.Error, TimeoutError) as exc:
             story.steps.append(f"stopped: {type(exc).__name__}")
             self._checker.note(run_id, f"{scenario.label}: a request failed ({_why(exc)})")
         finally:
@@ -209,7 +203,7 @@ class SimRunner:
         handle = f"ns-{run_id}"
         ctx = wire.RunContext(self.runner_id, run_id, session, handle, policy)
         cursor = f"turn-{n:06d}"
-        committed = await self.client.commit(self._commit(ctx, cursor, epoch=None))
+        committed = await self._commit(ctx, cursor, epoch=None)
         epoch = committed.epoch
         attempt = 1
         while True:
@@ -235,7 +229,7 @@ class SimRunner:
                 self._dead[run_id] = asyncio.get_running_loop().create_future()
             story.steps.append(_first_step(scenario, policy, out.facts) if attempt == 1 else "fails again")
             for msg_id, payload in out.publications:
-                await self._nc_js_publish(payload, msg_id)
+                await self._publish(payload, msg_id)
             if out.facts is None:
                 story.steps.append(await self._wait_dead(run_id))
                 return
@@ -278,31 +272,29 @@ class SimRunner:
 
     # ---- the runner's side of the contract --------------------------------------------------
 
-    def _commit(self, ctx: wire.RunContext, cursor: str, epoch: int | None) -> CommitRequest:
-        return CommitRequest(
-            session=ctx.session,
-            native_session_id=ctx.native_session_id,
-            adapter="codex",
-            model=MODEL,
-            cwd=f"/workspaces/sim/{ctx.session.conversation_id}",
+    async def _commit(self, ctx: wire.RunContext, cursor: str, epoch: int | None) -> CommitReply:
+        return await self.runner.commit(
+            ctx.session,
+            ctx.native_session_id,
+            "codex",
+            MODEL,
+            f"/workspaces/sim/{ctx.session.conversation_id}",
+            ctx.policy,
             cursor=cursor,
             prompt_hash="0" * 16,
-            checkpoint_policy=ctx.policy,
             compatibility_generation=GENERATION,
             epoch=epoch,
         )
 
     async def _decide_resumes(self, ctx: wire.RunContext, cursor: str) -> bool:
-        reply = await self.client.decide(
-            DecideRequest(
-                session=ctx.session,
-                adapter="codex",
-                model=MODEL,
-                cwd=f"/workspaces/sim/{ctx.session.conversation_id}",
-                latest_cursor=cursor,
-                compatibility="profile-ready",
-                ready_generation=GENERATION,
-            )
+        reply = await self.runner.decide(
+            ctx.session,
+            "codex",
+            MODEL,
+            f"/workspaces/sim/{ctx.session.conversation_id}",
+            latest_cursor=cursor,
+            compatibility="profile-ready",
+            ready_generation=GENERATION,
         )
         if reply.mode != "resume" or reply.resume_session_id != ctx.native_session_id:
             self._checker.note(
@@ -337,26 +329,27 @@ class SimRunner:
         fresh = wire.RunContext(
             ctx.runner_id, ctx.run_id, ctx.session, f"{ctx.native_session_id}.r", ctx.policy
         )
-        reply = await self.client.commit(self._commit(fresh, cursor, epoch=new_epoch))
+        reply = await self._commit(fresh, cursor, epoch=new_epoch)
         if reply.epoch != new_epoch:
             self._checker.note(
                 ctx.run_id, f"the replacement committed at epoch {reply.epoch}, not {new_epoch}"
             )
         try:
-            await self.client.commit(self._commit(ctx, cursor, epoch=new_epoch - 1))
-        except RequestError as err:
-            if err.code != "stale_epoch":
-                self._checker.note(ctx.run_id, f"a zombie commit got {err.code}, expected stale_epoch")
+            await self._commit(ctx, cursor, epoch=new_epoch - 1)
+        except StaleEpoch:
+            pass
+        except ContinuityError as err:
+            self._checker.note(ctx.run_id, f"a zombie commit got {err.code}, expected stale_epoch")
         else:
             self._checker.note(ctx.run_id, "a zombie commit from before the replacement was accepted")
 
     async def _get(self, session: SessionRef) -> SessionView:
-        return await self.client.get(GetRequest(session=session))
+        return await self.runner.get(session)
 
-    async def _nc_js_publish(self, payload: bytes, msg_id: str) -> None:
-        assert self._nc is not None
-        subject = subjects.event(self.runner_id, "resume_failed")
-        await publish_retried(self._nc.jetstream(), subject, payload, msg_id)
+    async def _publish(self, payload: bytes, msg_id: str) -> None:
+        """The scenario's exact bytes (some deliberately invalid, or re-sent under one id), through
+        the SDK's publication: retried with the same `Nats-Msg-Id` until JetStream confirms."""
+        await self.runner.publish_event(subjects.event(self.runner_id, "resume_failed"), payload, msg_id)
         self.published += 1
 
     async def _next(self, run_id: str, attempt: int, *, continued: bool) -> Decision | None:
@@ -417,11 +410,7 @@ def _recorded_outcome(payload: bytes) -> RecordedOutcome | None:
     return event.pending_tool_call.recorded_outcome if event.pending_tool_call else None
 
 
-async def _quiet(exc: Exception) -> None:
-    """Client errors surface as failed requests (reported by the run); no tracebacks."""
-
-
 def _why(exc: Exception) -> str:
-    if isinstance(exc, RequestError):
+    if isinstance(exc, ContinuityError):
         return f"{exc.status} {exc.code}"
     return type(exc).__name__

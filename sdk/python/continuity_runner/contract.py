@@ -1,0 +1,237 @@
+"""The messages of contract v1 that a runner sends or receives, as msgspec Structs.
+
+These mirror the server's own Structs field by field (names, types, patterns, defaults and
+encoding settings); a test of the project compares the two so that they cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+from continuity_runner.types import (
+    Action,
+    ActionOutcome,
+    Attempt,
+    CheckpointPolicy,
+    Command,
+    Compatibility,
+    Count,
+    Cursor,
+    Cwd,
+    DecisionReason,
+    ExitCode,
+    FailureClass,
+    Message,
+    Mode,
+    Name,
+    Output,
+    RecordedOutcome,
+    RejectCode,
+    RunnerId,
+    SessionReason,
+    SessionState,
+    Signature,
+    Time,
+    Token,
+    Transcript,
+    check_time,
+)
+
+# ---- the session slot (section 1) -------------------------------------------------------------
+
+
+class SessionRef(msgspec.Struct, frozen=True):
+    """`{"tenant", "conversation_id", "agent_id"}`: the slot that owns one saved native session."""
+
+    tenant: Token
+    conversation_id: Token
+    agent_id: Token
+
+    @property
+    def key(self) -> str:
+        """`<tenant>/<conversation_id>/<agent_id>`."""
+        return f"{self.tenant}/{self.conversation_id}/{self.agent_id}"
+
+
+# ---- session-store requests and replies (section 3) ------------------------------------------
+
+
+class CommitRequest(msgspec.Struct, kw_only=True):
+    session: SessionRef
+    native_session_id: Token
+    adapter: Name
+    model: Name
+    cwd: Cwd
+    checkpoint_policy: CheckpointPolicy
+    cursor: Cursor | None = None
+    prompt_hash: Name | None = None
+    compatibility_generation: Token | None = None
+    expected_revision: Count | None = None
+    epoch: Count | None = None
+    cancelled: bool = False
+
+
+class CommitReply(msgspec.Struct, kw_only=True):
+    revision: int
+    epoch: int
+
+
+class DecideRequest(msgspec.Struct, kw_only=True):
+    session: SessionRef
+    adapter: Name
+    model: Name
+    cwd: Cwd
+    latest_cursor: Cursor | None = None
+    compatibility: Compatibility = "none"
+    ready_generation: Token | None = None
+
+
+class DecideReply(msgspec.Struct, kw_only=True, omit_defaults=False):
+    """`resume` with the stored handle and an incremental turn, or `fresh` with the full one."""
+
+    mode: Mode
+    resume_session_id: str | None
+    transcript: Transcript
+    reason: SessionReason | None
+    revision: int | None
+    epoch: int | None
+
+
+class RejectRequest(msgspec.Struct, kw_only=True):
+    session: SessionRef
+    native_session_id: Token
+    code: RejectCode
+
+
+class RejectReply(msgspec.Struct, kw_only=True):
+    cleared: bool
+
+
+class GetRequest(msgspec.Struct, kw_only=True):
+    session: SessionRef
+
+
+class SessionView(msgspec.Struct, kw_only=True):
+    """A session record as `get` shows it: no generation value, only whether one is trusted."""
+
+    native_session_id: str
+    adapter: str
+    model: str
+    cwd: str
+    cursor: str
+    checkpoint_policy: str
+    state: SessionState
+    revision: int
+    epoch: int
+    updated_at: str
+    has_generation: bool
+    generation_trusted: bool
+
+
+# ---- the resume_failed event (section 4.1) ----------------------------------------------------
+
+
+class ErrorInfo(msgspec.Struct, kw_only=True):
+    """A typed runner error; only `type` and `code` are read, `message` never is."""
+
+    type: Name
+    code: Name
+    message: Message = ""
+
+
+class CommandResult(msgspec.Struct, kw_only=True):
+    """A runner command's result, trusted only when `signature` verifies (section 4.2).
+
+    `issued_at` stays the string as sent: the signature covers it byte for byte."""
+
+    command: Command
+    status: Name
+    classification: Name | None = None
+    issued_at: Time
+    key_id: Token
+    signature: Signature
+
+    def __post_init__(self) -> None:
+        check_time(self.issued_at)
+
+
+class ToolCall(msgspec.Struct, kw_only=True):
+    tool_call_id: Token
+    tool_name: Name
+    started_at: Time
+    recorded_outcome: RecordedOutcome | None = None
+
+    def __post_init__(self) -> None:
+        check_time(self.started_at)
+
+
+class ResumeFailed(msgspec.Struct, kw_only=True):
+    type: Literal["resume_failed"]
+    event_id: Token
+    runner_id: RunnerId
+    run_id: Token
+    attempt: Attempt
+    session: SessionRef
+    native_session_id: Token
+    occurred_at: Time
+    error: ErrorInfo | None = None
+    command_result: CommandResult | None = None
+    pending_tool_call: ToolCall | None = None
+    governed_wait_elapsed: bool = False
+
+    def __post_init__(self) -> None:
+        check_time(self.occurred_at)
+
+
+# ---- decisions (section 4.5) ------------------------------------------------------------------
+
+
+class Decision(msgspec.Struct, kw_only=True, omit_defaults=False):
+    type: Literal["decision"] = "decision"
+    decision_id: str
+    runner_id: RunnerId
+    run_id: Token
+    attempt: Attempt
+    session: SessionRef
+    action: Action
+    reason: DecisionReason
+    failure_class: FailureClass | None = None
+    epoch: int | None = None
+    not_before: Time | None = None
+    detail: str | None = None
+    reconciled_outcome: ActionOutcome | None = None
+    decided_at: Time
+
+
+# ---- the archiver's remote move (section 5) ---------------------------------------------------
+
+
+class ArchiveRequest(msgspec.Struct, kw_only=True):
+    """What the archiver asks on `continuity.runner.<runner_id>.archive`."""
+
+    archive_id: Token
+    run_id: Token
+    session: SessionRef
+    native_session_id: Token
+
+
+class ArchiveResult(msgspec.Struct, kw_only=True):
+    """The runner's answer: exit code 0 only when its saved state was moved aside."""
+
+    exit_code: ExitCode | None
+    timed_out: bool = False
+    output: Output = ""
+
+
+# ---- error replies (section 1) ----------------------------------------------------------------
+
+
+class ErrorDetail(msgspec.Struct):
+    code: str
+    message: str
+
+
+class ErrorBody(msgspec.Struct):
+    error: ErrorDetail

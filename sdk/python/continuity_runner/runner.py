@@ -1,0 +1,484 @@
+"""The runner's side of contract v1: `connect` returns a `Runner`."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+
+import msgspec
+import nats
+import nats.errors
+import nats.js.errors
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+from continuity_runner import limits, subjects
+from continuity_runner.contract import (
+    ArchiveRequest,
+    ArchiveResult,
+    CommandResult,
+    CommitReply,
+    CommitRequest,
+    DecideReply,
+    DecideRequest,
+    Decision,
+    ErrorInfo,
+    GetRequest,
+    RejectReply,
+    RejectRequest,
+    ResumeFailed,
+    SessionRef,
+    SessionView,
+    ToolCall,
+)
+from continuity_runner.delivery import Delivery
+from continuity_runner.denials import Denials
+from continuity_runner.errors import (
+    InternalError,
+    InvalidRequest,
+    NotFound,
+    PermissionDenied,
+    Unavailable,
+    error_from_reply,
+)
+from continuity_runner.options import RunnerOptions
+from continuity_runner.signing import now_rfc3339, sign_command_result
+from continuity_runner.types import CheckpointPolicy, Compatibility, RejectCode
+
+log = logging.getLogger("continuity_runner")
+log.addHandler(logging.NullHandler())  # a library's records show only where the program routes them
+
+R = TypeVar("R")
+_encode = msgspec.json.Encoder().encode
+_decision = msgspec.json.Decoder(Decision)
+_archive_request = msgspec.json.Decoder(ArchiveRequest)
+_event = msgspec.json.Decoder(ResumeFailed)
+_archive_result = msgspec.json.Decoder(ArchiveResult)
+FETCH_WAIT_S = 1.0
+"""How long one pull waits for a decision; also how soon iteration notices `drain`/`close`."""
+
+DecisionHandler = Callable[[Decision], Awaitable[None]]
+ArchiveHandler = Callable[[ArchiveRequest], Awaitable[ArchiveResult]]
+
+
+async def connect(options: RunnerOptions) -> Runner:
+    """Connect to NATS as `options.runner_id`; the connection reconnects forever until closed."""
+
+    async def disconnected() -> None:
+        log.warning("nats_disconnected runner_id=%s", options.runner_id)
+
+    async def reconnected() -> None:
+        log.info("nats_reconnected runner_id=%s", options.runner_id)
+
+    denials = Denials()
+
+    async def error(exc: Exception) -> None:
+        denials.report(str(exc))
+        log.warning("nats_error runner_id=%s error_type=%s", options.runner_id, type(exc).__name__)
+
+    nc = await nats.connect(
+        allow_reconnect=True,
+        max_reconnect_attempts=-1,
+        reconnect_time_wait=0.5,
+        disconnected_cb=disconnected,
+        reconnected_cb=reconnected,
+        error_cb=error,
+        **options.nats_options(),
+    )
+    return Runner(nc, options, denials)
+
+
+class Runner:
+    """One runner's connection to Continuity. Create it with `connect`."""
+
+    def __init__(self, nc: Client, options: RunnerOptions, denials: Denials | None = None) -> None:
+        self.options = options
+        self._denials = denials or Denials()
+        self.runner_id = options.runner_id
+        self._nc = nc
+        self._js = nc.jetstream(timeout=options.request_timeout)
+        self._closing = False
+        self._archive_sub: Subscription | None = None
+        self._archive_tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def nc(self) -> Client:
+        """The NATS connection (for what the SDK does not cover)."""
+        return self._nc
+
+    # ---- the session-store (contract section 3) ---------------------------------------------
+
+    async def decide(
+        self,
+        session: SessionRef,
+        adapter: str,
+        model: str,
+        cwd: str,
+        latest_cursor: str | None = None,
+        compatibility: Compatibility = "none",
+        ready_generation: str | None = None,
+    ) -> DecideReply:
+        """Resume or fresh, asked at the provider's `ready` frame, before the turn is sent."""
+        request = DecideRequest(
+            session=session,
+            adapter=adapter,
+            model=model,
+            cwd=cwd,
+            latest_cursor=latest_cursor,
+            compatibility=compatibility,
+            ready_generation=ready_generation,
+        )
+        return await self._request(subjects.SESSIONS_DECIDE, request, DecideReply)
+
+    async def commit(
+        self,
+        session: SessionRef,
+        native_session_id: str,
+        adapter: str,
+        model: str,
+        cwd: str,
+        checkpoint_policy: CheckpointPolicy,
+        cursor: str | None = None,
+        prompt_hash: str | None = None,
+        compatibility_generation: str | None = None,
+        expected_revision: int | None = None,
+        epoch: int | None = None,
+        cancelled: bool = False,
+    ) -> CommitReply:
+        """Save the session after a turn (or a validated cancellation). Raises
+        `RevisionConflict`, `StaleEpoch` or `SessionHeld` when nothing was written."""
+        request = CommitRequest(
+            session=session,
+            native_session_id=native_session_id,
+            adapter=adapter,
+            model=model,
+            cwd=cwd,
+            checkpoint_policy=checkpoint_policy,
+            cursor=cursor,
+            prompt_hash=prompt_hash,
+            compatibility_generation=compatibility_generation,
+            expected_revision=expected_revision,
+            epoch=epoch,
+            cancelled=cancelled,
+        )
+        return await self._request(subjects.SESSIONS_COMMIT, request, CommitReply)
+
+    async def reject(self, session: SessionRef, native_session_id: str, code: RejectCode) -> RejectReply:
+        """The resume target is missing or corrupt: the next decision reseeds with the full
+        transcript once."""
+        request = RejectRequest(session=session, native_session_id=native_session_id, code=code)
+        return await self._request(subjects.SESSIONS_REJECT, request, RejectReply)
+
+    async def get(self, session: SessionRef) -> SessionView:
+        """The saved record, without secrets. Raises `NotFound` when there is none."""
+        return await self._request(subjects.SESSIONS_GET, GetRequest(session=session), SessionView)
+
+    async def _request(self, subject: str, request: Any, reply_type: type[R]) -> R:
+        try:
+            msg = await self._denials.guard(
+                subject, self._nc.request(subject, _encode(request), timeout=self.options.request_timeout)
+            )
+        except nats.errors.NoRespondersError:
+            raise Unavailable(f"no service answers {subject}") from None
+        except TimeoutError:
+            raise Unavailable(f"no answer on {subject} within {self.options.request_timeout}s") from None
+        except nats.errors.Error as exc:
+            raise Unavailable(f"{subject} could not be asked ({type(exc).__name__})") from None
+        failure = error_from_reply(msg.data, msg.headers)
+        if failure is not None:
+            raise failure
+        try:
+            return msgspec.json.decode(msg.data, type=reply_type)
+        except msgspec.MsgspecError:
+            raise InternalError(f"the reply on {subject} is not a contract {reply_type.__name__}") from None
+
+    # ---- resume failures (contract section 4) -----------------------------------------------
+
+    def sign_command_result(
+        self,
+        run_id: str,
+        attempt: int,
+        command: str,
+        status: str,
+        classification: str | None = None,
+        issued_at: str | None = None,
+    ) -> CommandResult:
+        """A command result signed with this runner's key (`signing_keys`/`signing_key_id`)."""
+        key_id, key = self.options.signing_key()
+        return sign_command_result(
+            key_id, key, self.runner_id, run_id, attempt, command, status, classification, issued_at
+        )
+
+    async def report_resume_failure(
+        self,
+        run_id: str,
+        attempt: int,
+        session: SessionRef,
+        native_session_id: str,
+        error: ErrorInfo | None = None,
+        command_result: CommandResult | None = None,
+        pending_tool_call: ToolCall | None = None,
+        governed_wait_elapsed: bool = False,
+        event_id: str | None = None,
+    ) -> str:
+        """Publish a `resume_failed` event and return its `event_id`.
+
+        The event is checked against the contract first (`InvalidRequest` if it does not hold:
+        the classifier would only dead-letter it). It is published with `Nats-Msg-Id` =
+        `event_id` and sent again with the same id until JetStream acknowledges it, for at most
+        `publish_timeout` seconds (`Unavailable` after that): the stream's duplicate window
+        keeps one copy, and the classifier decides once per run and attempt.
+        """
+        event = ResumeFailed(
+            type="resume_failed",
+            event_id=event_id or uuid.uuid4().hex,
+            runner_id=self.runner_id,
+            run_id=run_id,
+            attempt=attempt,
+            session=session,
+            native_session_id=native_session_id,
+            occurred_at=now_rfc3339(),
+            error=error,
+            command_result=command_result,
+            pending_tool_call=pending_tool_call,
+            governed_wait_elapsed=governed_wait_elapsed,
+        )
+        payload = _encode(event)
+        if len(payload) > limits.MAX_EVENT_BYTES:
+            raise InvalidRequest(
+                f"the event is larger than {limits.MAX_EVENT_BYTES} bytes", code="payload_too_large"
+            )
+        try:
+            _event.decode(payload)
+        except msgspec.ValidationError as exc:
+            raise InvalidRequest(f"not a contract resume_failed event: {exc}") from None
+        await self.publish_event(subjects.event(self.runner_id, "resume_failed"), payload, event.event_id)
+        return event.event_id
+
+    async def publish_event(self, subject: str, payload: bytes, msg_id: str) -> None:
+        """Publish `payload` to JetStream with `Nats-Msg-Id` = `msg_id`, sent again with the same
+        id until JetStream acknowledges it: at most `publish_attempts` times within
+        `publish_timeout` seconds (then `Unavailable`). A message the stream refuses
+        (`InvalidRequest`) or the authorization refuses (`PermissionDenied`) is not sent again.
+
+        `report_resume_failure` is the way to report a failure; this is the publication under it,
+        for payloads built elsewhere."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.options.publish_timeout
+        backoff = 0.1
+        for tries in range(1, self.options.publish_attempts + 1):
+            left = deadline - loop.time()
+            publication = self._js.publish(
+                subject,
+                payload,
+                timeout=max(0.05, min(self.options.publish_attempt_timeout, left)),
+                headers={"Nats-Msg-Id": msg_id},
+            )
+            try:
+                await self._denials.guard(subject, publication)
+                return
+            except nats.js.errors.BadRequestError:
+                raise InvalidRequest("the stream refused the message") from None
+            except (nats.errors.Error, TimeoutError) as exc:
+                if self._closing or self._nc.is_closed:
+                    raise Unavailable("the runner is closed; the message was not published") from None
+                left = deadline - loop.time()
+                if left <= 0 or tries == self.options.publish_attempts:
+                    raise Unavailable(
+                        f"the message was not acknowledged after {tries} attempts "
+                        f"within {self.options.publish_timeout}s"
+                    ) from None
+                log.warning(
+                    "event_publish_retry msg_id=%s try=%d error_type=%s", msg_id, tries, type(exc).__name__
+                )
+                await asyncio.sleep(min(backoff, left))  # backoff between publications
+                backoff = min(backoff * 2, 2.0)
+        raise AssertionError("publish_attempts is at least 1")  # the loop returns or raises
+
+    # ---- decisions (contract section 4.5) ---------------------------------------------------
+
+    async def decisions(self, batch: int = 1) -> AsyncIterator[Delivery]:
+        """The runner's decisions, from its durable consumer, until `drain` or `close`.
+
+        With `create_consumer` (the default) the consumer `<runner_id>` is looked up first and
+        created when missing (`NotFound` when that is not permitted); a connection that may not
+        even look it up (the shipped NATS authorization: an operator creates it) binds it as it
+        is. With `create_consumer=False` it is bound without any JetStream API call: a runner
+        of the shipped authorization may only fetch from and acknowledge its own consumer. A
+        connection not permitted to fetch from it gets `PermissionDenied`.
+
+        Each decision must be acknowledged (`Delivery.ack`) once acted on. A message that is
+        not a contract decision is terminated (never redelivered) and skipped.
+        """
+        stream = subjects.DECISIONS_STREAM
+        if self.options.create_consumer:
+            await self._ensure_decisions_consumer()
+        sub = await self._js.pull_subscribe_bind(consumer=self.runner_id, stream=stream)
+        next_subject = f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{self.runner_id}"
+        try:
+            while not self._closing:
+                try:
+                    msgs = await self._denials.guard(next_subject, sub.fetch(batch, timeout=FETCH_WAIT_S))
+                except TimeoutError:
+                    continue
+                except nats.errors.Error as exc:
+                    if self._closing or self._nc.is_closed:
+                        return
+                    # Disconnected, or JetStream not ready yet (a server restart): pull again.
+                    log.warning("decision_fetch_failed error_type=%s", type(exc).__name__)
+                    await asyncio.sleep(FETCH_WAIT_S / 4)  # pause before the next pull
+                    continue
+                for msg in msgs:
+                    try:
+                        decision = _decision.decode(msg.data)
+                    except msgspec.MsgspecError:
+                        log.warning("decision_invalid subject=%s", msg.subject)
+                        with contextlib.suppress(nats.errors.Error):
+                            await msg.term()
+                        continue
+                    yield Delivery(decision, msg, self.options.redelivery_delay)
+        finally:
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
+
+    async def handle_decisions(self, handler: DecisionHandler) -> None:
+        """Run `handler` on each decision until `drain` or `close`: acknowledged when it
+        returns, delivered again after `redelivery_delay` when it raises."""
+        async for delivery in self.decisions():
+            try:
+                await handler(delivery.decision)
+            except Exception as exc:
+                log.warning(
+                    "decision_handler_failed decision_id=%s error_type=%s",
+                    delivery.decision.decision_id,
+                    type(exc).__name__,
+                )
+                with contextlib.suppress(nats.errors.Error):
+                    await delivery.nak()
+                continue
+            with contextlib.suppress(nats.errors.Error):
+                await delivery.ack()
+
+    async def _ensure_decisions_consumer(self) -> None:
+        """Look the consumer `<runner_id>` up and create it when missing. A connection that may
+        do neither (the shipped authorization: an operator creates it with `continuity runners
+        add RUNNER_ID --consumer-only`) binds it as it is."""
+        stream, name = subjects.DECISIONS_STREAM, self.runner_id
+        info_subject = f"$JS.API.CONSUMER.INFO.{stream}.{name}"
+        try:
+            await self._denials.guard(info_subject, self._js.consumer_info(stream, name))
+            return
+        except PermissionDenied:
+            return
+        except nats.js.errors.NotFoundError:
+            pass
+        except (nats.errors.Error, TimeoutError) as exc:
+            raise Unavailable(f"the consumer could not be looked up ({type(exc).__name__})") from None
+        wanted = subjects.decisions(self.runner_id)
+        config = ConsumerConfig(
+            name=name,
+            durable_name=name,
+            filter_subject=wanted,
+            ack_policy=AckPolicy.EXPLICIT,
+            deliver_policy=DeliverPolicy.ALL,
+            max_deliver=-1,
+        )
+        create_subject = f"$JS.API.CONSUMER.CREATE.{stream}.{name}.{wanted}"
+        try:
+            await self._denials.guard(create_subject, self._js.add_consumer(stream, config))
+        except PermissionDenied:
+            raise NotFound(f"no consumer {name} on {stream}, and not permitted to create it") from None
+        except nats.js.errors.NotFoundError:
+            raise NotFound(f"no stream {stream}: are the services running?") from None
+        except (nats.errors.Error, TimeoutError) as exc:
+            raise Unavailable(f"the consumer could not be created ({type(exc).__name__})") from None
+        log.info("decision_consumer_created runner_id=%s", name)
+
+    # ---- the archiver's remote move (contract section 5) ------------------------------------
+
+    async def serve_archive(self, handler: ArchiveHandler) -> None:
+        """Answer `continuity.runner.<runner_id>.archive` with `handler` until `drain`/`close`.
+
+        The handler moves the saved state of the request's session aside and returns an
+        `ArchiveResult` (exit code 0 only when it did). A handler that raises answers exit code
+        1 with the exception's type only; an undecodable request answers exit code 2.
+        """
+        if self._archive_sub is not None:
+            raise RuntimeError("serve_archive was already called")
+
+        async def on_request(msg: Msg) -> None:
+            task = asyncio.create_task(self._answer_archive(msg, handler))
+            self._archive_tasks.add(task)
+            task.add_done_callback(self._archive_tasks.discard)
+
+        self._archive_sub = await self._nc.subscribe(subjects.archive(self.runner_id), cb=on_request)
+
+    async def _answer_archive(self, msg: Msg, handler: ArchiveHandler) -> None:
+        if not msg.reply:
+            return
+        try:
+            request = _archive_request.decode(msg.data)
+        except msgspec.MsgspecError:
+            result = ArchiveResult(exit_code=2, output="not a contract archive request")
+        else:
+            try:
+                result = await handler(request)
+                if not isinstance(result, ArchiveResult):
+                    raise TypeError("the archive handler must return an ArchiveResult")
+            except Exception as exc:
+                # The type only: an exception's text may carry paths or secrets.
+                log.warning(
+                    "archive_handler_failed run_id=%s error_type=%s", request.run_id, type(exc).__name__
+                )
+                result = ArchiveResult(exit_code=1, output=f"archive handler failed ({type(exc).__name__})")
+        answer = _encode(_within_limits(result))
+        with contextlib.suppress(nats.errors.Error):
+            await msg.respond(answer)
+
+    # ---- life -------------------------------------------------------------------------------
+
+    async def drain(self) -> None:
+        """Stop taking work, answer the archive requests in hand, then close."""
+        self._closing = True
+        if self._archive_tasks:
+            await asyncio.wait(set(self._archive_tasks), timeout=30)
+        if not self._nc.is_closed:
+            with contextlib.suppress(nats.errors.Error):
+                await self._nc.drain()
+
+    async def close(self) -> None:
+        """Close at once; work in hand is dropped (decisions not acknowledged are redelivered)."""
+        self._closing = True
+        for task in list(self._archive_tasks):
+            task.cancel()
+        if not self._nc.is_closed:
+            await self._nc.close()
+
+    async def __aenter__(self) -> Runner:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+def _within_limits(result: ArchiveResult) -> ArchiveResult:
+    """`result` with its output cut to the contract's limit; a result that still breaks the
+    contract (an exit code out of range) is answered as a failed move."""
+    if len(result.output) > limits.OUTPUT_CHARS:
+        result = ArchiveResult(
+            exit_code=result.exit_code,
+            timed_out=result.timed_out,
+            output=result.output[: limits.OUTPUT_CHARS],
+        )
+    try:
+        return _archive_result.decode(_encode(result))
+    except msgspec.MsgspecError:
+        return ArchiveResult(
+            exit_code=1, output="the archive handler's result is not a contract ArchiveResult"
+        )

@@ -1,0 +1,431 @@
+"""The Python runner SDK against the four services (in-process) on real NATS and Redis: every
+call, its typed errors, signatures, the archive answer, redelivery after a failed handler, and
+a resume failure published through a NATS restart."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import logging
+import os
+import sys
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import msgspec
+import nats
+import pytest
+from continuity_runner import (
+    ArchiveRequest,
+    ArchiveResult,
+    Decision,
+    ErrorInfo,
+    InvalidRequest,
+    NotFound,
+    RevisionConflict,
+    Runner,
+    RunnerOptions,
+    SessionHeld,
+    SessionRef,
+    StaleEpoch,
+    Unavailable,
+    connect,
+)
+from continuity_runner.types import CheckpointPolicy
+from nats.aio.client import Client
+
+from continuity.servers import NatsServer, RedisServer
+from services.archiver.service import ArchiverApp
+from services.classifier.service import ClassifierApp
+from services.reconciliation.service import ReconciliationApp
+from services.session_store.service import SessionStoreApp
+from shared import subjects
+from shared.config import Config
+from shared.runtime import App
+from tests.support import make_config, read_stream, running, wait_for
+
+pytestmark = pytest.mark.asyncio
+
+KEY_ID, KEY = "sdk-k1", b"the runner key of the sdk tests"
+EXAMPLE = Path(__file__).resolve().parents[2] / "sdk" / "python" / "examples" / "runner.py"
+MODEL, CWD = "gpt-5-codex", "/workspaces/acme/conv"
+
+
+def _config(nats_url: str, redis_url: str) -> Config:
+    return make_config(nats_url, redis_url, runner_keys={KEY_ID: KEY}, archive_timeout_s=5.0)
+
+
+def _apps() -> list[App]:
+    return [SessionStoreApp(), ClassifierApp(), ArchiverApp(), ReconciliationApp(sweep_interval_s=0.2)]
+
+
+@contextlib.asynccontextmanager
+async def _services(config: Config) -> AsyncIterator[None]:
+    a, b, c, d = _apps()
+    async with running(a, config), running(b, config), running(c, config), running(d, config):
+        yield
+
+
+@pytest.fixture(scope="module")
+def sdk_nats(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
+    """A server of this module's own: its work-queue consumers cannot clash with other modules'."""
+    server = NatsServer(tmp_path_factory.mktemp("sdk-nats"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+async def stack(sdk_nats: NatsServer, redis_server: RedisServer) -> AsyncIterator[str]:
+    async with _services(_config(sdk_nats.url, redis_server.url)):
+        yield sdk_nats.url
+
+
+@pytest.fixture
+async def observer(sdk_nats: NatsServer) -> AsyncIterator[Client]:
+    nc = await nats.connect(sdk_nats.url)
+    yield nc
+    await nc.close()
+
+
+async def _runner(url: str, key: bytes = KEY, **options: object) -> Runner:
+    runner_id = f"sdk-{uuid.uuid4().hex[:10]}"
+    return await connect(
+        RunnerOptions(runner_id=runner_id, servers=url, signing_keys={KEY_ID: key}, **options)  # type: ignore[arg-type]
+    )
+
+
+def _session() -> SessionRef:
+    return SessionRef(tenant="acme", conversation_id=f"conv-{uuid.uuid4().hex[:12]}", agent_id="codex")
+
+
+async def _commit(
+    runner: Runner, session: SessionRef, handle: str, policy: CheckpointPolicy = "same_session_only"
+) -> int:
+    reply = await runner.commit(
+        session,
+        handle,
+        "codex",
+        MODEL,
+        CWD,
+        policy,
+        cursor="turn-1",
+        compatibility_generation="gen-1",
+    )
+    return reply.revision
+
+
+class Decisions:
+    """Every decision a runner receives, through `handle_decisions`, with failures on demand."""
+
+    def __init__(self, runner: Runner, fail_first: int = 0) -> None:
+        self.runner = runner
+        self.seen: list[Decision] = []
+        self._fail_first = fail_first
+        self.task = asyncio.create_task(runner.handle_decisions(self._handle))
+
+    async def _handle(self, decision: Decision) -> None:
+        self.seen.append(decision)
+        if len(self.seen) <= self._fail_first:
+            raise RuntimeError("the runner could not act on it yet")
+
+    def of(self, run_id: str) -> list[Decision]:
+        return [d for d in self.seen if d.run_id == run_id]
+
+    async def first(self, run_id: str, timeout: float = 20.0) -> Decision:
+        await wait_for(lambda: bool(self.of(run_id)), timeout=timeout, what=f"a decision for {run_id}")
+        return self.of(run_id)[0]
+
+    async def stop(self) -> None:
+        await self.runner.close()
+        await asyncio.wait_for(self.task, 10)
+
+
+async def test_session_calls_and_their_typed_errors(stack: str) -> None:
+    runner = await _runner(stack)
+    try:
+        session = _session()
+        with pytest.raises(NotFound) as missing:
+            await runner.get(session)
+        assert (missing.value.status, missing.value.code) == (404, "not_found")
+
+        revision = await _commit(runner, session, "ns-1")
+        ready = await runner.decide(
+            session, "codex", MODEL, CWD, "turn-1", compatibility="profile-ready", ready_generation="gen-1"
+        )
+        assert (ready.mode, ready.resume_session_id, ready.transcript) == ("resume", "ns-1", "incremental")
+        changed = await runner.decide(
+            session, "codex", MODEL, CWD, "turn-1", compatibility="profile-ready", ready_generation="gen-2"
+        )
+        assert (changed.mode, changed.reason) == ("fresh", "compatibility_generation_changed")
+
+        with pytest.raises(RevisionConflict) as conflict:
+            await runner.commit(
+                session, "ns-1", "codex", MODEL, CWD, "same_session_only", expected_revision=revision + 5
+            )
+        assert (conflict.value.status, conflict.value.code) == (409, "revision_conflict")
+        with pytest.raises(InvalidRequest) as invalid:
+            await runner.commit(session, "not a token!", "codex", MODEL, CWD, "same_session_only")
+        assert (invalid.value.status, invalid.value.code) == (400, "invalid_field")
+
+        view = await runner.get(session)
+        assert (view.native_session_id, view.revision, view.state) == ("ns-1", revision, "active")
+        assert view.has_generation and view.generation_trusted
+
+        assert (await runner.reject(session, "ns-other", "resume_target_missing")).cleared is False
+        assert (await runner.reject(session, "ns-1", "resume_target_corrupt")).cleared is True
+        after = await runner.decide(session, "codex", MODEL, CWD, "turn-1")
+        assert (after.mode, after.reason, after.transcript) == ("fresh", "resume_target_rejected", "full")
+    finally:
+        await runner.close()
+
+
+async def test_a_signed_refusal_stops_for_an_operator_and_holds_the_session(stack: str) -> None:
+    runner = await _runner(stack)
+    decisions = Decisions(runner)
+    try:
+        session = _session()
+        await _commit(runner, session, "ns-1", "allow_replacement_after_resume_failure")
+        run_id = f"run-{uuid.uuid4().hex}"
+        signed = runner.sign_command_result(
+            run_id, 1, "provider.attach", "refused", "provider_attach_refused"
+        )
+        event_id = await runner.report_resume_failure(run_id, 1, session, "ns-1", command_result=signed)
+        d = await decisions.first(run_id)
+        assert (d.action, d.reason, d.failure_class) == (
+            "operator",
+            "native_provider_state_incompatible",
+            "provider_attach_refused",
+        )
+        assert event_id and d.runner_id == runner.runner_id
+        assert (await runner.get(session)).state == "held"
+        with pytest.raises(SessionHeld) as held:
+            await _commit(runner, session, "ns-1", "allow_replacement_after_resume_failure")
+        assert held.value.code == "session_held"
+    finally:
+        await decisions.stop()
+
+
+async def test_a_signature_under_a_wrong_key_is_quarantined(stack: str, observer: Client) -> None:
+    runner = await _runner(stack, key=b"not the key the services hold")
+    try:
+        session = _session()
+        await _commit(runner, session, "ns-1")
+        run_id = f"run-{uuid.uuid4().hex}"
+        signed = runner.sign_command_result(
+            run_id, 1, "provider.attach", "refused", "provider_attach_refused"
+        )
+        await runner.report_resume_failure(run_id, 1, session, "ns-1", command_result=signed)
+        js = observer.jetstream()
+
+        async def quarantined() -> bool:
+            msgs = await read_stream(js, subjects.DEAD_STREAM, subjects.DEAD_QUARANTINE)
+            return any(run_id.encode() in m.data for m in msgs)
+
+        await wait_for(quarantined, timeout=20, what="the quarantined event")
+        # The dead letter is published before the event is acknowledged: by now no decision can
+        # follow, and none was made.
+        stored = await read_stream(js, subjects.DECISIONS_STREAM, subjects.decisions(runner.runner_id))
+        assert not [m for m in stored if run_id.encode() in m.data]
+        assert (await runner.get(session)).state == "active"
+    finally:
+        await runner.close()
+
+
+async def test_the_archive_handler_answers_the_archivers_remote_move(stack: str) -> None:
+    runner = await _runner(stack)
+    asked: list[ArchiveRequest] = []
+
+    async def move_aside(request: ArchiveRequest) -> ArchiveResult:
+        asked.append(request)
+        return ArchiveResult(exit_code=0, output="moved .continuity/session aside")
+
+    await runner.serve_archive(move_aside)
+    decisions = Decisions(runner)
+    try:
+        session = _session()
+        await _commit(runner, session, "ns-1", "allow_replacement_after_resume_failure")
+        run_id = f"run-{uuid.uuid4().hex}"
+        transport = ErrorInfo(type="transport", code="stream_closed", message="closed by peer")
+        await runner.report_resume_failure(run_id, 1, session, "ns-1", error=transport)
+        d = await decisions.first(run_id)
+        assert (d.action, d.reason, d.epoch) == ("open_replacement", "native_session_continuity_break", 1)
+        assert [(a.run_id, a.session, a.native_session_id) for a in asked] == [(run_id, session, "ns-1")]
+        assert (await runner.get(session)).state == "archived"
+        # A runner from before the replacement is fenced off; the replacement commits.
+        with pytest.raises(StaleEpoch) as stale:
+            await runner.commit(session, "ns-1", "codex", MODEL, CWD, "same_session_only", epoch=0)
+        assert stale.value.code == "stale_epoch"
+        fresh = await runner.commit(session, "ns-2", "codex", MODEL, CWD, "same_session_only", epoch=d.epoch)
+        assert fresh.epoch == 1
+    finally:
+        await decisions.stop()
+
+
+async def test_a_raising_archive_handler_answers_exit_1_without_its_text(stack: str) -> None:
+    runner = await _runner(stack)
+
+    async def broken(request: ArchiveRequest) -> ArchiveResult:
+        raise OSError("cannot move /home/agent: token=sk-secretsecretsecret")
+
+    await runner.serve_archive(broken)
+    decisions = Decisions(runner)
+    try:
+        session = _session()
+        await _commit(runner, session, "ns-1", "allow_replacement_after_resume_failure")
+        run_id = f"run-{uuid.uuid4().hex}"
+        await runner.report_resume_failure(run_id, 1, session, "ns-1")
+        d = await decisions.first(run_id)
+        assert (d.action, d.reason) == ("retry_same_session", "runner_continuity_break_archive_failed")
+        assert d.detail is not None and "exit=1 timedOut=false" in d.detail and "OSError" in d.detail
+        assert "secret" not in d.detail and "/home/agent" not in d.detail
+        assert (await runner.get(session)).state == "active"
+    finally:
+        await decisions.stop()
+
+
+async def test_a_decision_whose_handler_raises_is_delivered_again(stack: str) -> None:
+    runner = await _runner(stack, redelivery_delay=0.2)
+    decisions = Decisions(runner, fail_first=1)
+    try:
+        session = _session()
+        await _commit(runner, session, "ns-1")
+        run_id = f"run-{uuid.uuid4().hex}"
+        await runner.report_resume_failure(run_id, 1, session, "ns-1")
+        await wait_for(lambda: len(decisions.of(run_id)) >= 2, timeout=20, what="the redelivery")
+        first, again = decisions.of(run_id)[:2]
+        assert first == again and first.action == "retry_same_session"
+        assert first.not_before is not None
+    finally:
+        await decisions.stop()
+
+
+async def test_an_invalid_event_is_refused_before_it_is_published(stack: str) -> None:
+    runner = await _runner(stack)
+    try:
+        with pytest.raises(InvalidRequest, match="run_id"):
+            await runner.report_resume_failure("a run id with spaces", 1, _session(), "ns-1")
+        with pytest.raises(InvalidRequest, match="attempt"):
+            await runner.report_resume_failure("run-1", 0, _session(), "ns-1")
+    finally:
+        await runner.close()
+
+
+async def test_a_failure_reported_while_nats_restarts_is_published_once_and_decided_once(
+    fresh_servers: tuple[NatsServer, RedisServer], caplog: pytest.LogCaptureFixture
+) -> None:
+    n, r = fresh_servers
+    caplog.set_level(logging.WARNING, logger="continuity_runner")
+    async with _services(_config(n.url, r.url)):
+        runner = await _runner(n.url, publish_timeout=60.0, publish_attempt_timeout=0.5)
+        decisions = Decisions(runner)
+        observer = await nats.connect(n.url, max_reconnect_attempts=-1, reconnect_time_wait=0.2)
+        try:
+            session = _session()
+            await _commit(runner, session, "ns-1")
+            run_id = f"run-{uuid.uuid4().hex}"
+            n.stop()
+            report = asyncio.create_task(runner.report_resume_failure(run_id, 1, session, "ns-1"))
+            await wait_for(
+                lambda: sum("event_publish_retry" in rec.getMessage() for rec in caplog.records) >= 2,
+                timeout=20,
+                what="publications retried while NATS is down",
+            )
+            assert not report.done()
+            n.start()
+            event_id = await asyncio.wait_for(report, 60)
+            retried = [
+                rec.getMessage() for rec in caplog.records if "event_publish_retry" in rec.getMessage()
+            ]
+            assert all(f"msg_id={event_id} " in line for line in retried)
+
+            d = await decisions.first(run_id, timeout=40)
+            assert d.action == "retry_same_session"
+            js = observer.jetstream()
+            events = await read_stream(js, subjects.EVENTS_STREAM, subjects.event(runner.runner_id, ">"))
+            mine = [m for m in events if run_id.encode() in m.data]
+            assert [(m.headers or {}).get("Nats-Msg-Id") for m in mine] == [event_id]
+            assert msgspec.json.decode(mine[0].data)["event_id"] == event_id
+            stored = await read_stream(js, subjects.DECISIONS_STREAM, subjects.decisions(runner.runner_id))
+            assert len([m for m in stored if run_id.encode() in m.data]) == 1
+            assert len(decisions.of(run_id)) == 1
+        finally:
+            await decisions.stop()
+            await observer.close()
+
+
+async def test_the_example_runs_both_journeys(stack: str) -> None:
+    env = {
+        **os.environ,
+        "NATS_URL": stack,
+        "RUNNER_ID": f"sdk-example-{uuid.uuid4().hex[:8]}",
+        "CONTINUITY_RUNNER_KEYS": f"{KEY_ID}={base64.b64encode(KEY).decode()}",
+    }
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, str(EXAMPLE), env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    text = out.decode()
+    assert proc.returncode == 0, text + err.decode()
+    steps = [line.split(":")[0].split()[0] for line in text.splitlines() if not line.startswith("--")]
+    assert steps == [
+        "decide",  # fresh: no session
+        "commit",
+        "decide",  # resume
+        "commit",
+        "decide",  # resume, the provider lost it: rejected
+        "commit",
+        "reported",
+        "archive",
+        "decision",
+        "decide",
+        "commit",
+    ], text
+    assert "decide: fresh (no_session)" in text and "incremental turn" in text and "rejected" in text
+    assert "decision: open_replacement (native_session_continuity_break)" in text
+    assert text.rstrip().endswith("epoch 1")
+
+
+async def test_a_publication_gives_up_after_its_bounded_attempts(
+    fresh_servers: tuple[NatsServer, RedisServer], caplog: pytest.LogCaptureFixture
+) -> None:
+    n, _ = fresh_servers
+    caplog.set_level(logging.WARNING, logger="continuity_runner")
+    runner = await _runner(n.url, publish_attempts=3, publish_attempt_timeout=0.2)
+    try:
+        n.stop()
+        with pytest.raises(Unavailable, match="after 3 attempts"):
+            await runner.report_resume_failure(f"run-{uuid.uuid4().hex}", 1, _session(), "ns-1")
+        assert sum("event_publish_retry" in rec.getMessage() for rec in caplog.records) == 2
+    finally:
+        with contextlib.suppress(Exception):  # a connection still reconnecting may not close cleanly
+            await runner.close()
+
+
+async def test_without_services_calls_fail_as_unavailable_and_decisions_as_not_found(
+    fresh_servers: tuple[NatsServer, RedisServer],
+) -> None:
+    n, _ = fresh_servers  # NATS with JetStream, but no service and no stream
+    runner = await _runner(n.url, request_timeout=2.0)
+    try:
+        with pytest.raises(Unavailable) as down:
+            await runner.decide(_session(), "codex", MODEL, CWD)
+        assert (down.value.status, down.value.code) == (503, "unavailable")
+        with pytest.raises(NotFound, match="no stream"):
+            async for _ in runner.decisions():
+                raise AssertionError("a decision without a stream")
+    finally:
+        await runner.close()
+
+
+async def test_an_event_over_the_size_limit_is_refused_before_it_is_published(stack: str) -> None:
+    runner = await _runner(stack)
+    try:
+        huge = ErrorInfo(type="runner", code="dump", message="x" * 70_000)
+        with pytest.raises(InvalidRequest) as refused:
+            await runner.report_resume_failure("run-1", 1, _session(), "ns-1", error=huge)
+        assert (refused.value.status, refused.value.code) == (400, "payload_too_large")
+    finally:
+        await runner.close()

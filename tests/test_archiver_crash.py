@@ -4,7 +4,6 @@ then a restart: no archive_id is moved twice and every work item gets exactly on
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -62,8 +61,13 @@ async def test_kill_9_mid_stream_moves_each_archive_at_most_once_and_decides_eac
     await ensure_streams(js)
     runner_id = new_runner_id()
 
+    held = asyncio.Event()
+
     async def answer(command: ArchiveCommand) -> ArchiveResult:
-        await asyncio.sleep(0.4)  # a slow runner: kills land while moves are in flight
+        if command.archive_id == held_id:
+            await held.wait()  # this move is in flight until the archiver has been killed
+        else:
+            await asyncio.sleep(0.4)  # a slow runner: more moves are in flight at the kill
         if command.archive_id in failing:
             return ArchiveResult(exit_code=1, output="token=abc123 sk-XXXX disk full")
         return ArchiveResult(exit_code=0, output="moved")
@@ -77,6 +81,7 @@ async def test_kill_9_mid_stream_moves_each_archive_at_most_once_and_decides_eac
         works.append(work_item(runner_id, session, run_id=f"run-{i:03d}-{runner_id}"))
 
     failing = {w.archive_id for i, w in enumerate(works) if i % 3 == 0}
+    held_id = works[ITEMS // 3 + 1].archive_id
 
     async def publish_all() -> None:
         for work in works:
@@ -89,16 +94,10 @@ async def test_kill_9_mid_stream_moves_each_archive_at_most_once_and_decides_eac
     # than half its answer time ago, so it cannot be decided before the kill lands).
     await decisions.wait(3, timeout=20)
 
-    def move_in_flight() -> bool:
-        now = time.monotonic()
-        return any(
-            now - at < 0.2
-            for archive_id, at in runner.received_at.items()
-            if archive_id not in runner.answered
-        )
-
-    await wait_for(move_in_flight, timeout=20, interval=0.01, what="a remote move in flight")
+    # The held move is received and cannot be answered before the kill lands.
+    await wait_for(lambda: held_id in runner.received_at, timeout=20, what="the held move in flight")
     archiver_process.kill()
+    held.set()
     sent_before_kill = {c.archive_id for c in runner.commands}
     decided_before_kill = {d.run_id for d in await decisions.all()}
     await publisher

@@ -150,7 +150,7 @@ async def test_kill_9_mid_stream_then_restart_leaves_exactly_one_decision_per_ev
 
     async def watch(msg: Msg) -> None:
         outputs.add((msg.headers or {}).get("Nats-Msg-Id", ""))
-        if len(outputs) >= 60 and not at_kill:
+        if len(outputs) >= 40 and not at_kill:
             classifier_process.kill()  # in the callback: the process dies with a batch in hand
             at_kill.append(len(outputs))
 
@@ -158,7 +158,7 @@ async def test_kill_9_mid_stream_then_restart_leaves_exactly_one_decision_per_ev
     await nc.subscribe("continuity.work.archive", cb=watch)
     await nc.flush()
 
-    first, rest = events[:120], events[120:]
+    first, rest = events[:160], events[160:]
     for event, _ in first:
         await bus.publish(event, msg_id=event.event_id)
     classifier_process.start()

@@ -31,6 +31,7 @@ from services.classifier.service import ClassifierApp
 from services.reconciliation.runs_index import RunsIndex, bucket_keys, bucket_of
 from services.reconciliation.service import ReconciliationApp
 from shared import keys, subjects
+from shared.bus.publish import DEAD_MSG_ID_HEADER, dead_letter
 from shared.client import ContinuityClient, RequestError
 from shared.contracts import (
     CommandResult,
@@ -527,3 +528,28 @@ async def test_a_quarantined_event_is_listed_shown_and_replayed_into_one_decisio
             assert json.loads(decision.data)["action"] == "operator"
     finally:
         await nc.close()
+
+
+async def test_a_dead_letter_keeps_the_original_message_id_only_as_a_plain_header(
+    services: str, nc: Client
+) -> None:
+    js = nc.jetstream()
+    ids = {"plain": "ev-1:x", "spaced": "ev 1", "long": "e" * 1025, "control": "ev\x01"}
+    for name, original in ids.items():
+        await dead_letter(
+            js,
+            subjects.DEAD_INVALID,
+            reason="malformed_json",
+            original_subject=f"continuity.events.r-{name}.resume_failed",
+            payload=b"{}",
+            msg_id=f"dead:test:{uid()}",
+            service="test",
+            original_msg_id=original,
+        )
+    stored = {
+        m.headers["Continuity-Original-Subject"]: m.headers
+        for m in await read_stream(js, subjects.DEAD_STREAM, subjects.DEAD_INVALID)
+        if m.headers and m.headers.get("Continuity-Service") == "test"
+    }
+    kept = {name: stored[f"continuity.events.r-{name}.resume_failed"].get(DEAD_MSG_ID_HEADER) for name in ids}
+    assert kept == {"plain": "ev-1:x", "spaced": None, "long": None, "control": None}

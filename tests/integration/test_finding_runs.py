@@ -293,9 +293,29 @@ async def test_the_index_keeps_the_newest_decision_and_drops_runs_whose_record_i
     assert await index.apply(same) is False
     (again,) = (await client.runs(RunsListRequest(tenant=tenant))).items
     assert again == entry
+    # A run whose record says otherwise than its indexed decision is left out, entry kept.
+    record_key = keys.run(entry.session.key, run.run_id)
+    await redis_client.hset(record_key, "status", "continued")
+    assert (await client.runs(RunsListRequest(tenant=tenant))).items == []
+    await redis_client.hset(record_key, "status", "operator")
+    assert (await client.runs(RunsListRequest(tenant=tenant))).items == [entry]
+
+    # A run decided again while an operator pages moves on: listed once more, never skipped.
+    (other,) = await make_runs(nc.jetstream(), [(run.runner_id, tenant, "conflict")])
+    await indexed(client, [other])
+    first_page = await client.runs(RunsListRequest(tenant=tenant, limit=1))
+    assert [r.run_id for r in first_page.items] == [run.run_id] and first_page.next_cursor
+    newer = msgspec.structs.replace(
+        older, decision_id=f"{run.run_id}:2:operator", attempt=2, action="operator", decided_at=now_rfc3339()
+    )
+    assert await index.apply(newer) is True
+    rest = await client.runs(RunsListRequest(tenant=tenant, cursor=first_page.next_cursor))
+    assert [r.run_id for r in rest.items] == [other.run_id, run.run_id]
+    assert rest.items[1].attempt == 2 and rest.next_cursor is None
+
     # A run whose record expired is left out, and its entry removed.
     await redis_client.delete(keys.run(entry.session.key, run.run_id))
-    assert (await client.runs(RunsListRequest(tenant=tenant))).items == []
+    assert [r.run_id for r in (await client.runs(RunsListRequest(tenant=tenant))).items] == [other.run_id]
     entries_key = bucket_keys(bucket_of(run.run_id))[1]
     assert not await redis_client.hexists(entries_key, run.run_id)
 

@@ -503,6 +503,11 @@ async def test_a_quarantined_event_is_listed_shown_and_replayed_into_one_decisio
         assert row["subject"] == subjects.DEAD_QUARANTINE
         assert row["original_subject"] == subjects.event(runner, "resume_failed")
         assert (row["service"], row["truncated"]) == ("classifier", False)
+        by_service = await cli(n.url, "dead", "list", "--service", "classifier", "--since", "1h", "--json")
+        assert len(by_service.json()["items"]) == 2
+        assert (await cli(n.url, "dead", "list", "--service", "archiver", "--json")).json()["items"] == []
+        latest = await cli(n.url, "dead", "list", "--limit", "1", "--json")
+        assert latest.json()["items"] == by_service.json()["items"][-1:]
         table = await cli(n.url, "dead", "list", "--kind", "invalid")
         assert table.code == 0 and "payload_too_large" in table.out and "unknown_key" not in table.out
 

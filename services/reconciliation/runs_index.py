@@ -33,8 +33,7 @@ import msgspec
 import redis.asyncio as aioredis
 from nats.aio.msg import Msg
 
-from shared import keys, store, subjects
-from shared.bus.consumer import Reject
+from shared import keys, store
 from shared.contracts.decisions import Decision
 from shared.contracts.errors import ServiceError
 from shared.contracts.limits import MAX_EVENT_BYTES
@@ -168,11 +167,14 @@ class RunsIndex:
         return bool(applied)
 
     async def handle(self, msg: Msg) -> None:
-        """The consumer's handler: returning acknowledges, raising redelivers."""
+        """The consumer's handler: returning acknowledges, raising redelivers. A message that is
+        not a decision is skipped, not dead-lettered: a service published it and its runner has
+        it already; the index has nothing to learn from it."""
         try:
             decision = decode(msg.data, _decision, max_bytes=MAX_EVENT_BYTES)
         except InvalidInput as err:
-            raise Reject(subjects.DEAD_INVALID, err.code) from None
+            log.warning("runs_index_skipped", code=err.code, stream_seq=msg.metadata.sequence.stream)
+            return
         await self.apply(decision)
 
     async def _forget(self, entry: RunEntry) -> None:

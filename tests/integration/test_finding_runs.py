@@ -293,6 +293,24 @@ async def test_the_index_keeps_the_newest_decision_and_drops_runs_whose_record_i
     assert await index.apply(same) is False
     (again,) = (await client.runs(RunsListRequest(tenant=tenant))).items
     assert again == entry
+    # What is not a decision is skipped: no dead letter, and the index goes on.
+    js = nc.jetstream()
+    junk = await js.publish(
+        subjects.decisions(run.runner_id), b"not a decision", headers={"Nats-Msg-Id": uid()}
+    )
+
+    async def consumed() -> bool:
+        info = await js.consumer_info(subjects.DECISIONS_STREAM, subjects.RUNS_INDEX_CONSUMER)
+        return info.ack_floor.stream_seq >= junk.seq
+
+    await wait_for(consumed, what="the junk consumed")
+    dead = await read_stream(js, subjects.DEAD_STREAM, subjects.DEAD_INVALID)
+    assert not [
+        m
+        for m in dead
+        if m.headers and m.headers.get("Nats-Msg-Id") == f"dead:CONTINUITY_DECISIONS:{junk.seq}"
+    ]
+
     # A run whose record says otherwise than its indexed decision is left out, entry kept.
     record_key = keys.run(entry.session.key, run.run_id)
     await redis_client.hset(record_key, "status", "continued")

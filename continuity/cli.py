@@ -72,7 +72,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _command_modules() -> list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]]:
     """Each command group lives in its own module and adds its own sub-parsers."""
-    from continuity import bench, operator_cli, runners_cli, sessions_cli, simulate, streams_cli, up
+    from continuity import (
+        bench,
+        dead_cli,
+        operator_cli,
+        runners_cli,
+        sessions_cli,
+        simulate,
+        streams_cli,
+        up,
+        watch_cli,
+    )
 
     return [
         up.register,
@@ -82,6 +92,8 @@ def _command_modules() -> list[Callable[[argparse._SubParsersAction[argparse.Arg
         bench.register,
         simulate.register,
         streams_cli.register,
+        watch_cli.register,
+        dead_cli.register,
     ]
 
 

@@ -386,16 +386,23 @@ def clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: max(width - 1, 0)] + ELLIPSIS
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int = TABLE_WIDTH) -> str:
+def table(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    width: int = TABLE_WIDTH,
+    whole: Sequence[int] = (),
+) -> str:
     """Aligned columns in at most `width` columns: the widest columns are cut first, each cell
     with an ellipsis, so that no line wraps in the middle of a column. A column keeps at least
-    16 characters (a code like `operator_resolve` stays whole) and the first column, which
-    names the row (a run id to copy), is never cut: past those the line is wider instead."""
+    16 characters (a code like `operator_resolve` stays whole); the first column, which names
+    the row (a run id to copy), and the columns in `whole` (closed codes) are never cut: past
+    those the line is wider instead."""
     widths = [len(h) for h in headers]
     for row in rows:
         widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
     floor = [min(w, max(len(h), 16)) for w, h in zip(widths, headers, strict=True)]
-    floor[:1] = widths[:1]
+    for i in (0, *whole):
+        floor[i] = widths[i]
     while sum(widths) + 2 * (len(widths) - 1) > width:
         i = max(range(len(widths)), key=lambda k: widths[k] - floor[k])
         if widths[i] <= floor[i]:

@@ -38,7 +38,19 @@ EXAMPLES: dict[str, list[str]] = {
         "continuity reconciliations resolve run-7f3a --outcome mixed --evidence-file notes.txt --actor alice",
     ],
     "runs show": ["continuity runs show run-7f3a", "continuity runs show run-7f3a --json"],
-    "runs retry": ["continuity runs retry run-7f3a --actor alice"],
+    "runs list": [
+        "continuity runs list --status operator",
+        "continuity runs list --runner r-01 --tenant acme --older-than 10m --limit 50 --json",
+    ],
+    "runs retry": [
+        "continuity runs retry run-7f3a --actor alice",
+        "continuity runs retry --status operator --reason native_session_retry_exhausted --dry-run",
+        "continuity runs retry --status operator --runner r-01 --max 20 --yes --actor alice",
+    ],
+    "watch": ["continuity watch", "continuity watch --since 5m --status operator --json"],
+    "dead list": ["continuity dead list", "continuity dead list --kind quarantine --since 1h --json"],
+    "dead show": ["continuity dead show 42"],
+    "dead replay": ["continuity dead replay 42       # once the cause is fixed"],
     "runners add": [
         "continuity runners add r-01 --seed-file r-01.nk",
         "continuity runners add r-01 --seed-file r-01.nk --conf-dir deploy/nats --create-consumer",

@@ -8,32 +8,43 @@ Readable tables by default, `--json` for scripts. Exit codes (docs/operator.md):
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
+from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from continuity import run_filters
 from continuity.clitools import (
     EXIT_BAD_INPUT,
+    EXIT_CONFLICT,
+    EXIT_OK,
     Failure,
     connection_parent,
     execute,
     report,
+    session,
     table,
+    to_json,
     token,
 )
-from shared.client import ContinuityClient
+from shared.client import ContinuityClient, RequestError
 from shared.contracts import (
     AuditReply,
     ListRequest,
     ReconciliationRecord,
     ResolveRequest,
     RetryRequest,
+    RunEntry,
+    RunsListReply,
     RunView,
 )
 from shared.contracts.limits import CURSOR_CHARS, EVIDENCE_CHARS
 
 EVIDENCE_MAX = EVIDENCE_CHARS
+BULK_RETRY_DEFAULT_MAX = 10
+"""A bulk retry of more matching runs than this needs an explicit `--max`."""
 
 
 def _limit(value: str) -> int:
@@ -97,7 +108,7 @@ def _age(rfc3339: str) -> str:
     return f"{seconds // 86400}d"
 
 
-def _session_text(run: RunView | ReconciliationRecord) -> str:
+def _session_text(run: RunView | ReconciliationRecord | RunEntry) -> str:
     s = run.session
     return f"{s.tenant}/{s.conversation_id}/{s.agent_id}"
 
@@ -214,6 +225,30 @@ def render_run(result: tuple[RunView, AuditReply]) -> str:
     return text
 
 
+def _runs_rows(items: Sequence[RunEntry]) -> str:
+    rows = [
+        [
+            r.run_id,
+            r.runner_id,
+            _session_text(r),
+            str(r.attempt),
+            r.status,
+            r.reason,
+            r.updated_at,
+            _age(r.updated_at),
+        ]
+        for r in items
+    ]
+    return table(["RUN ID", "RUNNER", "SESSION", "ATTEMPT", "STATUS", "REASON", "UPDATED AT", "AGE"], rows)
+
+
+def render_runs(reply: RunsListReply) -> str:
+    more = f"\nMore after these: --cursor {reply.next_cursor}" if reply.next_cursor else ""
+    if not reply.items:
+        return "No runs match." + more
+    return _runs_rows(reply.items) + more
+
+
 # Commands --------------------------------------------------------------------------------
 
 
@@ -260,13 +295,116 @@ def _cmd_run_show(args: argparse.Namespace) -> int:
     )
 
 
+def _cmd_runs_list(args: argparse.Namespace) -> int:
+    """Without `--cursor`, page after page up to `--limit` runs; with it, that one page."""
+    req = run_filters.list_request(args, args.limit, args.cursor)
+    return execute(
+        args,
+        lambda c: c.runs(req) if args.cursor is not None else c.runs_upto(req),
+        render_runs,
+    )
+
+
 def _cmd_run_retry(args: argparse.Namespace) -> int:
+    if args.run_id is None:
+        return _bulk_retry(args)
+    if run_filters.has_filters(args) or args.dry_run or args.max is not None or args.status is not None:
+        return report(
+            args,
+            Failure(EXIT_BAD_INPUT, "invalid_argument", "give either RUN_ID or filters, not both"),
+        )
     req = RetryRequest(run_id=args.run_id, actor=args.actor)
     return execute(
         args,
         lambda c: c.retry(req),
         lambda reply: render_delivered(reply, f"Retried run {args.run_id}"),
     )
+
+
+def _bulk_retry(args: argparse.Namespace) -> int:
+    """Find the runs, show them (`--dry-run` stops here), confirm, retry each, count outcomes."""
+    if args.status is None:
+        args.status = "operator"
+    bound = args.max if args.max is not None else BULK_RETRY_DEFAULT_MAX
+    try:
+        found: RunsListReply = asyncio.run(
+            session(args, lambda c: c.runs_upto(run_filters.list_request(args, min(bound + 1, 1000))))
+        )
+        runs = found.items
+        if len(runs) > bound:
+            hint = "raise --max" if args.max is not None else f"pass --max N (more than {bound})"
+            raise Failure(
+                EXIT_BAD_INPUT,
+                "too_many_runs",
+                f"more than {bound} runs match; narrow the filters or {hint}; nothing was retried",
+            )
+        if args.dry_run:
+            if args.json:
+                print(to_json({"dry_run": True, "matched": len(runs), "items": runs}))
+            elif runs:
+                print(f"Would retry {len(runs)} run(s):\n{_runs_rows(runs)}")
+            else:
+                print("No runs match: nothing would be retried.")
+            return EXIT_OK
+        if not runs:
+            print(
+                to_json({"matched": 0, "retried": 0, "refused": {}, "items": []})
+                if args.json
+                else "No runs match."
+            )
+            return EXIT_OK
+        if not args.yes:
+            print(_runs_rows(runs), file=sys.stderr)
+            print(
+                f"Retry these {len(runs)} run(s) as {args.actor}? [y/N] ", end="", file=sys.stderr, flush=True
+            )
+            if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+                raise Failure(EXIT_BAD_INPUT, "not_confirmed", "not confirmed; nothing was retried")
+        results = asyncio.run(session(args, lambda c: _retry_each(c, runs, args.actor)))
+    except Failure as failure:
+        return report(args, failure)
+    refused = Counter(code for _, code, _ in results if code != "retried")
+    if args.json:
+        items = [
+            {"run_id": run_id, "result": code, **({"decision_id": detail} if code == "retried" else {})}
+            for run_id, code, detail in results
+        ]
+        print(
+            to_json(
+                {
+                    "matched": len(runs),
+                    "retried": len(results) - sum(refused.values()),
+                    "refused": dict(refused),
+                    "items": items,
+                }
+            )
+        )
+    else:
+        rows = [[run_id, code, detail] for run_id, code, detail in results]
+        print(table(["RUN ID", "RESULT", "DETAIL"], rows))
+        summary = ", ".join(f"{code}: {n}" for code, n in sorted(refused.items()))
+        print(
+            f"Retried {len(results) - sum(refused.values())} of {len(runs)}; refused {sum(refused.values())}"
+            + (f" ({summary})" if summary else "")
+        )
+    return EXIT_CONFLICT if refused else EXIT_OK
+
+
+async def _retry_each(
+    c: ContinuityClient, runs: Sequence[RunEntry], actor: str
+) -> list[tuple[str, str, str]]:
+    """(run_id, 'retried' or the refusal's code, the decision id or the refusal's message)."""
+    results: list[tuple[str, str, str]] = []
+    for run in runs:
+        try:
+            reply = await c.retry(RetryRequest(run_id=run.run_id, actor=actor))
+        except RequestError as err:  # counted by code; the other runs are still tried
+            results.append((run.run_id, err.code, err.message))
+        except TimeoutError:
+            results.append((run.run_id, "timeout", "no answer in time; show the run before trying again"))
+        else:
+            results.append((run.run_id, "retried", reply.decision_id))
+    return results
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -316,8 +454,33 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=_cmd_run_show)
 
     p = usub.add_parser(
-        "retry", parents=[common], help="continue a run stopped with `operator` in a fresh session"
+        "list", parents=[common], help="find runs by status, runner, tenant, reason and age, oldest first"
     )
-    p.add_argument("run_id", metavar="RUN_ID", type=run_id)
+    run_filters.add_filters(p, ages=True, status_default=None)
+    p.add_argument("--limit", type=_limit, default=100, help="at most this many (1 to 1000, default 100)")
+    p.add_argument(
+        "--cursor",
+        type=_cursor,
+        default=None,
+        help="show the one page after this cursor (printed after a list that has more)",
+    )
+    p.set_defaults(func=_cmd_runs_list)
+
+    p = usub.add_parser(
+        "retry",
+        parents=[common],
+        help="continue a run stopped with `operator` in a fresh session; without RUN_ID, the runs "
+        "the filters match (status operator unless --status says otherwise)",
+    )
+    p.add_argument("run_id", metavar="RUN_ID", type=run_id, nargs="?", default=None)
     p.add_argument("--actor", required=True, type=token("--actor"), help="who decides (recorded)")
+    run_filters.add_filters(p, ages=True, status_default=None)
+    p.add_argument("--dry-run", action="store_true", help="list what would be retried, retry nothing")
+    p.add_argument(
+        "--max",
+        type=_limit,
+        default=None,
+        help=f"retry at most this many (1 to 1000); needed when more than {BULK_RETRY_DEFAULT_MAX} match",
+    )
+    p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     p.set_defaults(func=_cmd_run_retry)

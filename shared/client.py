@@ -26,7 +26,10 @@ from shared.contracts import (
     RejectRequest,
     ResolveRequest,
     RetryRequest,
+    RunEntry,
     RunRequest,
+    RunsListReply,
+    RunsListRequest,
     RunView,
     SessionView,
 )
@@ -111,3 +114,19 @@ class ContinuityClient:
 
     async def retry(self, req: RetryRequest) -> DeliveredReply:
         return await self.call(subjects.OPERATOR_RETRY, req, DeliveredReply)
+
+    async def runs(self, req: RunsListRequest) -> RunsListReply:
+        """One page of `continuity.runs.list`: runs matching the filters, after `req.cursor`."""
+        return await self.call(subjects.RUNS_LIST, req, RunsListReply)
+
+    async def runs_upto(self, req: RunsListRequest) -> RunsListReply:
+        """Page after page from `req.cursor` until `req.limit` runs are in hand or the list
+        ends; `next_cursor` is where it stopped (None at the end)."""
+        items: list[RunEntry] = []
+        cursor = req.cursor
+        while True:
+            page = await self.runs(msgspec.structs.replace(req, limit=req.limit - len(items), cursor=cursor))
+            items += page.items
+            cursor = page.next_cursor
+            if cursor is None or len(items) >= req.limit:
+                return RunsListReply(items=items, next_cursor=cursor)

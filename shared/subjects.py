@@ -25,6 +25,7 @@ RECONCILIATIONS_GET = "continuity.reconciliations.get"
 RECONCILIATIONS_RESOLVE = "continuity.reconciliations.resolve"
 RUNS_GET = "continuity.runs.get"
 RUNS_AUDIT = "continuity.runs.audit"  # an addition: a run's audit trail
+RUNS_LIST = "continuity.runs.list"  # an addition: runs by status, runner, tenant, reason, age
 OPERATOR_RETRY = "continuity.operator.retry"
 
 QUEUE_GROUP = "q"
@@ -32,6 +33,10 @@ QUEUE_GROUP = "q"
 CLASSIFIER_CONSUMER = "classifier"
 ARCHIVER_CONSUMER = "archiver"
 RECONCILIATION_CONSUMER = "reconciliation"
+RUNS_INDEX_CONSUMER = "continuity:runs-index"
+"""The reconciliation service's consumer of CONTINUITY_DECISIONS, which keeps the runs index.
+Runners' decisions consumers are named after their runner_id, which cannot hold `:`, so no
+runner can ever be given this consumer."""
 
 
 def event(runner_id: str, event_type: str) -> str:

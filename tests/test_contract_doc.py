@@ -68,6 +68,7 @@ INBOUND: list[type[msgspec.Struct]] = [
     contracts.RunRequest,
     contracts.ResolveRequest,
     contracts.RetryRequest,
+    contracts.RunsListRequest,
 ]
 """Every Struct decoded from what a runner, an operator or a work stream sends."""
 

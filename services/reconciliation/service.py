@@ -30,12 +30,14 @@ from shared.contracts.reconciliation import (
     RunRequest,
     RunView,
 )
+from shared.contracts.runs import RunsListRequest
 from shared.decoding import InvalidInput, decode
 from shared.logs import Log
 from shared.outbox import Outbox, Sweeper
 from shared.runtime import Context
 
 from . import wire
+from .runs_index import RunsIndex
 from .store import BadCursor, Continuation, ReconciliationStore
 
 VERSION = "1.0.0"
@@ -60,6 +62,7 @@ class ReconciliationApp:
         self._outbox: Outbox | None = None
         self._endpoints: Endpoints | None = None
         self._consumer: PullConsumer | None = None
+        self._runs_consumer: PullConsumer | None = None
         self._sweeper: Sweeper | None = None
         self._stop = asyncio.Event()
         self._refresh = asyncio.Event()
@@ -70,6 +73,7 @@ class ReconciliationApp:
     async def start(self, ctx: Context) -> None:
         self._store = ReconciliationStore(ctx.redis)
         self._outbox = Outbox(ctx.redis, ctx.js, grace_s=self._outbox_grace_s)
+        runs = RunsIndex(ctx.redis)
         ep = Endpoints(
             ctx.nc,
             "continuity-reconciliation",
@@ -84,6 +88,7 @@ class ReconciliationApp:
         ep.add("runs-get", subjects.RUNS_GET, RunRequest, self.run)
         ep.add("runs-audit", wire.RUNS_AUDIT, RunRequest, self.audit)
         ep.add("operator-retry", subjects.OPERATOR_RETRY, RetryRequest, self.retry)
+        ep.add("runs-list", subjects.RUNS_LIST, RunsListRequest, runs.list_runs)
         await ep.start()
         self._endpoints = ep
         self._consumer = PullConsumer.from_config(
@@ -96,13 +101,25 @@ class ReconciliationApp:
             service=self.name,
         )
         await self._consumer.start()
+        # The runs index follows every decision, whoever published it (runs_index.py).
+        self._runs_consumer = PullConsumer.from_config(
+            ctx.js,
+            ctx.config,
+            stream=subjects.DECISIONS_STREAM,
+            durable=subjects.RUNS_INDEX_CONSUMER,
+            filter_subject=subjects.DECISIONS_ALL,
+            handler=runs.handle,
+            service=self.name,
+        )
+        await self._runs_consumer.start()
         self._sweeper = Sweeper(self._outbox, self._sweep_interval_s)
         self._sweeper.start()
         self._tasks = [asyncio.create_task(self._refresh_gauges())]
 
     async def drain(self, timeout: float) -> None:
-        if self._consumer is not None:
-            await self._consumer.drain(timeout)
+        for consumer in (self._consumer, self._runs_consumer):
+            if consumer is not None:
+                await consumer.drain(timeout)
         if self._endpoints is not None:
             await self._endpoints.drain(timeout)
         if self._sweeper is not None:
@@ -113,7 +130,9 @@ class ReconciliationApp:
             await asyncio.wait(self._tasks, timeout=timeout)
 
     def ready(self) -> bool:
-        return self._endpoints is not None and self._consumer is not None and self._consumer.bound
+        return all(c is not None and c.bound for c in (self._consumer, self._runs_consumer)) and (
+            self._endpoints is not None
+        )
 
     @property
     def store(self) -> ReconciliationStore:

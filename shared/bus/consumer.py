@@ -229,6 +229,7 @@ class PullConsumer:
                 payload=msg.data,
                 msg_id=f"dead:{self._stream}:{seq}",
                 service=self._service,
+                original_msg_id=(msg.headers or {}).get("Nats-Msg-Id"),
             )
         except Exception as exc:  # cannot park it: leave it to redelivery, lose nothing
             log.warning("dead_letter_failed", consumer=self._durable, error_type=type(exc).__name__)

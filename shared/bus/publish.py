@@ -8,6 +8,7 @@ the payload, without headers, so every publish here counts both, as the server d
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from nats.js import JetStreamContext
@@ -21,6 +22,8 @@ DEAD_SERVICE_HEADER = "Continuity-Service"
 DEAD_AT_HEADER = "Continuity-Dead-At"
 DEAD_SIZE_HEADER = "Continuity-Original-Size"
 DEAD_TRUNCATED_HEADER = "Continuity-Truncated"
+DEAD_MSG_ID_HEADER = "Continuity-Original-Msg-Id"
+"""The original's `Nats-Msg-Id`, so a replay is de-duplicated like the original was."""
 
 DEAD_COPY_MAX = 64 * 1024
 """At most this many bytes of the original are kept in a dead letter (its first bytes)."""
@@ -30,6 +33,9 @@ TOO_LARGE_REASON = "payload_too_large"
 
 _HEADER_LINE = len(b"NATS/1.0\r\n")
 _NEWLINES = str.maketrans({"\r": " ", "\n": " "})
+# A sender's message id is kept only as visible ASCII of a bounded length: anything else could
+# not be sent back unchanged as a header, so it is left out rather than altered.
+_PLAIN_ID = re.compile(r"[!-~]{1,1024}\Z")
 
 
 class PayloadTooLarge(Exception):
@@ -86,10 +92,12 @@ async def dead_letter(
     payload: bytes,
     msg_id: str,
     service: str,
+    original_msg_id: str | None = None,
 ) -> None:
     """Park a message with a closed, sanitized reason in headers and a bounded copy of its bytes:
     the first `DEAD_COPY_MAX` of them (less if the server's limit is lower), so that the dead
-    letter itself always fits. A shortened copy says so in headers, with the original size."""
+    letter itself always fits. A shortened copy says so in headers, with the original size.
+    The original's `Nats-Msg-Id` is kept when it is a plain header value (a replay reuses it)."""
     headers = {
         "Nats-Msg-Id": msg_id,
         DEAD_REASON_HEADER: reason,
@@ -99,6 +107,8 @@ async def dead_letter(
         DEAD_SIZE_HEADER: str(len(payload)),
         DEAD_TRUNCATED_HEADER: "false",
     }
+    if original_msg_id is not None and _PLAIN_ID.match(original_msg_id):
+        headers[DEAD_MSG_ID_HEADER] = original_msg_id
     room = max(0, min(DEAD_COPY_MAX, max_payload(js) - header_size(headers)))
     if len(payload) > room:
         payload = payload[:room]

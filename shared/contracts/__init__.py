@@ -18,6 +18,7 @@ from shared.contracts.reconciliation import (
     RunView,
     ToolCallRecord,
 )
+from shared.contracts.runs import RunEntry, RunsListReply, RunsListRequest
 from shared.contracts.session import SessionRef
 from shared.contracts.sessions import (
     CommitReply,
@@ -57,8 +58,11 @@ __all__ = [
     "ResolveRequest",
     "ResumeFailed",
     "RetryRequest",
+    "RunEntry",
     "RunRequest",
     "RunView",
+    "RunsListReply",
+    "RunsListRequest",
     "ServiceError",
     "SessionRef",
     "SessionView",

@@ -9,7 +9,10 @@ discover the services), and every attack of a runner is refused. The server is t
 
 from __future__ import annotations
 
+import asyncio
 import shutil
+import sys
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -331,6 +334,59 @@ def test_runner_accounts_come_from_the_template(stack: Stack) -> None:
     )
     assert again.returncode == 1 and "runner_exists" in again.stderr
     assert not (stack.conf_dir / "x.nk").exists()
+
+
+async def test_the_operator_finds_runs_watches_decisions_and_replays_dead_letters(
+    services, stack: Stack, connect
+) -> None:
+    """`runs list`, `watch`, `dead list` and `dead replay` under the operator's user."""
+    a = await connect("runner-a")
+    run_id = f"run-find-{time.time_ns()}"
+    await a.nc.jetstream().publish(
+        subjects.event("runner-a", "resume_failed"), resume_failed("runner-a", run_id, session("c-find"))
+    )
+    await a.nc.jetstream().publish(
+        subjects.event("runner-a", "resume_failed"), b"not json", headers={"Nats-Msg-Id": f"{run_id}-bad"}
+    )
+
+    async def operator_cli(*args: str) -> tuple[int, str, str]:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "continuity",
+            *args,
+            "--nats-url",
+            stack.url("operator"),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+        assert proc.returncode is not None
+        return proc.returncode, out.decode(), err.decode()
+
+    async def listed() -> bool:
+        code, out, _ = await operator_cli("runs", "list", "--runner", "runner-a", "--json")
+        return code == 0 and run_id in out
+
+    await wait_for(listed, timeout=30, what="the run listed")
+    code, out, err = await operator_cli(
+        "watch", "--since", "1h", "--runner", "runner-a", "--count", "1", "--json"
+    )
+    assert code == 0, err
+    assert msgspec.json.decode(out.splitlines()[0], type=Decision).runner_id == "runner-a"
+
+    async def dead_one() -> bool:
+        code, out, _ = await operator_cli(
+            "dead", "list", "--original-subject", "continuity.events.runner-a", "--json"
+        )
+        return code == 0 and any(r["reason"] == "malformed_json" for r in msgspec.json.decode(out)["items"])
+
+    await wait_for(dead_one, timeout=30, what="the dead letter listed")
+    _, out, _ = await operator_cli("dead", "list", "--reason", "malformed_json", "--json")
+    seq = msgspec.json.decode(out)["items"][-1]["seq"]
+    code, out, err = await operator_cli("dead", "replay", str(seq))
+    # Published (within the original's duplicate window, JetStream drops it): not refused by NATS.
+    assert code == 1 and "[duplicate_dropped]" in err, err
 
 
 async def test_no_service_or_operator_was_refused_anything(services, stack: Stack, connect) -> None:

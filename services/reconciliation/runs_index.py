@@ -1,0 +1,285 @@
+"""The runs index: every run's status, reason, runner, tenant and time of its last decision, so
+that `continuity.runs.list` finds runs without their ids.
+
+It is kept from the decisions themselves: a durable consumer of CONTINUITY_DECISIONS
+(`subjects.RUNS_INDEX_CONSUMER`) applies each decision to the run's entry, idempotently and in
+the order of `decided_at` (then attempt, then a continuation after what it continues), so a
+redelivered or reordered older decision never overwrites a newer one. The stream keeps a
+week of decisions, and a new consumer starts at its beginning, so a first start indexes the
+runs decided within that week.
+
+Layout, built for Redis Cluster: the index is spread over `BUCKETS` buckets by a CRC-32 of
+`run_id`, each under its own hash tag `{runs-<n>}`, so no key is hot and every script touches
+one slot. A bucket holds `…:versions` (run_id -> `<version>|<status number>`), `…:entries`
+(run_id -> entry JSON), `…:all` (run_ids by decision time) and `…:status:<status>` (the same,
+one set per status). A listing merges the buckets in (time, run_id) order; its cursor is the
+position of the page's last run, so the next page starts right after it whatever changed. A
+run decided again meanwhile moves to its new time (it may be listed again, further on).
+
+Entries may be stale (the run's last decision is recorded but not yet indexed, or the run
+record expired): each listed run is checked against its run record, a run whose record has
+another status is left out of that page, and an entry whose record is gone is removed.
+"""
+
+from __future__ import annotations
+
+import heapq
+import zlib
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, get_args
+
+import msgspec
+import redis.asyncio as aioredis
+from nats.aio.msg import Msg
+
+from shared import keys, store
+from shared.contracts.decisions import Decision
+from shared.contracts.errors import ServiceError
+from shared.contracts.limits import MAX_EVENT_BYTES
+from shared.contracts.runs import RunEntry, RunsListReply, RunsListRequest
+from shared.contracts.types import RunStatus
+from shared.decoding import InvalidInput, decode
+from shared.logs import Log
+from shared.runs.decisions import STATUS_BY_ACTION
+
+from .store import PAGE_ITEMS_BYTES, BadCursor, decode_cursor, encode_cursor
+
+log = Log("continuity.reconciliation.runs_index")
+
+BUCKETS = 16
+"""Fixed: a run's bucket is `crc32(run_id) % BUCKETS`; changing it needs a new index."""
+
+STATUSES: tuple[RunStatus, ...] = get_args(RunStatus)
+
+_APPLY = store.Script("runs_index_apply")
+_FORGET = store.Script("runs_index_forget")
+_READ = store.Script("runs_index_read")
+
+_encode = msgspec.json.Encoder().encode
+_entry = msgspec.json.Decoder(RunEntry)
+_decision = msgspec.json.Decoder(Decision)
+
+
+def bucket_of(run_id: str) -> int:
+    return zlib.crc32(run_id.encode()) % BUCKETS
+
+
+def _prefix(bucket: int) -> str:
+    return f"continuity:runsidx:{{runs-{bucket}}}"
+
+
+def bucket_keys(bucket: int) -> list[str]:
+    """The keys of one bucket, in the order of the scripts' KEYS."""
+    p = _prefix(bucket)
+    return [f"{p}:versions", f"{p}:entries", f"{p}:all", *(f"{p}:status:{s}" for s in STATUSES)]
+
+
+def _listing_key(bucket: int, status: RunStatus | None) -> str:
+    return f"{_prefix(bucket)}:status:{status}" if status else f"{_prefix(bucket)}:all"
+
+
+def epoch_of(rfc3339: str) -> float:
+    return datetime.fromisoformat(rfc3339).timestamp()
+
+
+def version_of(entry: RunEntry) -> str:
+    """Orders a run's decisions as text: time (microseconds), attempt, then a continuation
+    after what it continues when both carry the same time."""
+    micros = round(epoch_of(entry.updated_at) * 1_000_000)
+    rank = 1 if entry.action == "continue_fresh" else 0
+    return f"{micros:018d}:{entry.attempt:04d}:{rank}"
+
+
+def entry_of(decision: Decision) -> RunEntry:
+    return RunEntry(
+        run_id=decision.run_id,
+        runner_id=decision.runner_id,
+        session=decision.session,
+        attempt=decision.attempt,
+        status=STATUS_BY_ACTION[decision.action],
+        action=decision.action,
+        reason=decision.reason,
+        decision_id=decision.decision_id,
+        updated_at=decision.decided_at,
+    )
+
+
+@dataclass(order=True)
+class _Row:
+    score: float
+    member: bytes
+    bucket: int = field(compare=False)
+    entry: RunEntry | None = field(compare=False)
+
+
+class _BucketReader:
+    """A bucket's runs from a fixed lowest score, read in slices as the merge needs them."""
+
+    def __init__(
+        self, redis: aioredis.Redis, bucket: int, status: RunStatus | None, low: str, high: str
+    ) -> None:
+        self.redis = redis
+        self.bucket = bucket
+        self.keys = [_listing_key(bucket, status), bucket_keys(bucket)[1]]
+        self.low = low
+        self.high = high
+        self.offset = 0
+        self.done = False
+
+    async def slice(self, count: int) -> list[_Row]:
+        if self.done:
+            return []
+        flat: list[Any] = await _READ(self.redis, self.keys, [self.low, self.high, self.offset, count])
+        rows: list[_Row] = []
+        for i in range(0, len(flat), 3):
+            raw = flat[i + 2]
+            try:
+                entry = _entry.decode(raw) if raw else None
+            except msgspec.MsgspecError:  # not written by this module: leave it out
+                entry = None
+            rows.append(_Row(float(flat[i + 1]), bytes(flat[i]), self.bucket, entry))
+        self.offset += len(rows)
+        self.done = len(rows) < count
+        return rows
+
+
+class RunsIndex:
+    def __init__(self, client: aioredis.Redis) -> None:
+        self.redis = client
+
+    # Keeping it --------------------------------------------------------------------------
+
+    async def apply(self, decision: Decision) -> bool:
+        """Index `decision`; False when the run's entry is already as new or newer."""
+        entry = entry_of(decision)
+        applied = await _APPLY(
+            self.redis,
+            bucket_keys(bucket_of(entry.run_id)),
+            [
+                entry.run_id,
+                version_of(entry),
+                _encode(entry),
+                repr(epoch_of(entry.updated_at)),
+                STATUSES.index(entry.status) + 1,
+            ],
+        )
+        return bool(applied)
+
+    async def handle(self, msg: Msg) -> None:
+        """The consumer's handler: returning acknowledges, raising redelivers. A message that is
+        not a decision is skipped, not dead-lettered: a service published it and its runner has
+        it already; the index has nothing to learn from it."""
+        try:
+            decision = decode(msg.data, _decision, max_bytes=MAX_EVENT_BYTES)
+        except InvalidInput as err:
+            log.warning("runs_index_skipped", code=err.code, stream_seq=msg.metadata.sequence.stream)
+            return
+        await self.apply(decision)
+
+    async def _forget(self, entry: RunEntry) -> None:
+        """Drop an entry whose run record is gone (expired), unless a newer decision came."""
+        await _FORGET(self.redis, bucket_keys(bucket_of(entry.run_id)), [entry.run_id, version_of(entry)])
+
+    # Listing -----------------------------------------------------------------------------
+
+    async def list_runs(self, req: RunsListRequest) -> RunsListReply:
+        try:
+            items, next_cursor = await self.page(req)
+        except BadCursor:
+            raise ServiceError(400, "invalid_field", "`cursor` is not a cursor of this list") from None
+        return RunsListReply(items=items, next_cursor=next_cursor)
+
+    async def page(
+        self, req: RunsListRequest, max_bytes: int = PAGE_ITEMS_BYTES
+    ) -> tuple[list[RunEntry], str | None]:
+        """One page, oldest decision first, after `req.cursor`: at most `req.limit` runs and
+        (but for a first run) at most `max_bytes` of them encoded, and the next page's cursor
+        (None when no matching run follows)."""
+        after = decode_cursor(req.cursor) if req.cursor is not None else None
+        low = 0.0 if req.updated_after is None else epoch_of(req.updated_after)
+        if after is not None:
+            low = max(low, after[0])
+        high = "+inf" if req.updated_before is None else f"({epoch_of(req.updated_before)!r}"
+        chunk = min(max(req.limit, 32), 500)
+        readers = [_BucketReader(self.redis, b, req.status, repr(low), high) for b in range(BUCKETS)]
+        heap: list[_Row] = []
+        for reader in readers:
+            for row in await reader.slice(chunk):
+                heapq.heappush(heap, row)
+        pending: dict[int, int] = {r.bucket: 0 for r in readers}
+        for row in heap:
+            pending[row.bucket] += 1
+
+        async def next_match() -> _Row | None:
+            while heap:
+                row = heapq.heappop(heap)
+                pending[row.bucket] -= 1
+                if pending[row.bucket] == 0:
+                    # Its bucket's slice is used up: read on before anything later is taken.
+                    for more in await readers[row.bucket].slice(chunk):
+                        heapq.heappush(heap, more)
+                        pending[row.bucket] += 1
+                if after is not None and (row.score, row.member) <= after:
+                    continue
+                if row.entry is not None and self._matches(row.entry, req):
+                    return row
+            return None
+
+        items: list[RunEntry] = []
+        size = 0
+        last: tuple[float, bytes] | None = None
+        while True:
+            # Gather candidates for what is left of the page, then check them in one round trip.
+            batch: list[_Row] = []
+            while len(batch) < req.limit - len(items):
+                found = await next_match()
+                if found is None:
+                    break
+                batch.append(found)
+            if not batch:
+                return items, None
+            for row, ok in zip(batch, await self._confirm(batch), strict=True):
+                if not ok:
+                    continue
+                assert row.entry is not None
+                encoded = len(_encode(row.entry)) + 1
+                if items and size + encoded > max_bytes:
+                    assert last is not None
+                    return items, encode_cursor(*last)
+                items.append(row.entry)
+                size += encoded
+                last = (row.score, row.member)
+            if len(items) >= req.limit:
+                if await next_match() is None:
+                    return items, None
+                assert last is not None
+                return items, encode_cursor(*last)
+
+    @staticmethod
+    def _matches(entry: RunEntry, req: RunsListRequest) -> bool:
+        return (
+            (req.status is None or entry.status == req.status)
+            and (req.runner_id is None or entry.runner_id == req.runner_id)
+            and (req.tenant is None or entry.session.tenant == req.tenant)
+            and (req.reason is None or entry.reason == req.reason)
+        )
+
+    async def _confirm(self, rows: list[_Row]) -> list[bool]:
+        """Whether each run's record still has the status its entry says; entries of runs whose
+        record is gone are removed."""
+        pipe = self.redis.pipeline(transaction=False)
+        for row in rows:
+            assert row.entry is not None
+            pipe.hget(keys.run(row.entry.session.key, row.entry.run_id), "status")
+        statuses: list[Any] = await store.call(pipe.execute())
+        confirmed: list[bool] = []
+        for row, status in zip(rows, statuses, strict=True):
+            assert row.entry is not None
+            if status is None:
+                try:
+                    await self._forget(row.entry)
+                except Exception as exc:  # the next listing tries again
+                    log.warning("runs_index_prune_failed", error_type=type(exc).__name__)
+            confirmed.append(status is not None and status.decode() == row.entry.status)
+        return confirmed

@@ -16,11 +16,14 @@ from typing import Any
 import pytest
 import yaml
 
+from continuity import registry
+
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
 KUSTOMIZE_DIR = DEPLOY / "kubernetes"
 OVERLAYS = ("dev", "production")
-SERVICES = ("classifier", "session-store", "archiver", "reconciliation")
+SERVICES = tuple(registry.SERVICES)
+"""Every service, from the one list (continuity/registry.py: the packages under services/)."""
 
 TOOL_PACKAGES = {
     "promtool": "the Debian package `prometheus` (apt-get install --no-install-recommends prometheus)",

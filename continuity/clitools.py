@@ -18,6 +18,7 @@ from typing import Any, NoReturn
 import msgspec
 
 from shared.client import ContinuityClient, RequestError
+from shared.contracts import errors
 from shared.contracts.types import TOKEN_PATTERN
 
 DEFAULT_NATS_URL = "nats://127.0.0.1:4222"
@@ -101,37 +102,43 @@ def setting(name: str) -> str | None:
     return os.environ.get(name) or read_env_file().get(name) or None
 
 
-# What each error code means for the command that got it, and what to do next.
+# What each error code means for the command that got it, and what to do next: one entry for
+# every code of the catalogue (shared/contracts/errors.py).
 def explain(code: str, run_id: str | None, fallback: str, missing: str | None = None) -> str:
     """`missing`: what a `not_found` is about (default: the run)."""
     run = f"run {run_id}" if run_id else "the run"
     missing = missing or run
     messages = {
-        "not_found": f"{missing} is not known here (no such record)",
-        "execution_reconciliation_conflict": (
+        errors.NOT_FOUND.code: f"{missing} is not known here (no such record)",
+        errors.EXECUTION_RECONCILIATION_CONFLICT.code: (
             f"{run} was already resolved with another outcome; see `continuity reconciliations show {run_id}`"
         ),
-        "execution_reconciliation_already_delivered": (
+        errors.EXECUTION_RECONCILIATION_ALREADY_DELIVERED.code: (
             f"{run} was already resolved with this outcome; its decision was delivered, nothing to do"
         ),
-        "reconciliation_required": (
+        errors.RECONCILIATION_REQUIRED.code: (
             f"{run} waits on a reconciliation, it cannot be retried: record what the pending tool "
             f"call did with `continuity reconciliations resolve {run_id} --outcome ...`"
         ),
-        "run_not_stopped": f"{run} is not stopped for an operator: {fallback}",
-        "operator_retry_already_delivered": (
+        errors.RUN_NOT_STOPPED.code: f"{run} is not stopped for an operator: {fallback}",
+        errors.OPERATOR_RETRY_ALREADY_DELIVERED.code: (
             f"a fresh continuation was already delivered for this attempt of {run}; nothing to do"
         ),
-        "run_changed": f"{run} changed while the request was handled; show it and try again",
-        "revision_conflict": "the record changed since the given --expected-revision; get it and retry",
-        "stale_epoch": "the session was replaced since the given --epoch; this writer is fenced out",
-        "session_held": "the session is held for an operator; commit a new native session instead",
-        "missing_field": f"the request was rejected: {fallback}",
-        "invalid_field": f"the request was rejected: {fallback}",
-        "malformed_json": f"the request was rejected: {fallback}",
-        "unavailable": "the service's store is unavailable; retry later",
+        errors.RUN_CHANGED.code: f"{run} changed while the request was handled; show it and try again",
+        errors.REVISION_CONFLICT.code: (
+            "the record changed since the given --expected-revision; get it and retry"
+        ),
+        errors.STALE_EPOCH.code: (
+            "the session was replaced since the given --epoch; this writer is fenced out"
+        ),
+        errors.SESSION_HELD.code: "the session is held for an operator; commit a new native session instead",
+        errors.MISSING_FIELD.code: f"the request was rejected: {fallback}",
+        errors.INVALID_FIELD.code: f"the request was rejected: {fallback}",
+        errors.MALFORMED_JSON.code: f"the request was rejected: {fallback}",
+        errors.PAYLOAD_TOO_LARGE.code: f"the request was rejected: {fallback}",
+        errors.UNAVAILABLE.code: "the service's store is unavailable; retry later",
         "draining": "the service is shutting down; retry in a moment",
-        "internal_error": "the service failed on this request; see its logs",
+        errors.INTERNAL_ERROR.code: "the service failed on this request; see its logs",
     }
     return messages.get(code, fallback or code)
 

@@ -44,7 +44,8 @@ EXAMPLES: dict[str, list[str]] = {
     ],
     "runs retry": [
         "continuity runs retry run-7f3a --actor alice",
-        "continuity runs retry --status operator --reason native_session_retry_exhausted --dry-run --actor alice",
+        "continuity runs retry --status operator --reason native_session_retry_exhausted "
+        "--dry-run --actor alice",
         "continuity runs retry --status operator --runner r-01 --max 20 --yes --actor alice",
     ],
     "watch": ["continuity watch", "continuity watch --since 5m --status operator --json"],

@@ -1,37 +1,42 @@
-"""The services `continuity serve` and `continuity up` know, by name."""
+"""The services `continuity serve` and `continuity up` know, by name: every package under
+services/ with a `service.py`. A package's name is its service's name with `_` for `-`
+(`services/session_store` is `session-store`); its `service.py` exports `NAME` and
+`build(ctx) -> ServiceSpec` (shared/service.py). Adding a package adds the service here,
+to `continuity serve`, `continuity up` and to the deploy tests."""
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import pkgutil
 
+import services
 from shared.runtime import App
+from shared.service import ServiceApp
 
-SERVICES: dict[str, str] = {
-    "session-store": "services.session_store.service:SessionStoreApp",
-    "classifier": "services.classifier.service:ClassifierApp",
-    "archiver": "services.archiver.service:ArchiverApp",
-    "reconciliation": "services.reconciliation.service:ReconciliationApp",
-}
+
+def _discover() -> dict[str, str]:
+    found = {}
+    for package in sorted(pkgutil.iter_modules(services.__path__), key=lambda m: m.name):
+        module = f"services.{package.name}.service"
+        if package.ispkg and importlib.util.find_spec(module) is not None:
+            found[package.name.replace("_", "-")] = module
+    return found
+
+
+SERVICES: dict[str, str] = _discover()
+"""Service name -> the module that describes it."""
 
 
 def available() -> list[str]:
     """Services whose package is present in this build."""
-    names = []
-    for name, target in SERVICES.items():
-        module = target.partition(":")[0]
-        try:
-            found = importlib.util.find_spec(module) is not None
-        except ModuleNotFoundError:  # its parent package is not there either
-            found = False
-        if found:
-            names.append(name)
-    return names
+    return list(SERVICES)
 
 
 def load(name: str) -> App:
     if name not in SERVICES:
         raise KeyError(f"unknown service {name!r}; known: {', '.join(SERVICES)}")
-    module_name, _, attr = SERVICES[name].partition(":")
-    app: App = getattr(importlib.import_module(module_name), attr)()
-    return app
+    module = importlib.import_module(SERVICES[name])
+    if module.NAME != name:
+        raise KeyError(f"{SERVICES[name]} describes {module.NAME!r}, not {name!r}")
+    return ServiceApp(name, module.build)

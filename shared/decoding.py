@@ -16,6 +16,7 @@ from typing import TypeVar
 
 import msgspec
 
+from shared.contracts.errors import INVALID_FIELD, MALFORMED_JSON, MISSING_FIELD, PAYLOAD_TOO_LARGE
 from shared.contracts.limits import MAX_DEPTH, MAX_REQUEST_BYTES
 
 T = TypeVar("T")
@@ -27,7 +28,7 @@ _STRING = re.compile(rb'"(?:[^"\\]|\\.)*+"')
 _NOT_BRACKET = re.compile(rb"[^\[\]{}]+")
 _LEAF = re.compile(rb"\[\]|\{\}")
 
-MALFORMED = "the payload is not a valid UTF-8 JSON object"
+MALFORMED = MALFORMED_JSON.message
 
 
 class InvalidInput(ValueError):
@@ -48,11 +49,11 @@ def sanitize_validation_error(err: msgspec.MsgspecError) -> InvalidInput:
             field = re.search(r"field `([^`]*)`", text)
             name = _PATH_SAFE.sub("?", field.group(1))[:64] if field else "?"
             where = path if path != "$" else ""
-            return InvalidInput("missing_field", f"required field `{name}` is missing {where}".strip())
+            return InvalidInput(MISSING_FIELD.code, f"required field `{name}` is missing {where}".strip())
         if text.startswith("Expected"):
-            return InvalidInput("invalid_field", f"value at `{path}` has the wrong type or format")
-        return InvalidInput("invalid_field", f"value at `{path}` is not allowed")
-    return InvalidInput("malformed_json", MALFORMED)
+            return InvalidInput(INVALID_FIELD.code, f"value at `{path}` has the wrong type or format")
+        return InvalidInput(INVALID_FIELD.code, f"value at `{path}` is not allowed")
+    return InvalidInput(MALFORMED_JSON.code, MALFORMED)
 
 
 def too_deep(data: bytes, limit: int = MAX_DEPTH) -> bool:
@@ -73,19 +74,19 @@ def decode(data: bytes, decoder: msgspec.json.Decoder[T], *, max_bytes: int = MA
 
     A payload over `max_bytes` is refused before any byte of it is parsed."""
     if len(data) > max_bytes:
-        raise InvalidInput("payload_too_large", f"the payload is larger than {max_bytes} bytes")
+        raise InvalidInput(PAYLOAD_TOO_LARGE.code, f"the payload is larger than {max_bytes} bytes")
     if not data.isascii():
         try:
             data.decode("utf-8")  # msgspec does not check the bytes of the fields it skips
         except UnicodeDecodeError:
-            raise InvalidInput("malformed_json", MALFORMED) from None
+            raise InvalidInput(MALFORMED_JSON.code, MALFORMED) from None
     try:
         value = decoder.decode(data)
     except msgspec.MsgspecError as err:
         raise sanitize_validation_error(err) from None
     except RecursionError:
-        raise InvalidInput("malformed_json", f"the payload nests deeper than {MAX_DEPTH} levels") from None
+        raise InvalidInput(MALFORMED_JSON.code, f"the payload nests deeper than {MAX_DEPTH} levels") from None
     # Counting brackets is nearly free; only a message with many of them is measured.
     if data.count(b"{") + data.count(b"[") > MAX_DEPTH and too_deep(data):
-        raise InvalidInput("malformed_json", f"the payload nests deeper than {MAX_DEPTH} levels")
+        raise InvalidInput(MALFORMED_JSON.code, f"the payload nests deeper than {MAX_DEPTH} levels")
     return value

@@ -2,7 +2,8 @@
 
 A service is an object with `name`, `start(ctx)`, `drain(timeout)` and `ready()`; `serve`
 gives it connected NATS and Redis clients, streams that exist, `/metrics`, `/healthz`,
-`/readyz`, JSON logs, and a graceful drain on SIGTERM or SIGINT.
+`/readyz`, JSON logs, and a graceful drain on SIGTERM or SIGINT. Every service is a
+`shared.service.ServiceApp`, made from the `ServiceSpec` its package describes.
 
 A NATS connection that nats-py closed for good (a protocol error from the server) is never
 left behind: `/healthz` answers 503 from then on, the service drains what it can, and the

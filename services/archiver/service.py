@@ -6,38 +6,39 @@ item itself, and by the outbox sweeper every recording service runs.
 
 from __future__ import annotations
 
+from nats.aio.msg import Msg
+
 from shared import subjects
-from shared.bus.consumer import PullConsumer
 from shared.outbox import Outbox
 from shared.runtime import Context
-from shared.worker import Worker
+from shared.service import ConsumerSpec, ServiceApp, ServiceSpec
 
 from .handler import ArchiveHandler
 
+NAME = "archiver"
+VERSION = "1.0.0"
 
-class ArchiverApp:
-    name = "archiver"
 
+def build(ctx: Context) -> ServiceSpec:
+    outbox = Outbox(ctx.redis, ctx.js)
+    return ServiceSpec(
+        name=NAME,
+        version=VERSION,
+        description="The remote-then-local archive before a replacement",
+        consumers=(
+            # The raw delivery: the handler keeps a long archive alive with progress acks.
+            ConsumerSpec(
+                subjects.WORK_STREAM,
+                subjects.ARCHIVER_CONSUMER,
+                subjects.WORK_ARCHIVE,
+                Msg,
+                ArchiveHandler(ctx.nc, ctx.redis, outbox, ctx.config),
+            ),
+        ),
+        outbox=outbox,
+    )
+
+
+class ArchiverApp(ServiceApp):
     def __init__(self) -> None:
-        self._worker: Worker | None = None
-
-    async def start(self, ctx: Context) -> None:
-        outbox = Outbox(ctx.redis, ctx.js)
-        consumer = PullConsumer.from_config(
-            ctx.js,
-            ctx.config,
-            stream=subjects.WORK_STREAM,
-            durable=subjects.ARCHIVER_CONSUMER,
-            filter_subject=subjects.WORK_ARCHIVE,
-            handler=ArchiveHandler(ctx.nc, ctx.redis, outbox, ctx.config),
-            service=self.name,
-        )
-        self._worker = Worker(consumer, outbox)
-        await self._worker.start()
-
-    async def drain(self, timeout: float) -> None:
-        if self._worker is not None:
-            await self._worker.drain(timeout)
-
-    def ready(self) -> bool:
-        return self._worker is not None and self._worker.bound
+        super().__init__(NAME, build)

@@ -2,46 +2,44 @@
 
 from __future__ import annotations
 
+from nats.aio.msg import Msg
+
 from shared import subjects
-from shared.bus.consumer import PullConsumer
 from shared.outbox import Outbox
 from shared.pipeline import PipelinedRedis
 from shared.runtime import Context
-from shared.worker import Worker
+from shared.service import ConsumerSpec, ServiceApp, ServiceSpec
 
 from .handler import EventHandler
 
+NAME = "classifier"
+VERSION = "1.0.0"
 
-class ClassifierApp:
-    name = "classifier"
 
+def build(ctx: Context) -> ServiceSpec:
+    # Events are handled many at a time: their Redis commands share one pipelined connection.
+    redis = PipelinedRedis(ctx.config.redis_url, cluster=ctx.config.redis_cluster, ssl_context=ctx.redis_tls)
+    outbox = Outbox(ctx.redis, ctx.js, fast=redis)
+    return ServiceSpec(
+        name=NAME,
+        version=VERSION,
+        description="Failure classes and recovery decisions",
+        consumers=(
+            # The raw delivery: the handler checks the subject before the body, and counts
+            # every rejection in its own metrics.
+            ConsumerSpec(
+                subjects.EVENTS_STREAM,
+                subjects.CLASSIFIER_CONSUMER,
+                subjects.EVENTS_ALL,
+                Msg,
+                EventHandler(redis, outbox, ctx.config),
+            ),
+        ),
+        outbox=outbox,
+        closers=(redis.aclose,),
+    )
+
+
+class ClassifierApp(ServiceApp):
     def __init__(self) -> None:
-        self._worker: Worker | None = None
-        self._redis: PipelinedRedis | None = None
-
-    async def start(self, ctx: Context) -> None:
-        # Events are handled many at a time: their Redis commands share one pipelined connection.
-        self._redis = PipelinedRedis(
-            ctx.config.redis_url, cluster=ctx.config.redis_cluster, ssl_context=ctx.redis_tls
-        )
-        outbox = Outbox(ctx.redis, ctx.js, fast=self._redis)
-        consumer = PullConsumer.from_config(
-            ctx.js,
-            ctx.config,
-            stream=subjects.EVENTS_STREAM,
-            durable=subjects.CLASSIFIER_CONSUMER,
-            filter_subject=subjects.EVENTS_ALL,
-            handler=EventHandler(self._redis, outbox, ctx.config),
-            service=self.name,
-        )
-        self._worker = Worker(consumer, outbox)
-        await self._worker.start()
-
-    async def drain(self, timeout: float) -> None:
-        if self._worker is not None:
-            await self._worker.drain(timeout)
-        if self._redis is not None:
-            await self._redis.aclose()
-
-    def ready(self) -> bool:
-        return self._worker is not None and self._worker.bound
+        super().__init__(NAME, build)

@@ -1,6 +1,7 @@
 from shared.runtime import run
+from shared.service import ServiceApp
 
-from .service import ReconciliationApp
+from .service import NAME, build
 
 if __name__ == "__main__":
-    run(ReconciliationApp())
+    run(ServiceApp(NAME, build))

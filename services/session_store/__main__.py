@@ -1,6 +1,7 @@
 from shared.runtime import run
+from shared.service import ServiceApp
 
-from .service import SessionStoreApp
+from .service import NAME, build
 
 if __name__ == "__main__":
-    run(SessionStoreApp())
+    run(ServiceApp(NAME, build))

@@ -14,7 +14,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
+import msgspec
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
@@ -22,6 +24,8 @@ from shared import metrics, subjects
 from shared.bus.publish import TOO_LARGE_REASON, PayloadTooLarge, dead_letter
 from shared.bus.streams import ConsumerSpec, durable_config, ensure_consumer
 from shared.config import Config
+from shared.contracts.limits import MAX_EVENT_BYTES
+from shared.decoding import InvalidInput, decode
 from shared.logs import Log
 
 log = Log("continuity.consumer")
@@ -37,6 +41,22 @@ class Reject(Exception):
 
 
 Handler = Callable[[Msg], Awaitable[None]]
+M = TypeVar("M")
+
+
+def decoding(message_type: type[M], handler: Callable[[M], Awaitable[None]]) -> Handler:
+    """A handler of raw deliveries that decodes each into `message_type` (at most an event's
+    size) and hands it on; one that cannot be decoded is dead-lettered with its closed reason."""
+    decoder = msgspec.json.Decoder(message_type)
+
+    async def handle(msg: Msg) -> None:
+        try:
+            message = decode(msg.data, decoder, max_bytes=MAX_EVENT_BYTES)
+        except InvalidInput as err:
+            raise Reject(subjects.DEAD_INVALID, err.code) from None
+        await handler(message)
+
+    return handle
 
 
 class PullConsumer:

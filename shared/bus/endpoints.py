@@ -10,6 +10,10 @@ A request is answered only when its reply subject starts with one of the configu
 service import). Anything else, a JetStream API subject or another runner's subject, is a reply
 address nobody should be able to make a service write to: the request is dropped unhandled,
 counted as `continuity_requests_total{code="reply_refused"}` and logged without the subject.
+
+Endpoints are registered through micro's groups (`continuity.sessions` + `decide`), and errors
+are answered with micro's `respond_error` and counted in `$SRV.STATS` (`num_errors`,
+`last_error`: the status and the closed code, never a message).
 """
 
 from __future__ import annotations
@@ -23,11 +27,18 @@ import msgspec
 from nats.aio.client import Client
 from nats.micro import add_service
 from nats.micro.request import Request
-from nats.micro.service import Service
+from nats.micro.service import Endpoint, Group, Service
 
 from shared import metrics, subjects
 from shared.config import Config
-from shared.contracts.errors import ErrorBody, ErrorDetail, ServiceError, unavailable
+from shared.contracts.errors import (
+    CATALOGUE,
+    INTERNAL_ERROR,
+    UNAVAILABLE,
+    ErrorBody,
+    ErrorDetail,
+    ServiceError,
+)
 from shared.decoding import InvalidInput, decode
 from shared.logs import Log
 from shared.store import TRANSIENT_REDIS_ERRORS
@@ -38,9 +49,28 @@ log = Log("continuity.endpoints")
 _encode = msgspec.json.Encoder().encode
 
 
-def error_reply(error: ServiceError) -> tuple[bytes, dict[str, str]]:
-    body = _encode(ErrorBody(ErrorDetail(error.code, error.message)))
-    return body, {"Nats-Service-Error-Code": str(error.status), "Nats-Service-Error": error.message}
+def error_body(error: ServiceError) -> bytes:
+    """The body of an error reply; micro's `respond_error` sets the two headers."""
+    return _encode(ErrorBody(ErrorDetail(error.code, error.message)))
+
+
+class _Route:
+    """One endpoint: its micro registration, and how a request to it is dispatched."""
+
+    def __init__(self, name: str, subject: str, dispatch: Callable[[Request], Awaitable[None]]) -> None:
+        self.name = name
+        self.subject = subject
+        self.dispatch = dispatch
+        self.micro: Endpoint | None = None
+
+    def count_error(self, error: ServiceError) -> None:
+        # micro counts an error only when the handler it called raises, and then answers it
+        # itself without a body. Requests are answered in their own tasks, after that handler
+        # returned, with the contract's body: the count is kept on micro's endpoint directly,
+        # since micro has no public way to add to it.
+        if self.micro is not None:
+            self.micro._num_errors += 1
+            self.micro._last_error = f"{error.status}:{error.code}"  # type: ignore[assignment]
 
 
 class Endpoints:
@@ -61,7 +91,7 @@ class Endpoints:
         self._name = name
         self._version = version
         self._description = description
-        self._routes: list[tuple[str, str, Callable[[Request], Awaitable[None]]]] = []
+        self._routes: list[_Route] = []
         self._service: Service | None = None
         self._inflight: set[asyncio.Task[None]] = set()
         self._slots = asyncio.Semaphore(concurrency)
@@ -72,7 +102,7 @@ class Endpoints:
         decoder = msgspec.json.Decoder(request_type)
 
         async def handle(request: Request) -> None:
-            await self._answer(name, request, decoder, handler)
+            await self._answer(route, request, decoder, handler)
 
         async def dispatch(request: Request) -> None:
             if not self._reply_allowed(name, request):
@@ -83,7 +113,8 @@ class Endpoints:
             self._inflight.add(task)
             task.add_done_callback(self._done)
 
-        self._routes.append((name, subject, dispatch))
+        route = _Route(name, subject, dispatch)
+        self._routes.append(route)
 
     def _reply_allowed(self, name: str, request: Request) -> bool:
         # nats.micro's Request does not expose the reply subject; its message does.
@@ -106,30 +137,35 @@ class Endpoints:
             description=self._description,
             queue_group=subjects.QUEUE_GROUP,
         )
-        for name, subject, dispatch in self._routes:
-            await self._service.add_endpoint(name=name, subject=subject, handler=dispatch)
+        groups: dict[str, Group] = {}
+        for route in self._routes:
+            prefix, _, last = route.subject.rpartition(".")
+            group = groups.get(prefix)
+            if group is None:
+                group = groups[prefix] = self._service.add_group(name=prefix)
+            await group.add_endpoint(name=route.name, subject=last, handler=route.dispatch)
+            # add_endpoint returns nothing; the endpoint it made is the last of the service's.
+            route.micro = self._service._endpoints[-1]
 
     async def drain(self, timeout: float) -> None:
         """Stop taking requests, answer those already received, and wait (up to `timeout`) for
         those in flight. The control subjects ($SRV.*) go with the connection's own drain."""
-        subscriptions = [
-            # nats.micro stops endpoints by unsubscribing, which drops requests already
-            # delivered to this process; draining each endpoint's subscription answers them.
-            sub
-            for endpoint in getattr(self._service, "_endpoints", [])
-            if (sub := getattr(endpoint, "_subscription", None)) is not None
-        ]
+        # nats.micro has no drain: it stops endpoints by unsubscribing, which drops requests
+        # already delivered to this process; draining each endpoint's subscription answers them.
+        subscriptions: list[Any] = [route.micro._subscription for route in self._routes if route.micro]
+        subscriptions = [sub for sub in subscriptions if sub is not None]
         await asyncio.gather(*(sub.drain() for sub in subscriptions), return_exceptions=True)
         if self._inflight:
             await asyncio.wait(set(self._inflight), timeout=timeout)
 
     async def _answer(
         self,
-        name: str,
+        route: _Route,
         request: Request,
         decoder: msgspec.json.Decoder[Any],
         handler: Callable[[Any], Awaitable[Any]],
     ) -> None:
+        name = route.name
         started = time.perf_counter()
         code = "ok"
         try:
@@ -138,26 +174,26 @@ class Endpoints:
             await request.respond(_encode(reply))
         except ServiceError as err:
             code = err.code
-            await self._respond_error(request, err)
+            await self._respond_error(route, request, err)
         except InvalidInput as err:
             code = err.code
-            await self._respond_error(request, ServiceError(400, err.code, err.message))
+            await self._respond_error(route, request, CATALOGUE[err.code].error(err.message))
         except TRANSIENT_REDIS_ERRORS as err:
-            code = "unavailable"
+            code = UNAVAILABLE.code
             log.warning("request_store_unavailable", endpoint=name, error_type=type(err).__name__)
-            await self._respond_error(request, unavailable())
+            await self._respond_error(route, request, UNAVAILABLE.error())
         except Exception as err:  # a bug must cost one request, never the process
-            code = "internal_error"
+            code = INTERNAL_ERROR.code
             log.error("request_failed", exc=True, endpoint=name, error_type=type(err).__name__)
-            await self._respond_error(request, ServiceError(500, "internal_error", "internal error"))
+            await self._respond_error(route, request, INTERNAL_ERROR.error())
         finally:
             metrics.labelled(metrics.REQUESTS, name, code).inc()
             metrics.labelled(metrics.REQUEST_DURATION, name).observe(time.perf_counter() - started)
 
     @staticmethod
-    async def _respond_error(request: Request, error: ServiceError) -> None:
-        body, headers = error_reply(error)
+    async def _respond_error(route: _Route, request: Request, error: ServiceError) -> None:
+        route.count_error(error)
         try:
-            await request.respond(body, headers=headers)
+            await request.respond_error(str(error.status), error.message, data=error_body(error))
         except Exception as exc:  # the requester may be gone, or NATS down: nothing to answer
             log.debug("reply_failed", error_type=type(exc).__name__)

@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 import yaml
 
+from continuity import registry
 from continuity.registry import load
 from continuity.runners_cli import ACCOUNTS_FILE, IMPORTS_FILE
 from tests.support import RunningApp, make_config
@@ -33,7 +34,8 @@ REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
 KUSTOMIZE_DIR = DEPLOY / "kubernetes"
 OVERLAYS = ("dev", "production")
-SERVICES = ("classifier", "session-store", "archiver", "reconciliation")
+SERVICES = tuple(registry.SERVICES)
+"""Every service, from the one list (continuity/registry.py: the packages under services/)."""
 
 TOOL_PACKAGES = {
     "promtool": "the Debian package `prometheus` (apt-get install --no-install-recommends prometheus)",

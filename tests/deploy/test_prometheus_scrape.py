@@ -22,12 +22,11 @@ import yaml
 from continuity.simulate import demo_environment
 from continuity.simulate.runner import GENERATION
 from continuity.stack import Stack
-from tests.deploy.conftest import DEPLOY, REPO, free_port, require_tool
+from tests.deploy.conftest import DEPLOY, REPO, SERVICES, free_port, require_tool
 from tests.deploy.test_metric_references import exported_series
 
 DEADLINE_S = 30.0
 JOB = "continuity"
-SERVICES = ("session-store", "classifier", "archiver", "reconciliation")
 
 
 def wait_until(what: str, check: Callable[[], Any], timeout: float = DEADLINE_S) -> Any:

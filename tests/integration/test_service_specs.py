@@ -68,5 +68,6 @@ async def test_srv_info_lists_each_endpoint_under_its_contract_subject(
         "reconciliations-resolve": (subjects.RECONCILIATIONS_RESOLVE, subjects.QUEUE_GROUP),
         "runs-get": (subjects.RUNS_GET, subjects.QUEUE_GROUP),
         "runs-audit": (subjects.RUNS_AUDIT, subjects.QUEUE_GROUP),
+        "runs-list": (subjects.RUNS_LIST, subjects.QUEUE_GROUP),
         "operator-retry": (subjects.OPERATOR_RETRY, subjects.QUEUE_GROUP),
     }

@@ -33,6 +33,7 @@ from shared.contracts.reconciliation import (
 from shared.decoding import InvalidInput, decode
 from shared.logs import Log
 from shared.outbox import Outbox, Sweeper
+from shared.runs.retention import Retention
 from shared.runtime import Context
 
 from . import wire
@@ -68,7 +69,7 @@ class ReconciliationApp:
     # Life ---------------------------------------------------------------------------------
 
     async def start(self, ctx: Context) -> None:
-        self._store = ReconciliationStore(ctx.redis)
+        self._store = ReconciliationStore(ctx.redis, Retention.from_config(ctx.config))
         self._outbox = Outbox(ctx.redis, ctx.js, grace_s=self._outbox_grace_s)
         ep = Endpoints(
             ctx.nc,
@@ -243,6 +244,9 @@ class ReconciliationApp:
     async def _refresh_gauges(self) -> None:
         while not self._stop.is_set():
             try:
+                # Listing entries of an earlier release's single sets, then the expired ones.
+                await self.store.move_legacy()
+                await self.store.trim()
                 count, oldest = await self.store.open_summary()
                 metrics.RECONCILIATIONS_OPEN.set(count)
                 metrics.RECONCILIATION_OLDEST_OPEN.set(oldest)

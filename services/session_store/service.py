@@ -16,6 +16,7 @@ from shared.contracts.sessions import (
     SessionView,
 )
 from shared.pipeline import PipelinedRedis
+from shared.runs.retention import Retention
 from shared.runtime import Context
 
 from . import rules
@@ -43,7 +44,7 @@ class SessionStoreApp:
         self._redis = PipelinedRedis(
             ctx.config.redis_url, cluster=ctx.config.redis_cluster, ssl_context=ctx.redis_tls
         )
-        self._store = SessionStore(self._redis)
+        self._store = SessionStore(self._redis, Retention.from_config(ctx.config))
         ep = Endpoints(
             ctx.nc,
             "continuity-session-store",

@@ -39,7 +39,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _command_modules() -> list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]]:
     """Each command group lives in its own module and adds its own sub-parsers."""
-    from continuity import bench, operator_cli, runners_cli, sessions_cli, simulate, streams_cli, up
+    from continuity import (
+        bench,
+        memory_cli,
+        operator_cli,
+        runners_cli,
+        sessions_cli,
+        simulate,
+        streams_cli,
+        up,
+    )
 
     return [
         up.register,
@@ -49,6 +58,7 @@ def _command_modules() -> list[Callable[[argparse._SubParsersAction[argparse.Arg
         bench.register,
         simulate.register,
         streams_cli.register,
+        memory_cli.register,
     ]
 
 

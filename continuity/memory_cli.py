@@ -191,10 +191,19 @@ def _continuation(outbox: list[Any]) -> steps.RunStep:
 
 
 def journeys_of(mix: str, runs: int) -> list[str]:
-    """`runs` journeys in the proportions of `mix`, interleaved."""
+    """`runs` journeys in the proportions of `mix`, interleaved (smooth weighted round robin),
+    so that any sample of a few cycles has every journey of the mix."""
     weights = MIXES[mix]
-    cycle = [name for name, n in weights.items() for _ in range(n)]
-    return [cycle[i % len(cycle)] for i in range(runs)]
+    total = sum(weights.values())
+    current = dict.fromkeys(weights, 0)
+    chosen: list[str] = []
+    for _ in range(runs):
+        for name, weight in weights.items():
+            current[name] += weight
+        pick = max(current, key=lambda name: current[name])
+        current[pick] -= total
+        chosen.append(pick)
+    return chosen
 
 
 async def _memory(client: aioredis.Redis, names: list[str]) -> int:
@@ -382,6 +391,13 @@ def _positive(raw: str) -> float:
     return value
 
 
+def _count(raw: str) -> int:
+    value = int(raw)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
 def _estimate_command(args: argparse.Namespace) -> int:
     async def run(client: aioredis.Redis, own: bool) -> Measurement:
         return await measure(client, args.mix, args.sample, own_server=own)
@@ -420,6 +436,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     est.add_argument("--sessions", type=int, default=0, help="saved sessions at any time (0)")
     est.add_argument("--mix", choices=sorted(MIXES), default="typical", help="the journeys sampled (typical)")
-    est.add_argument("--sample", type=int, default=1000, help="runs recorded to measure (1000)")
+    est.add_argument("--sample", type=_count, default=1000, help="runs recorded to measure (1000)")
     est.add_argument("--json", action="store_true", help="print JSON")
     est.set_defaults(func=_estimate_command)

@@ -14,6 +14,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import msgspec
 import pytest
 import redis.asyncio as aioredis
 
@@ -27,11 +28,14 @@ from services.reconciliation.store import (
     member,
     open_index,
 )
+from services.session_store.store import SessionStore
 from shared import keys, store
 from shared.contracts.decisions import ReconcileWork
 from shared.contracts.events import ToolCall
 from shared.contracts.session import SessionRef
+from shared.contracts.sessions import CommitRequest
 from shared.contracts.types import Action, DecisionReason
+from shared.pipeline import PipelinedRedis
 from shared.runs import decisions, index, steps
 from shared.runs.names import classifier_slot, decision_id
 from shared.runs.retention import Retention
@@ -223,6 +227,48 @@ async def test_trim_keeps_the_entry_of_a_record_delivered_late(r: aioredis.Redis
     await recon.drop_from_open(run.session.key, run.run_id)
     assert await recon.trim() == 0
     assert await r.zscore(delivered_index(run.run_id), member(run.session.key, run.run_id)) is not None
+
+
+async def test_a_claimed_run_index_and_an_unflushed_outbox_have_the_retention(
+    r: aioredis.Redis, own_redis: RedisServer
+) -> None:
+    run = Run()
+    fast = PipelinedRedis(own_redis.url, cluster="off")
+    try:
+        assert await index.claim_run(fast, run.run_id, run.session.key, SHORT.run_ms) is None
+    finally:
+        await fast.aclose()
+    assert 0 < await r.pttl(keys.run_index(run.run_id)) <= SHORT.run_ms
+    decided = decisions.decision(run, "retry_same_session", REASONS["retry_same_session"], time.time())
+    step = decisions.decision_step(decided, classifier_slot(1), "classifier")
+    assert await steps.record_step(r, run.session.key, run.run_id, step, SHORT) is None
+    assert 0 < await r.pttl(keys.outbox(run.session.key)) <= SHORT.run_ms
+    await wait_for(
+        lambda: _gone(r, [keys.outbox(run.session.key), keys.run_index(run.run_id)]),
+        timeout=10,
+        what="the outbox remnant and the index to expire",
+    )
+
+
+async def test_the_copy_of_a_held_record_keeps_the_archive_retention(r: aioredis.Redis) -> None:
+    run = Run()
+    sessions = SessionStore(r, SHORT)
+    first = CommitRequest(
+        session=run.session,
+        native_session_id="ns-1",
+        adapter="a",
+        model="m",
+        cwd="/w",
+        checkpoint_policy="same_session_only",
+    )
+    assert (await sessions.commit(first)).code == "ok"
+    await _step(r, run, "operator", SHORT)  # holds ns-1
+    second = msgspec.structs.replace(first, native_session_id="ns-2")
+    assert (await sessions.commit(second)).code == "ok"
+    held_copy = keys.held_archive(run.session.key, "ns-1")
+    assert SHORT.run_ms < await r.pttl(held_copy) <= SHORT.archive_ms
+    assert await r.pttl(keys.session(run.session.key)) == -1
+    await wait_for(lambda: _gone(r, [held_copy]), timeout=10, what="the held copy to expire")
 
 
 # The bucketed listing -------------------------------------------------------------------------

@@ -10,7 +10,8 @@ import yaml
 
 from tests.deploy.conftest import DEPLOY
 
-UNITS = {"": 1, "b": 1, "kb": 1000, "k": 1000, "mb": 1000**2, "m": 1000**2, "gb": 1000**3, "g": 1000**3}
+# redis.conf's units: k, m, g are powers of 1000; kb, mb, gb powers of 1024.
+UNITS = {"": 1, "b": 1, "k": 1000, "kb": 2**10, "m": 1000**2, "mb": 2**20, "g": 1000**3, "gb": 2**30}
 K8S_UNITS = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30}
 
 

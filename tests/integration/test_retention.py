@@ -6,6 +6,7 @@ order across them, and loses a delivered entry once its record has expired."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import sys
@@ -20,6 +21,7 @@ import redis.asyncio as aioredis
 
 from continuity.memory_cli import JOURNEYS, record_journey
 from continuity.servers import RedisCluster, RedisServer
+from services.reconciliation.service import ReconciliationApp
 from services.reconciliation.store import (
     DELIVERED_INDEXES,
     OPEN_INDEXES,
@@ -30,6 +32,7 @@ from services.reconciliation.store import (
 )
 from services.session_store.store import SessionStore
 from shared import keys, store
+from shared.config import Config
 from shared.contracts.decisions import ReconcileWork
 from shared.contracts.events import ToolCall
 from shared.contracts.session import SessionRef
@@ -40,7 +43,7 @@ from shared.runs import decisions, index, steps
 from shared.runs.names import classifier_slot, decision_id
 from shared.runs.retention import Retention
 from shared.times import now_rfc3339, rfc3339_from_epoch
-from tests.support import wait_for
+from tests.support import running, wait_for
 
 pytestmark = pytest.mark.asyncio
 
@@ -406,3 +409,27 @@ async def test_the_memory_command_prints_bytes_per_run_and_the_steady_state(
     assert proc.returncode == 0
     for line in ("bytes per finished run", "average", "archive copy", "steady state", "maxmemory at least"):
         assert line in text.decode(), line
+
+
+# The reconciliation service's upkeep -------------------------------------------------------
+
+
+async def test_the_service_trims_expired_entries_and_empties_the_legacy_sets(
+    config: Config, redis_client: aioredis.Redis
+) -> None:
+    gone = Run()
+    expired = member(gone.session.key, gone.run_id)
+    await redis_client.zadd(delivered_index(gone.run_id), {expired: 1.0})
+    legacy = Run()
+    await redis_client.zadd(
+        keys.LEGACY_RECONCILIATION_INDEXES[0], {member(legacy.session.key, legacy.run_id): 2.0}
+    )
+    short = dataclasses.replace(config, retention_days=1 / 86400)
+    async with running(ReconciliationApp(gauge_interval_s=0.2), short):
+
+        async def upkept() -> bool:
+            return await redis_client.zscore(delivered_index(gone.run_id), expired) is None and not (
+                await redis_client.exists(*keys.LEGACY_RECONCILIATION_INDEXES)
+            )
+
+        await wait_for(upkept, timeout=15, what="the refresher to trim and move the legacy entries")

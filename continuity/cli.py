@@ -75,6 +75,7 @@ def _command_modules() -> list[Callable[[argparse._SubParsersAction[argparse.Arg
     from continuity import (
         bench,
         dead_cli,
+        memory_cli,
         operator_cli,
         runners_cli,
         sessions_cli,
@@ -94,6 +95,7 @@ def _command_modules() -> list[Callable[[argparse._SubParsersAction[argparse.Arg
         streams_cli.register,
         watch_cli.register,
         dead_cli.register,
+        memory_cli.register,
     ]
 
 

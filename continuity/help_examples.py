@@ -65,6 +65,10 @@ EXAMPLES: dict[str, list[str]] = {
     ],
     "streams check": ["continuity streams check", "continuity streams check --replicas 3 --json"],
     "streams apply": ["continuity streams apply --replicas 3 --yes"],
+    "memory estimate": [
+        "continuity memory estimate --runs-per-day 10000 --retention-days 30",
+        "continuity memory estimate --runs-per-day 10000 --retention-days 7 --sessions 20000 --json",
+    ],
 }
 
 

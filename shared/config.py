@@ -101,6 +101,18 @@ class Config:
     log_level: str = "INFO"
     """CONTINUITY_LOG_LEVEL: DEBUG, INFO, WARNING or ERROR."""
 
+    retention_days: float = 30.0
+    """CONTINUITY_RETENTION_DAYS: how long the records of a finished run (run record, decision
+    slots, audit trail, run index, archive progress, a delivered reconciliation and its index
+    entry, outbox remnants) are kept after its last step; a fraction of a day is allowed
+    (tests use seconds). A run waiting on an operator or an open reconciliation never expires
+    (docs/contract-v1.md, section 9.9)."""
+
+    archive_retention_days: float = 90.0
+    """CONTINUITY_ARCHIVE_RETENTION_DAYS: how long an archive copy of a session record
+    (`continuity:archive:{<sk>}:<archive_id>`, and the copy of a held record kept when a new
+    session is committed over it) is kept after it was made."""
+
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
         env = os.environ if env is None else env
@@ -143,6 +155,8 @@ class Config:
                 env, "CONTINUITY_REQUEST_CONCURRENCY", d.request_concurrency, lo=1, hi=100_000
             ),
             log_level=_choice(env, "CONTINUITY_LOG_LEVEL", d.log_level, _LEVELS),
+            retention_days=_days(env, "CONTINUITY_RETENTION_DAYS", d.retention_days),
+            archive_retention_days=_days(env, "CONTINUITY_ARCHIVE_RETENTION_DAYS", d.archive_retention_days),
         )
         # Load the certificates now, so that an unreadable or malformed file stops the start.
         from shared import tls  # imports this module
@@ -268,6 +282,23 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
         raise ConfigError(f"{name}: expected a number of seconds, got {raw!r}") from None
     if not 0 < value < 86_400:
         raise ConfigError(f"{name}: must be more than 0 and less than a day, got {raw}")
+    return value
+
+
+MAX_RETENTION_DAYS = 3650.0
+
+
+def _days(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{name}: expected a number of days, got {raw!r}") from None
+    # At least a millisecond (the unit of the keys' expiry), at most ten years.
+    if not 1 / 86_400_000 <= value <= MAX_RETENTION_DAYS:
+        raise ConfigError(f"{name}: must be more than 0 and at most {MAX_RETENTION_DAYS:g} days, got {raw}")
     return value
 
 

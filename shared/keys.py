@@ -3,6 +3,8 @@ each atomic script touches one Redis Cluster slot (architecture: "Layout")."""
 
 from __future__ import annotations
 
+import zlib
+
 
 def session(sk: str) -> str:
     return f"continuity:session:{{{sk}}}"
@@ -39,6 +41,11 @@ def reconciliation(sk: str, run_id: str) -> str:
     return f"continuity:reconciliation:{{{sk}}}:{run_id}"
 
 
+def reconciliation_history(sk: str, run_id: str) -> str:
+    """List of a run's earlier reconciliation records (JSON), when a later attempt reopened it."""
+    return f"{reconciliation(sk, run_id)}:history"
+
+
 def outbox(sk: str) -> str:
     """Hash: message id -> encoded envelope, recorded atomically with the state it announces."""
     return f"continuity:outbox:{{{sk}}}"
@@ -52,5 +59,29 @@ def run_index(run_id: str) -> str:
     return f"continuity:runidx:{{{run_id}}}"
 
 
-RECONCILIATION_INDEX = "continuity:reconciliations"
-"""Sorted set of `<session key>\\n<run_id>` by opening time, for listing."""
+RECONCILIATION_BUCKETS = 16
+"""The reconciliation listing is spread over this many buckets, each its own hash tag (so its
+own Redis Cluster slot); a reader merges them. Changing it moves records between buckets: the
+services re-index from the legacy keys only, so keep it fixed once deployed."""
+
+
+def reconciliation_bucket(run_id: str) -> int:
+    """The bucket of a run's reconciliation: a stable hash of its run_id."""
+    return zlib.crc32(run_id.encode()) % RECONCILIATION_BUCKETS
+
+
+def reconciliations_open(bucket: int) -> str:
+    """Sorted set of the bucket's open records, member `<session key>\\n<run_id>`, score the
+    opening time (epoch seconds); never trimmed: an open record never expires."""
+    return f"continuity:reconciliations:open:{{rb{bucket:02d}}}"
+
+
+def reconciliations_delivered(bucket: int) -> str:
+    """The bucket's delivered records, same members and scores; an entry goes once its record
+    has expired (the reconciliation service's refresher trims it)."""
+    return f"continuity:reconciliations:delivered:{{rb{bucket:02d}}}"
+
+
+LEGACY_RECONCILIATION_INDEXES = ("continuity:reconciliations", "continuity:reconciliations:open")
+"""The single sorted sets of earlier releases; the reconciliation service moves their entries
+into the buckets and removes them."""

@@ -23,7 +23,7 @@ from prometheus_client import REGISTRY
 
 from services.reconciliation import wire
 from services.reconciliation.service import ReconciliationApp
-from services.reconciliation.store import OPEN_INDEX, epoch_of, member
+from services.reconciliation.store import epoch_of, member, open_index
 from services.session_store.service import SessionStoreApp
 from shared import keys, subjects
 from shared.client import ContinuityClient, RequestError
@@ -136,7 +136,7 @@ async def seed_reconcile(
     name = member(run.session.key, run.run_id)
 
     async def listed() -> bool:
-        return await r.zscore(OPEN_INDEX, name) is not None
+        return await r.zscore(open_index(run.run_id), name) is not None
 
     await wait_for(listed, what=f"reconciliation of {run.run_id} listed")
     return run
@@ -472,7 +472,7 @@ async def test_a_later_attempt_reopens_and_keeps_the_earlier_record(
     assert (
         len(history) == 1 and b'"evidence":"first"' in msgspec.json.decode(history[0])["resolution"].encode()
     )
-    assert await redis_client.zscore(OPEN_INDEX, member(run.session.key, run.run_id)) is not None
+    assert await redis_client.zscore(open_index(run.run_id), member(run.session.key, run.run_id)) is not None
     reply = await client.resolve(
         ResolveRequest(run_id=run.run_id, action_outcome="not_performed", evidence="second", actor="ops")
     )

@@ -9,7 +9,7 @@ import redis.asyncio as aioredis
 from nats.aio.client import Client
 
 from services.reconciliation.service import ReconciliationApp
-from services.reconciliation.store import OPEN_INDEX, ReconciliationStore, member
+from services.reconciliation.store import ReconciliationStore, member, open_index, split_member
 from shared import keys
 from shared.bus.streams import ensure_streams
 from shared.config import Config
@@ -70,4 +70,4 @@ async def _absent(r: aioredis.Redis, key: str, field: str) -> bool:
 
 
 async def _not_open(r: aioredis.Redis, name: str) -> bool:
-    return await r.zscore(OPEN_INDEX, name) is None
+    return await r.zscore(open_index(split_member(name)[1]), name) is None

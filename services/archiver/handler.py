@@ -40,6 +40,7 @@ from shared.decoding import InvalidInput, decode
 from shared.logs import Log
 from shared.outbox import Outbox, OutboxEntry
 from shared.runs import index, names, steps
+from shared.runs.retention import Retention
 from shared.runs.session_hash import saved_session
 from shared.times import rfc3339_from_epoch
 
@@ -82,7 +83,8 @@ class ArchiveHandler:
         self._nc = nc
         self._redis = client
         self._outbox = outbox
-        self._progress = Progress(client)
+        self._retention = Retention.from_config(config)
+        self._progress = Progress(client, self._retention)
         self._timeout_s = config.archive_timeout_s
         self._backoff_s = config.retry_backoff_s
         # Tell JetStream well within its ack wait that the item is still being worked on.
@@ -169,6 +171,7 @@ class ArchiveHandler:
                 chosen.step,
                 epoch=epoch or 0,
                 progress=chosen.progress,
+                retention=self._retention,
             )
             if status == "recorded":
                 await self._published(work, chosen.decision, chosen.step.outbox[0], result, started)
@@ -183,7 +186,7 @@ class ArchiveHandler:
         """A failed move: the local record stays as it is; retry while the budget lasts."""
         sk = work.session.key
         chosen = step.refusal(work, result, await self._epoch(sk), self._clock(), backoff_s=self._backoff_s)
-        existing = await steps.record_step(self._redis, sk, work.run_id, chosen.step)
+        existing = await steps.record_step(self._redis, sk, work.run_id, chosen.step, self._retention)
         if existing is not None:
             await self._finish_recorded(work, existing)
             return

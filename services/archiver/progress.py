@@ -8,7 +8,8 @@ States, each written before the step it enables:
 sent; so a move is sent at most once per archive_id, whatever crashes or duplicates follow.
 It carries a lease (the archive timeout plus a grace period, on the Redis server's clock):
 while the lease runs, its sender may still be waiting for the runner and others wait too.
-The result records the bounded, redacted detail, never the runner's raw output.
+The result records the bounded, redacted detail, never the runner's raw output. Every write
+gives the progress the run retention (contract section 9.9): it is a record of the run.
 """
 
 from __future__ import annotations
@@ -21,10 +22,12 @@ import redis.asyncio as aioredis
 from shared import keys, store
 from shared.contracts.decisions import ArchiveWork
 from shared.runs.names import archive_slot
+from shared.runs.retention import DEFAULT, Retention
 from shared.runs.session_hash import text
 
 _BEGIN = store.Script("archive_begin", with_lib=True)
 _RESULT = store.Script("archive_result", with_lib=True)
+_DONE = store.Script("archive_done", with_lib=True)
 _encode = msgspec.json.Encoder().encode
 
 
@@ -70,8 +73,9 @@ class MoveResult:
 
 
 class Progress:
-    def __init__(self, client: aioredis.Redis) -> None:
+    def __init__(self, client: aioredis.Redis, retention: Retention = DEFAULT) -> None:
         self._redis = client
+        self._retention_ms = str(retention.run_ms)
 
     async def begin(self, work: ArchiveWork, lease_s: float, updated_at: str) -> Begin:
         sk = work.session.key
@@ -85,7 +89,7 @@ class Progress:
         state, left_ms = await _BEGIN(
             self._redis,
             [keys.archive_progress(sk, work.archive_id), keys.run_decisions(sk, work.run_id)],
-            [archive_slot(work.attempt), int(lease_s * 1000), _encode(fields)],
+            [archive_slot(work.attempt), int(lease_s * 1000), _encode(fields), self._retention_ms],
         )
         return Begin(state=text(state), lease_left_s=int(left_ms) / 1000)
 
@@ -93,7 +97,7 @@ class Progress:
         """Keep the runner's answer; False when the progress had already moved on."""
         fields = {**result.fields(), "updated_at": updated_at}
         key = keys.archive_progress(work.session.key, work.archive_id)
-        return bool(await _RESULT(self._redis, [key], [_encode(fields)]))
+        return bool(await _RESULT(self._redis, [key], [_encode(fields), self._retention_ms]))
 
     async def load_result(self, work: ArchiveWork) -> MoveResult:
         key = keys.archive_progress(work.session.key, work.archive_id)
@@ -102,5 +106,5 @@ class Progress:
 
     async def mark_done(self, work: ArchiveWork, decision_id: str, updated_at: str) -> None:
         key = keys.archive_progress(work.session.key, work.archive_id)
-        mapping = {"state": "done", "decision_id": decision_id, "updated_at": updated_at}
-        await store.call(self._redis.hset(key, mapping=mapping))  # type: ignore[arg-type]
+        fields = {"state": "done", "decision_id": decision_id, "updated_at": updated_at}
+        await _DONE(self._redis, [key], [_encode(fields), self._retention_ms])

@@ -24,6 +24,7 @@ from shared.logs import Log
 from shared.outbox import Outbox, OutboxEntry
 from shared.pipeline import PipelinedRedis
 from shared.runs import index, steps
+from shared.runs.retention import Retention
 from shared.runs.session_hash import saved_session
 
 from .step import SlotView, announced_ids, choose, failure_class_of
@@ -52,6 +53,7 @@ class EventHandler:
         self._outbox = outbox
         self._keys = config.runner_keys
         self._backoff_s = config.retry_backoff_s
+        self._retention = Retention.from_config(config)
         self._clock = clock
 
     async def __call__(self, msg: Msg) -> None:
@@ -75,7 +77,7 @@ class EventHandler:
         published_at = _published_at(msg)
         for _ in range(DECIDE_TRIES):
             # One round trip: index the run (unless it is already) and read the session record.
-            claimed = index.claim_run(self._redis, event.run_id, sk)
+            claimed = index.claim_run(self._redis, event.run_id, sk, self._retention.run_ms)
             session = self._redis.send("HGETALL", keys.session(sk))
             indexed, raw_session = await claimed, await session
             if indexed is not None and indexed != sk:
@@ -91,7 +93,9 @@ class EventHandler:
                 published_at=published_at,
             )
             try:
-                existing = await steps.record_step(self._redis, sk, event.run_id, choice.step)
+                existing = await steps.record_step(
+                    self._redis, sk, event.run_id, choice.step, self._retention
+                )
                 break
             except steps.SessionChanged:
                 continue  # a commit landed between the read and the recording: decide again

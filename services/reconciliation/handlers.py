@@ -154,6 +154,9 @@ class ReconciliationHandlers:
         """Keeps the open-reconciliation gauges current; refreshed at once after a change."""
         while not stop.is_set():
             try:
+                # Listing entries of an earlier release's single sets, then the expired ones.
+                await self.store.move_legacy()
+                await self.store.trim()
                 count, oldest = await self.store.open_summary()
                 metrics.RECONCILIATIONS_OPEN.set(count)
                 metrics.RECONCILIATION_OLDEST_OPEN.set(oldest)

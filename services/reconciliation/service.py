@@ -20,6 +20,7 @@ from shared.contracts.reconciliation import (
 )
 from shared.contracts.runs import RunsListReply, RunsListRequest
 from shared.outbox import Outbox
+from shared.runs.retention import Retention
 from shared.runtime import Context
 from shared.service import ConsumerSpec, EndpointSpec, ServiceApp, ServiceSpec
 
@@ -40,7 +41,8 @@ def build(
     sweep_interval_s: float = 2.0,
 ) -> ServiceSpec:
     outbox = Outbox(ctx.redis, ctx.js, grace_s=outbox_grace_s)
-    h = ReconciliationHandlers(ReconciliationStore(ctx.redis), outbox, gauge_interval_s=gauge_interval_s)
+    store = ReconciliationStore(ctx.redis, Retention.from_config(ctx.config))
+    h = ReconciliationHandlers(store, outbox, gauge_interval_s=gauge_interval_s)
     runs = RunsIndex(ctx.redis)
     return ServiceSpec(
         name=NAME,

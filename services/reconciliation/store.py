@@ -4,27 +4,35 @@ Layout (every key of one run under its session's hash tag, see `shared.keys`):
 - `keys.reconciliation(sk, run_id)`: hash of the record. `session`, `tool_call` and
   `resolution` are JSON; an absent value is the empty string. `action_outcome` and
   `continue_decision_id` are kept beside `resolution` so the scripts compare them directly.
-- `<that key>:history`: list of the earlier records of the run (JSON), when a later attempt
-  stopped on a pending call again and the record was opened anew.
-- `keys.RECONCILIATION_INDEX`: every record, member `<sk>\\n<run_id>`, score its opening time.
-- `OPEN_INDEX`: the records still open, same members: the gauges and `list status=open` read it
-  without walking delivered records. A member may outlive its record's delivery after a crash;
-  readers check the record's status, and the gauge refresher prunes such members.
+- `keys.reconciliation_history(sk, run_id)`: list of the earlier records of the run (JSON), when
+  a later attempt stopped on a pending call again and the record was opened anew.
+- The listing: `keys.RECONCILIATION_BUCKETS` buckets, the bucket of a run a hash of its run_id;
+  each bucket is two sorted sets under its own hash tag (`keys.reconciliations_open`,
+  `keys.reconciliations_delivered`), member `<sk>\\n<run_id>`, score the opening time. A record
+  is in one of them by its status; `index_put` moves it atomically within its bucket. No key
+  is a single hot spot and no script spans two slots; a list merges the buckets in order.
+  After a crash a member may sit in the open set of a delivered record; readers check the
+  record's status, and the gauge refresher moves such members.
+- Retention (contract 9.9): the scripts give records their time to live; an entry of the
+  delivered sets goes (`trim`) once its record has expired, an open one never.
 
 A list is read in pages: a page's cursor is the (score, member) of its last record, so the next
-page starts right after it however the index changed meanwhile (both indexes order the same
-members the same way, so a cursor serves either status).
+page starts right after it however the indexes changed meanwhile (a record keeps its member and
+score when it is delivered, so a cursor serves every status).
 
-The two indexes are not under a session's tag, so they are written outside the atomic scripts:
+The indexes are not under a session's tag, so they are written outside the recording scripts:
 after the record is opened (the work item is acknowledged only after both) and after it is
 delivered.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
+import heapq
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -49,16 +57,30 @@ from shared.contracts.types import (
 from shared.outbox import OutboxEntry
 from shared.runs import decisions, index, steps
 from shared.runs.names import continue_slot
+from shared.runs.retention import DEFAULT, Retention
 from shared.runs.session_hash import text
 from shared.times import now_rfc3339
 
-OPEN_INDEX = "continuity:reconciliations:open"
-"""Sorted set of the open records' `<session key>\\n<run_id>`, by opening time."""
+
+def open_index(run_id: str) -> str:
+    """The sorted set that lists `run_id`'s reconciliation while it is open."""
+    return keys.reconciliations_open(keys.reconciliation_bucket(run_id))
+
+
+def delivered_index(run_id: str) -> str:
+    return keys.reconciliations_delivered(keys.reconciliation_bucket(run_id))
+
+
+OPEN_INDEXES = [keys.reconciliations_open(b) for b in range(keys.RECONCILIATION_BUCKETS)]
+DELIVERED_INDEXES = [keys.reconciliations_delivered(b) for b in range(keys.RECONCILIATION_BUCKETS)]
+TRIM_BATCH = 500
+"""Entries of one delivered set looked at per trim, so one round stays short."""
 
 CONTINUE_ACTION: Action = "continue_fresh"
 SERVICE_ACTOR = "reconciliation"
 
 _OPEN = store.Script("reconciliation_open", with_lib=True)
+_INDEX_PUT = store.Script("reconciliation_index_put")
 
 _encode = msgspec.json.Encoder().encode
 _session = msgspec.json.Decoder(SessionRef)
@@ -192,8 +214,9 @@ def continue_fresh(
 
 
 class ReconciliationStore:
-    def __init__(self, client: aioredis.Redis) -> None:
+    def __init__(self, client: aioredis.Redis, retention: Retention = DEFAULT) -> None:
         self.redis = client
+        self.retention = retention
 
     async def session_of_run(self, run_id: str) -> str | None:
         return await index.session_of_run(self.redis, run_id)
@@ -216,20 +239,27 @@ class ReconciliationStore:
         rec_key = keys.reconciliation(sk, work.run_id)
         code, opened_at = await _OPEN(
             self.redis,
-            [rec_key, keys.run_audit(sk, work.run_id), f"{rec_key}:history"],
+            [rec_key, keys.run_audit(sk, work.run_id), keys.reconciliation_history(sk, work.run_id)],
             [str(work.attempt), _encode(fields), _encode(audit)],
         )
         # The run index is the classifier's, written before its step; setting the same value
         # again keeps `get` working for a record whatever wrote it first.
         await index.index_run(self.redis, work.run_id, sk)
         # Scored by the stored opening time, so a redelivery re-indexes identically.
-        score = epoch_of(opened_at.decode())
-        name = member(sk, work.run_id)
-        await store.call(self.redis.zadd(keys.RECONCILIATION_INDEX, {name: score}))
         status = await store.call(self.redis.hget(rec_key, "status"))  # type: ignore[misc]
         if status == b"open":
-            await store.call(self.redis.zadd(OPEN_INDEX, {name: score}))
+            await steps.follow_run(self.redis, work.run_id, -1)  # found while it is open
+        await self.index_put(sk, work.run_id, epoch_of(opened_at.decode()), text(status))
         return str(code.decode())
+
+    async def index_put(self, sk: str, run_id: str, score: float, status: str) -> None:
+        """List the record in its bucket's open set while `status` is open, else delivered."""
+        where = "open" if status == "open" else "delivered"
+        await _INDEX_PUT(
+            self.redis,
+            [open_index(run_id), delivered_index(run_id)],
+            [member(sk, run_id), repr(score), where],
+        )
 
     # Reading ------------------------------------------------------------------------------
 
@@ -253,27 +283,25 @@ class ReconciliationStore:
         """One page, oldest first, after `cursor`: at most `limit` records and (but for a first
         record, which always fits a reply) at most `max_bytes` of them encoded. Returns the
         page and the cursor of the next one, None when no record of `status` follows."""
-        index = OPEN_INDEX if status == "open" else keys.RECONCILIATION_INDEX
+        sources = {"open": OPEN_INDEXES, "delivered": DELIVERED_INDEXES}.get(
+            status or "", OPEN_INDEXES + DELIVERED_INDEXES
+        )
         after = decode_cursor(cursor) if cursor is not None else None
         chunk = min(max(limit, 64), 500)
         items: list[ReconciliationRecord] = []
         size = 0
         last: tuple[float, bytes] | None = None
-        offset = 0
-        low: float | str = after[0] if after is not None else "-inf"
+        merged = merge_indexes(self.redis, sources, after, chunk)
         while True:
-            rows: list[tuple[bytes, float]] = await store.call(
-                self.redis.zrangebyscore(index, low, "+inf", start=offset, num=chunk, withscores=True)
-            )
+            rows = [row async for row in _take(merged, chunk)]
             if not rows:
                 return items, None
-            offset += len(rows)
             pipe = self.redis.pipeline(transaction=False)
-            for m, _ in rows:
+            for _, m in rows:
                 sk, run_id = split_member(m)
                 pipe.hgetall(keys.reconciliation(sk, run_id))
-            for (m, score), raw in zip(rows, await store.call(pipe.execute()), strict=True):
-                if not raw or (after is not None and (score, m) <= after):
+            for (score, m), raw in zip(rows, await store.call(pipe.execute()), strict=True):
+                if not raw:
                     continue
                 record = parse_record(raw)
                 if status is not None and record.status != status:
@@ -314,52 +342,154 @@ class ReconciliationStore:
             resolution=resolution,
             decision_id=decision.decision_id,
             attempt=record.attempt,
+            retention=self.retention,
         )
         return Continuation(code, detail, decision, sk, step.outbox)
 
     async def record_retry(self, sk: str, run: RunView, actor: str) -> Continuation:
         decision, step = continue_fresh(run, "operator_retry", actor, "operator_retry", time.time())
-        code, detail = await steps.record_retry(self.redis, sk, run.run_id, step, attempt=run.attempt)
+        code, detail = await steps.record_retry(
+            self.redis, sk, run.run_id, step, attempt=run.attempt, retention=self.retention
+        )
         return Continuation(code, detail, decision, sk, step.outbox)
 
-    # The open index -----------------------------------------------------------------------
+    # The indexes ---------------------------------------------------------------------------
 
     async def drop_from_open(self, sk: str, run_id: str) -> None:
-        """Remove a delivered record from the open index. A record reopened meanwhile (a later
-        attempt) is put back, so a concurrent reopen is never lost from the index."""
-        name = member(sk, run_id)
+        """List a delivered record as delivered. A record reopened meanwhile (a later attempt)
+        is listed as open again, so a concurrent reopen is never lost from the index."""
         rec_key = keys.reconciliation(sk, run_id)
-        await store.call(self.redis.zrem(OPEN_INDEX, name))
+        status, opened_at = await store.call(self.redis.hmget(rec_key, ["status", "opened_at"]))  # type: ignore[misc]
+        if not opened_at:
+            return
+        score = epoch_of(opened_at.decode())
+        await self.index_put(sk, run_id, score, "delivered")
         status, opened_at = await store.call(self.redis.hmget(rec_key, ["status", "opened_at"]))  # type: ignore[misc]
         if status == b"open" and opened_at:
-            await store.call(self.redis.zadd(OPEN_INDEX, {name: epoch_of(opened_at.decode())}))
+            await self.index_put(sk, run_id, epoch_of(opened_at.decode()), "open")
 
     async def open_summary(self, now: float | None = None) -> tuple[int, float]:
-        """(open records, age in seconds of the oldest), pruning delivered members on the way."""
+        """(open records, age in seconds of the oldest), moving delivered members on the way."""
         now = time.time() if now is None else now
         count = 0
         oldest: float | None = None
         stale: list[tuple[str, str]] = []
-        start = 0
         page = 500
-        while True:
-            members: list[tuple[bytes, float]] = await store.call(
-                self.redis.zrange(OPEN_INDEX, start, start + page - 1, withscores=True)
-            )
-            if not members:
-                break
-            start += page
-            pipe = self.redis.pipeline(transaction=False)
-            for m, _ in members:
-                sk, run_id = split_member(m)
-                pipe.hget(keys.reconciliation(sk, run_id), "status")
-            statuses: list[Any] = await store.call(pipe.execute())
-            for (m, score), status in zip(members, statuses, strict=True):
-                if status == b"open":
-                    count += 1
-                    oldest = score if oldest is None else min(oldest, score)
-                else:
-                    stale.append(split_member(m))
+        for index_key in OPEN_INDEXES:
+            start = 0
+            while True:
+                members: list[tuple[bytes, float]] = await store.call(
+                    self.redis.zrange(index_key, start, start + page - 1, withscores=True)
+                )
+                if not members:
+                    break
+                start += page
+                pipe = self.redis.pipeline(transaction=False)
+                for m, _ in members:
+                    sk, run_id = split_member(m)
+                    pipe.hget(keys.reconciliation(sk, run_id), "status")
+                statuses: list[Any] = await store.call(pipe.execute())
+                for (m, score), status in zip(members, statuses, strict=True):
+                    if status == b"open":
+                        count += 1
+                        oldest = score if oldest is None else min(oldest, score)
+                    else:
+                        stale.append(split_member(m))
         for sk, run_id in stale:
             await self.drop_from_open(sk, run_id)
         return count, (max(0.0, now - oldest) if oldest is not None else 0.0)
+
+    async def trim(self, now: float | None = None) -> int:
+        """Remove the delivered entries whose record has expired; returns how many. Only entries
+        opened more than a retention ago can have (a record is kept a retention after its
+        delivery), and of those only the ones whose record is gone are removed: a record that
+        was open long and delivered lately stays listed until it expires itself."""
+        now = time.time() if now is None else now
+        cutoff = now - self.retention.run_s
+        removed = 0
+        for index_key in DELIVERED_INDEXES:
+            old: list[bytes] = await store.call(
+                self.redis.zrangebyscore(index_key, "-inf", cutoff, start=0, num=TRIM_BATCH)
+            )
+            if not old:
+                continue
+            pipe = self.redis.pipeline(transaction=False)
+            for m in old:
+                pipe.exists(keys.reconciliation(*split_member(m)))
+            gone = [m for m, found in zip(old, await store.call(pipe.execute()), strict=True) if not found]
+            if gone:
+                removed += int(await store.call(self.redis.zrem(index_key, *gone)))
+        return removed
+
+    async def move_legacy(self, batch: int = 500) -> int:
+        """Move the entries of an earlier release's single sorted sets into the buckets, by
+        their record's status, then remove them; an entry whose record is gone is dropped.
+        Returns how many were looked at; 0 once the legacy sets are gone."""
+        moved = 0
+        for legacy in keys.LEGACY_RECONCILIATION_INDEXES:
+            while True:
+                rows: list[tuple[bytes, float]] = await store.call(
+                    self.redis.zrange(legacy, 0, batch - 1, withscores=True)
+                )
+                if not rows:
+                    break
+                pipe = self.redis.pipeline(transaction=False)
+                for m, _ in rows:
+                    pipe.hget(keys.reconciliation(*split_member(m)), "status")
+                for (m, score), status in zip(rows, await store.call(pipe.execute()), strict=True):
+                    if status is not None:
+                        sk, run_id = split_member(m)
+                        await self.index_put(sk, run_id, score, text(status))
+                await store.call(self.redis.zrem(legacy, *(m for m, _ in rows)))
+                moved += len(rows)
+        return moved
+
+
+class _Source:
+    """One sorted set of a merge: a buffer of its next entries after the cursor."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self.offset = 0
+        self.rows: list[tuple[float, bytes]] = []
+        self.done = False
+
+
+async def merge_indexes(
+    client: aioredis.Redis, index_keys: list[str], after: tuple[float, bytes] | None, chunk: int
+) -> AsyncIterator[tuple[float, bytes]]:
+    """The entries of every sorted set in `index_keys` after `after`, in one (score, member)
+    order (a sorted set's own order), reading each set `chunk` entries at a time."""
+    low: float | str = after[0] if after is not None else "-inf"
+
+    async def fill(source: _Source) -> None:
+        while not source.rows and not source.done:
+            rows: list[tuple[bytes, float]] = await store.call(
+                client.zrangebyscore(source.key, low, "+inf", start=source.offset, num=chunk, withscores=True)
+            )
+            source.offset += len(rows)
+            source.done = len(rows) < chunk
+            source.rows = [(score, m) for m, score in rows if after is None or (score, m) > after]
+            source.rows.reverse()  # popped from the end
+
+    sources = [_Source(key) for key in index_keys]
+    await asyncio.gather(*(fill(source) for source in sources))
+    heap = [(source.rows[-1], i) for i, source in enumerate(sources) if source.rows]
+    heapq.heapify(heap)
+    while heap:
+        row, i = heapq.heappop(heap)
+        yield row
+        source = sources[i]
+        source.rows.pop()
+        await fill(source)
+        if source.rows:
+            heapq.heappush(heap, (source.rows[-1], i))
+
+
+async def _take(rows: AsyncIterator[tuple[float, bytes]], n: int) -> AsyncIterator[tuple[float, bytes]]:
+    """At most `n` more entries of `rows`."""
+    for _ in range(n):
+        try:
+            yield await anext(rows)
+        except StopAsyncIteration:
+            return

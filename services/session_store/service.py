@@ -14,6 +14,7 @@ from shared.contracts.sessions import (
     SessionView,
 )
 from shared.pipeline import PipelinedRedis
+from shared.runs.retention import Retention
 from shared.runtime import Context
 from shared.service import EndpointSpec, ServiceApp, ServiceSpec
 
@@ -27,7 +28,7 @@ VERSION = "1.0.0"
 def build(ctx: Context) -> ServiceSpec:
     # Requests share one auto-pipelined connection: concurrent decisions cost one write.
     redis = PipelinedRedis(ctx.config.redis_url, cluster=ctx.config.redis_cluster, ssl_context=ctx.redis_tls)
-    requests = SessionRequests(SessionStore(redis))
+    requests = SessionRequests(SessionStore(redis, Retention.from_config(ctx.config)))
     return ServiceSpec(
         name=NAME,
         version=VERSION,

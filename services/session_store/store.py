@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from shared import keys, store
 from shared.contracts.sessions import CommitRequest
+from shared.runs.retention import DEFAULT, Retention
 from shared.session_record import V1_FIELDS, StoredSession, binding_stamp
 from shared.times import now_rfc3339
 
@@ -23,8 +24,9 @@ class CommitResult:
 class SessionStore:
     """Every request is one Redis round trip: HGETALL for a decision, one script for a write."""
 
-    def __init__(self, client: store.Commands) -> None:
+    def __init__(self, client: store.Commands, retention: Retention = DEFAULT) -> None:
         self._redis = client
+        self._archive_ms = retention.archive_ms
 
     async def load(self, session_key: str) -> StoredSession | None:
         raw = await store.call(self._redis.execute_command("HGETALL", keys.session(session_key)))
@@ -50,6 +52,7 @@ class SessionStore:
             stamp,
             "" if req.expected_revision is None else req.expected_revision,
             "" if req.epoch is None else req.epoch,
+            self._archive_ms,
         ]
         code, revision, epoch = await _COMMIT(
             self._redis, [keys.session(sk), keys.held_archive(sk, "")], args

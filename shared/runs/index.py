@@ -1,7 +1,8 @@
 """The run index (run_id -> the session key its records live under) and a run's audit trail.
 
 The index is the one run key that is not under a session's hash tag, so it is written before
-a run's first step: a recorded run is always found.
+a run's first step: a recorded run is always found. It is claimed with the run retention, and
+every recorded step gives it the time to live of the run's records (`steps.follow_run`).
 """
 
 from __future__ import annotations
@@ -14,20 +15,25 @@ import redis.asyncio as aioredis
 from shared import keys, store
 from shared.contracts.reconciliation import AuditEntry
 from shared.pipeline import PipelinedRedis
+from shared.runs.retention import DEFAULT
 
 _decode_audit = msgspec.json.Decoder(AuditEntry).decode
 
 
 async def index_run(client: aioredis.Redis, run_id: str, session_key: str) -> None:
-    """Map run_id to its session (again: setting the same value keeps every reader working)."""
-    await store.call(client.set(keys.run_index(run_id), session_key))
+    """Map run_id to its session (again: setting the same value keeps every reader working),
+    keeping the time to live the run's last step gave it."""
+    await store.call(client.set(keys.run_index(run_id), session_key, keepttl=True))
 
 
-def claim_run(client: PipelinedRedis, run_id: str, session_key: str) -> Awaitable[str | None]:
-    """Index run_id under `session_key` unless it is indexed already, in one atomic command;
-    returns the session key it was indexed under before (None when this call indexed it).
+def claim_run(
+    client: PipelinedRedis, run_id: str, session_key: str, ttl_ms: int = DEFAULT.run_ms
+) -> Awaitable[str | None]:
+    """Index run_id under `session_key` unless it is indexed already, in one atomic command,
+    for `ttl_ms` (until its first step sets the run's own); returns the session key it was
+    indexed under before (None when this call indexed it).
     (A raw-reply client: redis-py would turn SET's reply into a bool.)"""
-    sent = client.send("SET", keys.run_index(run_id), session_key, "NX", "GET")
+    sent = client.send("SET", keys.run_index(run_id), session_key, "NX", "GET", "PX", str(ttl_ms))
 
     async def previous() -> str | None:
         value = await sent

@@ -5,6 +5,12 @@ record, the outbox entries, an audit entry and, after some decisions, the saved 
 Four scripts record steps (`record_step`, the archiver's `archive_local_move`, the operator's
 `reconciliation_resolve` and `reconciliation_retry`); they take the step's five common
 arguments in the same order, packed here once.
+
+Each script also gives the run's records their retention (`retention`); the run index is the
+one record outside the session's hash tag, so right after a script it is given the time to
+live the script left on the run record (none while the run waits on a person). A crash in
+between leaves the index living longer than the run, never shorter, and the redelivered
+message, finding its step recorded, aligns it again.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from shared.contracts.reconciliation import AuditEntry
 from shared.contracts.session import SessionRef
 from shared.contracts.types import RunStatus
 from shared.outbox import OutboxEntry
+from shared.runs.retention import DEFAULT, Retention, waits
 from shared.runs.session_hash import text
 from shared.times import now_rfc3339
 
@@ -83,6 +90,20 @@ def _common_args(step: RunStep) -> list[bytes | str]:
     ]
 
 
+def _retention_args(step: RunStep, retention: Retention) -> list[bytes | str]:
+    """The run retention, and whether the step waits on a person (kept until the next one)."""
+    return [str(retention.run_ms), "1" if waits(step.run_fields["status"]) else "0"]
+
+
+async def follow_run(client: store.Commands, run_id: str, ttl_ms: int) -> None:
+    """Give the run index the time to live a script left on the run record: none (-1) while
+    the run waits, else the same; -2 (nothing recorded) changes nothing."""
+    if ttl_ms == -1:
+        await store.call(client.execute_command("PERSIST", keys.run_index(run_id)))
+    elif ttl_ms > 0:
+        await store.call(client.execute_command("PEXPIRE", keys.run_index(run_id), ttl_ms))
+
+
 def step_keys(session_key: str, run_id: str) -> list[str]:
     return [
         keys.run(session_key, run_id),
@@ -90,10 +111,12 @@ def step_keys(session_key: str, run_id: str) -> list[str]:
         keys.outbox(session_key),
         keys.run_audit(session_key, run_id),
         keys.session(session_key),
+        keys.reconciliation(session_key, run_id),
+        keys.reconciliation_history(session_key, run_id),
     ]
 
 
-def step_args(step: RunStep) -> list[bytes | str]:
+def step_args(step: RunStep, retention: Retention = DEFAULT) -> list[bytes | str]:
     read = step.read
     return [
         *_common_args(step),
@@ -101,14 +124,20 @@ def step_args(step: RunStep) -> list[bytes | str]:
         "1" if read is not None else "0",
         read[0] if read is not None else "",
         str(read[1]) if read is not None else "0",
+        *_retention_args(step, retention),
     ]
 
 
-async def record_step(client: store.Commands, session_key: str, run_id: str, step: RunStep) -> bytes | None:
+async def record_step(
+    client: store.Commands, session_key: str, run_id: str, step: RunStep, retention: Retention = DEFAULT
+) -> bytes | None:
     """Record `step`; returns None when recorded, or the slot's existing value for a duplicate."""
-    recorded, existing = await _RECORD_STEP(client, step_keys(session_key, run_id), step_args(step))
+    recorded, existing, ttl = await _RECORD_STEP(
+        client, step_keys(session_key, run_id), step_args(step, retention)
+    )
     if int(recorded) == 2:
         raise SessionChanged(session_key)
+    await follow_run(client, run_id, int(ttl))
     return None if int(recorded) == 1 else bytes(existing)
 
 
@@ -121,18 +150,26 @@ async def record_local_move(
     *,
     epoch: int,
     progress: dict[str, str],
+    retention: Retention = DEFAULT,
 ) -> tuple[str, bytes]:
     """The archiver's local move with its `open_replacement` step, recorded only while the
     session's epoch is still `epoch`; returns the script's code and detail."""
-    status, value = await _LOCAL_MOVE(
+    status, value, ttl = await _LOCAL_MOVE(
         client,
         [
             *step_keys(session_key, run_id),
             keys.archive_copy(session_key, archive_id),
             keys.archive_progress(session_key, archive_id),
         ],
-        [*_common_args(step), str(epoch), _encode(progress)],
+        [
+            *_common_args(step),
+            str(epoch),
+            _encode(progress),
+            *_retention_args(step, retention),
+            str(retention.archive_ms),
+        ],
     )
+    await follow_run(client, run_id, int(ttl))
     return text(status), bytes(value)
 
 
@@ -146,9 +183,10 @@ async def record_resolution(
     resolution: msgspec.Struct,
     decision_id: str,
     attempt: int,
+    retention: Retention = DEFAULT,
 ) -> tuple[str, str]:
     """An operator's resolution with its `continue_fresh` step; returns code and detail."""
-    code, detail = await _RESOLVE(
+    code, detail, ttl = await _RESOLVE(
         client,
         [
             keys.reconciliation(session_key, run_id),
@@ -156,17 +194,32 @@ async def record_resolution(
             keys.run_decisions(session_key, run_id),
             keys.outbox(session_key),
             keys.run_audit(session_key, run_id),
+            keys.reconciliation_history(session_key, run_id),
         ],
-        [outcome, _encode(resolution), *_common_args(step), decision_id, str(attempt)],
+        [
+            outcome,
+            _encode(resolution),
+            *_common_args(step),
+            decision_id,
+            str(attempt),
+            *_retention_args(step, retention),
+        ],
     )
+    await follow_run(client, run_id, int(ttl))
     return text(code), text(detail)
 
 
 async def record_retry(
-    client: store.Commands, session_key: str, run_id: str, step: RunStep, *, attempt: int
+    client: store.Commands,
+    session_key: str,
+    run_id: str,
+    step: RunStep,
+    *,
+    attempt: int,
+    retention: Retention = DEFAULT,
 ) -> tuple[str, str]:
     """An operator's retry with its `continue_fresh` step; returns code and detail."""
-    code, detail = await _RETRY(
+    code, detail, ttl = await _RETRY(
         client,
         [
             keys.run(session_key, run_id),
@@ -174,7 +227,9 @@ async def record_retry(
             keys.outbox(session_key),
             keys.run_audit(session_key, run_id),
             keys.reconciliation(session_key, run_id),
+            keys.reconciliation_history(session_key, run_id),
         ],
-        [str(attempt), *_common_args(step)],
+        [str(attempt), *_common_args(step), *_retention_args(step, retention)],
     )
+    await follow_run(client, run_id, int(ttl))
     return text(code), text(detail)

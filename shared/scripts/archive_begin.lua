@@ -1,6 +1,7 @@
 -- Start, or find, the archive of one archive_id (contract section 5: at most one remote move).
 -- KEYS: 1 archive progress hash, 2 run decision slots
--- ARGV: 1 slot, 2 lease in milliseconds, 3 progress fields (JSON object)
+-- ARGV: 1 slot, 2 lease in milliseconds, 3 progress fields (JSON object), 4 retention in
+--       milliseconds (the progress is a record of the run: section 9.9)
 -- Returns {state, lease_left_ms}:
 --   'decided'          the slot is recorded: nothing is left to do but publishing;
 --   'send'             progress was absent and is now 'remote_started': the caller, and only
@@ -20,6 +21,7 @@ if not state then
   redis.call('HSET', KEYS[1], 'state', 'remote_started',
     'remote_started_ms', string.format('%d', now_ms),
     'lease_until_ms', string.format('%d', now_ms + tonumber(ARGV[2])))
+  retain(tonumber(ARGV[4]), {KEYS[1]})
   return {'send', tonumber(ARGV[2])}
 end
 if state == 'remote_started' then

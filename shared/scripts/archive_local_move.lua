@@ -2,23 +2,28 @@
 -- copy the session hash aside, mark it archived with epoch + 1, and record the
 -- open_replacement decision (slot, run record, outbox entry, audit) and the progress.
 -- KEYS: 1 run hash, 2 run decision slots, 3 outbox, 4 audit list, 5 session hash,
---       6 archive copy, 7 archive progress
+--       6 reconciliation hash, 7 its history list, 8 archive copy, 9 archive progress
 -- ARGV: 1 slot, 2 slot value, 3 run fields (JSON object), 4 outbox entries (JSON array),
---       5 audit entry (JSON), 6 the epoch the decision was built on, 7 progress fields (JSON)
--- Returns {'recorded', ''}, {'duplicate', <slot value>}, or {'epoch_changed', <epoch>} when
--- the session's epoch is no longer the one the decision carries (nothing is written).
+--       5 audit entry (JSON), 6 the epoch the decision was built on, 7 progress fields (JSON),
+--       8 run retention in milliseconds, 9 '1' when the step waits on a person,
+--       10 archive retention in milliseconds
+-- Returns {'recorded', '', ttl}, {'duplicate', <slot value>, ttl}, or {'epoch_changed',
+-- <epoch>, -2} when the session's epoch is no longer the one the decision carries (nothing is
+-- written); ttl is the run record's remaining time to live in milliseconds (-1: kept).
 local existing = redis.call('HGET', KEYS[2], ARGV[1])
 if existing then
-  return {'duplicate', existing}
+  return {'duplicate', existing, redis.call('PTTL', KEYS[1])}
 end
 local cur = redis.call('HMGET', KEYS[5], 'epoch', 'revision')
 local epoch = tonumber(cur[1]) or 0
 if epoch ~= tonumber(ARGV[6]) then
-  return {'epoch_changed', string.format('%d', epoch)}
+  return {'epoch_changed', string.format('%d', epoch), -2}
 end
 if redis.call('EXISTS', KEYS[5]) == 1 then
-  -- The copy is taken before any field changes: it is the record as it was.
-  redis.call('COPY', KEYS[5], KEYS[6], 'REPLACE')
+  -- The copy is taken before any field changes: it is the record as it was. The session
+  -- record itself never expires; its copy keeps the archive retention.
+  redis.call('COPY', KEYS[5], KEYS[8], 'REPLACE')
+  redis.call('PEXPIRE', KEYS[8], tonumber(ARGV[10]))
 end
 -- Even without a record, the raised epoch fences out a runner from before the replacement.
 redis.call('HSET', KEYS[5], 'state', 'archived', 'epoch', string.format('%d', epoch + 1),
@@ -27,5 +32,6 @@ claim_slot(KEYS[2], ARGV[1], ARGV[2])
 hset_json(KEYS[1], ARGV[3])
 outbox_put(KEYS[3], ARGV[4])
 audit_push(KEYS[4], ARGV[5])
-hset_json(KEYS[7], ARGV[7])
-return {'recorded', ''}
+hset_json(KEYS[9], ARGV[7])
+retain(tonumber(ARGV[8]), {KEYS[9]})
+return {'recorded', '', retain_run(ARGV[8], ARGV[9], {KEYS[1], KEYS[2], KEYS[4], KEYS[6], KEYS[7]}, KEYS[6], KEYS[3])}

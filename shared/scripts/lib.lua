@@ -48,3 +48,31 @@ local function hold_session(session_key, handle)
   end
   redis.call('HSET', session_key, 'state', 'held')
 end
+
+-- Retention (docs/contract-v1.md, section 9.9): set in the script that writes the keys, so no
+-- key is ever without one. `ttl_ms` > 0 keeps `keys` that long from now; 0 keeps them until a
+-- later step (the run waits on a person). Keys that do not exist are left alone.
+local function retain(ttl_ms, keys)
+  for _, key in ipairs(keys) do
+    if ttl_ms > 0 then
+      redis.call('PEXPIRE', key, ttl_ms)
+    else
+      redis.call('PERSIST', key)
+    end
+  end
+end
+
+-- A run's own records, kept for `retention_ms` after this step, or until a later step while
+-- the run waits (`waiting` is '1' for a step that stops for an operator or a reconciliation,
+-- and an open reconciliation record always waits). The session's outbox holds entries only
+-- until they are published: it always keeps the retention, refreshed by every write.
+-- Returns the run record's remaining time to live (-1: none), which the run index follows.
+local function retain_run(retention_ms, waiting, run_keys, reconciliation_key, outbox_key)
+  local ttl = tonumber(retention_ms)
+  if waiting == '1' or redis.call('HGET', reconciliation_key, 'status') == 'open' then
+    ttl = 0
+  end
+  retain(ttl, run_keys)
+  retain(tonumber(retention_ms), {outbox_key})
+  return redis.call('PTTL', run_keys[1])
+end

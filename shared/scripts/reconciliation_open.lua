@@ -1,4 +1,5 @@
--- Open a run's reconciliation record once (lib.lua prepended).
+-- Open a run's reconciliation record once (lib.lua prepended). An open record, its history
+-- and the run's audit trail are kept without a time to live until it is delivered (9.9).
 -- KEYS: 1 reconciliation hash, 2 run audit list, 3 history list of earlier records of the run
 -- ARGV: 1 attempt, 2 record fields (JSON object of strings), 3 audit entry (JSON)
 -- Returns {'opened'|'reopened'|'exists', <stored opened_at>}.
@@ -23,4 +24,5 @@ if stored_attempt then
 end
 hset_json(KEYS[1], ARGV[2])
 audit_push(KEYS[2], ARGV[3])
+retain(0, {KEYS[1], KEYS[2], KEYS[3]})
 return {result, redis.call('HGET', KEYS[1], 'opened_at')}

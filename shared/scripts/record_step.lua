@@ -1,19 +1,22 @@
 -- Record one step of a run atomically: the decision slot, the run record, outbox entries,
 -- an audit entry, and optionally hold the saved session.
--- KEYS: 1 run hash, 2 run decision slots, 3 outbox, 4 audit list, 5 session hash
+-- KEYS: 1 run hash, 2 run decision slots, 3 outbox, 4 audit list, 5 session hash,
+--       6 reconciliation hash, 7 its history list
 -- ARGV: 1 slot, 2 slot value, 3 run fields (JSON object), 4 outbox entries (JSON array),
 --       5 audit entry (JSON), 6 the native session id to hold ('' to hold none),
---       7 '1' when 8 and 9 are the session's checkpoint_policy and epoch the step was decided on
--- Returns {1, ''} when recorded, {0, <value already in the slot>} for a duplicate, and
--- {2, ''} when the session changed since it was read (nothing is written: decide again).
+--       7 '1' when 8 and 9 are the session's checkpoint_policy and epoch the step was decided on,
+--       10 retention in milliseconds, 11 '1' when the step waits on a person
+-- Returns {1, '', ttl} when recorded, {0, <value already in the slot>, ttl} for a duplicate,
+-- and {2, '', -2} when the session changed since it was read (nothing is written: decide
+-- again); ttl is the run record's remaining time to live in milliseconds (-1: kept).
 local existing = redis.call('HGET', KEYS[2], ARGV[1])
 if existing then
-  return {0, existing}
+  return {0, existing, redis.call('PTTL', KEYS[1])}
 end
 if ARGV[7] == '1' then
   local cur = redis.call('HMGET', KEYS[5], 'checkpoint_policy', 'epoch')
   if (cur[1] or '') ~= ARGV[8] or (tonumber(cur[2]) or 0) ~= tonumber(ARGV[9]) then
-    return {2, ''}
+    return {2, '', -2}
   end
 end
 claim_slot(KEYS[2], ARGV[1], ARGV[2])
@@ -23,4 +26,4 @@ audit_push(KEYS[4], ARGV[5])
 if ARGV[6] ~= '' then
   hold_session(KEYS[5], ARGV[6])
 end
-return {1, ''}
+return {1, '', retain_run(ARGV[10], ARGV[11], {KEYS[1], KEYS[2], KEYS[4], KEYS[6], KEYS[7]}, KEYS[6], KEYS[3])}

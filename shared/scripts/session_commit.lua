@@ -3,7 +3,8 @@
 -- ARGV: 1 native_session_id, 2 adapter, 3 model, 4 cwd, 5 cursor, 6 prompt_hash,
 --       7 checkpoint_policy, 8 updated_at, 9 generation ('' = clear), 10 binding stamp
 --       (the first 16 lowercase hex characters of the binding: every stored value is text),
---       11 expected_revision ('' = any), 12 epoch ('' = unfenced)
+--       11 expected_revision ('' = any), 12 epoch ('' = unfenced), 13 archive retention in
+--       milliseconds of the held record's copy (contract 9.9)
 -- Returns {result, revision, epoch}; result is 'ok' or a conflict code, and nothing is
 -- written unless it is 'ok'.
 local cur = redis.call('HMGET', KEYS[1], 'revision', 'epoch', 'state', 'native_session_id')
@@ -21,6 +22,7 @@ if cur[3] == 'held' then
   end
   -- The held record is evidence for an operator: keep it, unchanged, before it is replaced.
   redis.call('COPY', KEYS[1], KEYS[2] .. (cur[4] or ''), 'REPLACE')
+  redis.call('PEXPIRE', KEYS[2] .. (cur[4] or ''), tonumber(ARGV[13]))
 end
 revision = revision + 1
 redis.call('HSET', KEYS[1],

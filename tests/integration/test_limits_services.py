@@ -24,7 +24,7 @@ from continuity.servers import NatsServer, RedisServer
 from services.archiver.service import ArchiverApp
 from services.classifier.service import ClassifierApp
 from services.reconciliation.service import ReconciliationApp
-from services.reconciliation.store import OPEN_INDEX, ReconciliationStore, member
+from services.reconciliation.store import ReconciliationStore, member, open_index
 from services.session_store.service import SessionStoreApp
 from shared import subjects
 from shared.bus.publish import DEAD_REASON_HEADER
@@ -301,7 +301,7 @@ async def test_the_list_pages_by_cursor_and_no_page_exceeds_the_limit(
     # The record the cursor names leaves the open index (delivered) before the next page.
     named = first["items"][1]
     session = SessionRef(**named["session"])
-    await redis.zrem(OPEN_INDEX, member(session.key, named["run_id"]))
+    await redis.zrem(open_index(named["run_id"]), member(session.key, named["run_id"]))
     client = ContinuityClient(stack)
     rest = await client.reconciliations_upto(
         ListRequest(status="open", limit=1000, cursor=first["next_cursor"])

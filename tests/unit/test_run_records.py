@@ -8,6 +8,7 @@ from shared.contracts.decisions import Decision
 from shared.contracts.reconciliation import AuditEntry
 from shared.contracts.session import SessionRef
 from shared.runs import decisions, names, session_hash, steps
+from shared.runs.retention import DEFAULT
 
 NOW = 1_800_000_000.0
 
@@ -86,7 +87,9 @@ def test_every_script_takes_the_step_in_the_same_order() -> None:
         [decided.decision_id, msgspec.json.encode(step.outbox[0]).decode()]
     ]
     assert msgspec.json.decode(args[4], type=AuditEntry) == step.audit
-    assert args[5:] == ["ns", "1", "same_session_only", "3"]
+    assert args[5:9] == ["ns", "1", "same_session_only", "3"]
+    # Then the retention, and whether the step waits on a person (an operator's does).
+    assert args[9:] == [str(DEFAULT.run_ms), "1"]
     step.read = None
-    assert steps.step_args(step)[6:] == ["0", "", "0"]
+    assert steps.step_args(step)[6:9] == ["0", "", "0"]
     assert steps.outbox_arg([]) == ""

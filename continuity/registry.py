@@ -12,6 +12,7 @@ SERVICES: dict[str, str] = {
     "classifier": "services.classifier.service:ClassifierApp",
     "archiver": "services.archiver.service:ArchiverApp",
     "reconciliation": "services.reconciliation.service:ReconciliationApp",
+    "console": "services.console.service:ConsoleApp",
 }
 
 

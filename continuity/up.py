@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import os
+import secrets
 import signal
 import sys
 import threading
 from pathlib import Path
 
 from continuity import registry
+from continuity.servers import free_port
 from continuity.stack import Stack
 
 
@@ -49,11 +52,22 @@ def run(args: argparse.Namespace) -> int:
             from continuity.simulate import demo_environment
 
             demo_env = demo_environment()
+        console: dict[str, str] = {}
         for name in registry.available():
             log = stack.data_dir / f"{name}.log"
-            stack.start_service(name, demo_env, log_path=log)
+            extra = dict(demo_env)
+            if name == "console":
+                console = _console_env(stack.data_dir)
+                extra.update(console)
+            stack.start_service(name, extra, log_path=log)
         stack.wait_ready()
         _print_endpoints(stack)
+        if console:
+            print(
+                f"console         http://127.0.0.1:{console['CONTINUITY_CONSOLE_PORT']}/  "
+                f"sign-in token in {stack.data_dir / CONSOLE_TOKEN_FILE}",
+                flush=True,
+            )
         if args.demo:
             from continuity.simulate import run_demo
 
@@ -70,6 +84,24 @@ def run(args: argparse.Namespace) -> int:
         print("stopping...", flush=True)
         stack.stop()
     return code
+
+
+CONSOLE_TOKEN_FILE = "console-token"
+
+
+def _console_env(data_dir: Path) -> dict[str, str]:
+    """The console's port, and a development sign-in token (kept in a file only its owner can
+    read) unless the environment configures how operators sign in."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    env = {"CONTINUITY_CONSOLE_PORT": os.environ.get("CONTINUITY_CONSOLE_PORT") or str(free_port())}
+    if not os.environ.get("CONTINUITY_CONSOLE_IDENTITY_HEADER"):
+        token = os.environ.get("CONTINUITY_CONSOLE_DEV_TOKEN") or secrets.token_urlsafe(24)
+        path = data_dir / CONSOLE_TOKEN_FILE
+        path.touch(mode=0o600)
+        path.chmod(0o600)
+        path.write_text(token + "\n")
+        env["CONTINUITY_CONSOLE_DEV_TOKEN"] = token
+    return env
 
 
 def _print_endpoints(stack: Stack) -> None:

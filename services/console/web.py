@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from urllib.parse import quote
 
 import jinja2
@@ -39,7 +39,7 @@ from shared import metrics
 from shared.client import ContinuityClient, RequestError
 from shared.contracts import GetRequest, ListRequest, ResolveRequest, RetryRequest
 from shared.contracts.limits import EVIDENCE_CHARS
-from shared.contracts.types import TOKEN_PATTERN
+from shared.contracts.types import TOKEN_PATTERN, ActionOutcome
 from shared.logs import Log
 from shared.records import STATUS_BY_ACTION
 
@@ -49,7 +49,12 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 _TOKEN = re.compile(TOKEN_PATTERN)
 OUTCOMES = ("completed", "not_performed", "mixed")
 RUN_STATUSES = ("running", "retrying", "replacing", "operator", "reconciling", "continued")
-PUBLIC_PAGES = frozenset({"login", "static"})
+# What the middleware learns about a request, for its handler and its response.
+SESSION = web.RequestKey("session", Session)
+ACTOR: web.RequestKey[str | None] = web.RequestKey("actor", str)  # type: ignore[arg-type]
+FORM: web.RequestKey[MultiDictProxy[Any]] = web.RequestKey("form", MultiDictProxy)  # type: ignore[arg-type]
+NEW_COOKIE = web.RequestKey("new_cookie", str)
+PUBLIC_PAGES = frozenset({"login", "login_post", "static"})
 RECENT_DECISIONS = 500
 """Decisions read back from the stream for the runs list and the counts by status."""
 DEAD_SHOWN = 100
@@ -165,8 +170,11 @@ class Console:
         response.headers["X-Frame-Options"] = "DENY"
         if not request.path.startswith("/static/"):
             response.headers["Cache-Control"] = "no-store"
-        cookie = request.get("new_cookie")
-        if cookie:
+
+    def _cookie(self, request: web.Request, response: web.StreamResponse) -> None:
+        """A new session cookie, on the response that answers the request it was issued for."""
+        cookie = request.get(NEW_COOKIE)
+        if cookie and not response.prepared:
             response.set_cookie(
                 COOKIE,
                 cookie,
@@ -186,9 +194,11 @@ class Console:
         try:
             response = await self._guarded(request, handler, page)
             status = response.status
+            self._cookie(request, response)
             return response
         except web.HTTPException as exc:
             status = exc.status
+            self._cookie(request, exc)
             raise
         finally:
             metrics.labelled(metrics.CONSOLE_REQUESTS, page, str(status)).inc()
@@ -206,9 +216,9 @@ class Console:
         if actor is None and session is not None and cfg.dev_token:
             actor = session.actor
         if session is None:
-            session, request["new_cookie"] = self.sessions.issue(None, now)
-        request["session"] = session
-        request["actor"] = actor
+            session, request[NEW_COOKIE] = self.sessions.issue(None, now)
+        request[SESSION] = session
+        request[ACTOR] = actor
         if request.method == "POST":
             expected = expected_origin(cfg, request.scheme, request.host)
             if not origin_allowed(expected, request.headers.get("Origin"), request.headers.get("Referer")):
@@ -218,9 +228,9 @@ class Console:
             except web.HTTPRequestEntityTooLarge:
                 return self._page(request, "error.html", 413, message="The form is too large.")
             token = form.get(CSRF_FIELD)
-            if "new_cookie" in request or not self.sessions.csrf_valid(session, str(token or "")):
+            if NEW_COOKIE in request or not self.sessions.csrf_valid(session, str(token or "")):
                 return self._refused(request, Refused("csrf_invalid"))
-            request["form"] = form
+            request[FORM] = form
         if page not in PUBLIC_PAGES and actor is None:
             if request.method == "GET" and cfg.dev_token and page != "events":
                 raise web.HTTPSeeOther(f"/login?next={quote(request.path_qs, safe='')}")
@@ -241,13 +251,13 @@ class Console:
 
     def _refused(self, request: web.Request, refused: Refused) -> web.Response:
         metrics.labelled(metrics.CONSOLE_REFUSED, refused.reason).inc()
-        request.setdefault("actor", None)
+        request.setdefault(ACTOR, None)
         return self._page(request, "error.html", refused.status, message=REFUSALS[refused.reason])
 
     def _page(self, request: web.Request, template: str, status: int = 200, **values: Any) -> web.Response:
-        session: Session | None = request.get("session")
+        session: Session | None = request.get(SESSION)
         html = self.templates.get_template(template).render(
-            actor=request.get("actor"),
+            actor=request.get(ACTOR),
             csrf=self.sessions.csrf_token(session) if session else "",
             csrf_field=CSRF_FIELD,
             dev_login=bool(self.config.dev_token),
@@ -257,6 +267,13 @@ class Console:
         return web.Response(text=html, status=status, content_type="text/html", charset="utf-8")
 
     # Reading ------------------------------------------------------------------------------
+
+    def _actor(self, request: web.Request) -> str:
+        """The signed-in identity: the middleware lets no request without one reach an action."""
+        actor = request[ACTOR]
+        if actor is None:
+            raise Failure(401, REFUSALS["not_signed_in"])
+        return actor
 
     def _run_id(self, request: web.Request) -> str:
         run_id = request.match_info["run_id"]
@@ -383,7 +400,7 @@ class Console:
 
     async def resolve(self, request: web.Request) -> web.Response:
         run_id = self._run_id(request)
-        form: MultiDictProxy[Any] = request["form"]
+        form: MultiDictProxy[Any] = request[FORM]
         outcome = str(form.get("outcome", ""))
         evidence = str(form.get("evidence", "")).strip()
         error = None
@@ -396,15 +413,20 @@ class Console:
         if error:
             return await self.reconciliation(request, error=error, status=400, form=form)
         await self.client.resolve(
-            ResolveRequest(run_id=run_id, action_outcome=outcome, evidence=evidence, actor=request["actor"])  # type: ignore[arg-type]
+            ResolveRequest(
+                run_id=run_id,
+                action_outcome=cast(ActionOutcome, outcome),
+                evidence=evidence,
+                actor=self._actor(request),
+            )
         )
         raise web.HTTPSeeOther(f"/reconciliations/{quote(run_id, safe='')}?done=resolved")
 
     async def retry(self, request: web.Request) -> web.Response:
         run_id = self._run_id(request)
-        if request["form"].get("confirm") != "yes":
+        if request[FORM].get("confirm") != "yes":
             raise Failure(400, "Confirm that the cause was removed before retrying.")
-        await self.client.retry(RetryRequest(run_id=run_id, actor=request["actor"]))
+        await self.client.retry(RetryRequest(run_id=run_id, actor=self._actor(request)))
         raise web.HTTPSeeOther(f"/runs/{quote(run_id, safe='')}?done=retried")
 
     # Signing in (development) -------------------------------------------------------------
@@ -417,16 +439,16 @@ class Console:
     async def login(self, request: web.Request) -> web.Response:
         if not self.config.dev_token:
             raise Failure(404, "Sign in through the authenticating proxy.")
-        form: MultiDictProxy[Any] = request["form"]
+        form: MultiDictProxy[Any] = request[FORM]
         target = safe_next(str(form.get("next", "/")))
         if not dev_token_valid(self.config, str(form.get("token", ""))):
             metrics.labelled(metrics.CONSOLE_REFUSED, "bad_token").inc()
             return self._page(request, "login.html", 401, next=target, error=REFUSALS["bad_token"])
-        _, request["new_cookie"] = self.sessions.issue(self.config.dev_actor, time.time())
+        _, request[NEW_COOKIE] = self.sessions.issue(self.config.dev_actor, time.time())
         raise web.HTTPSeeOther(target)
 
     async def logout(self, request: web.Request) -> web.Response:
-        _, request["new_cookie"] = self.sessions.issue(None, time.time())
+        _, request[NEW_COOKIE] = self.sessions.issue(None, time.time())
         raise web.HTTPSeeOther("/login" if self.config.dev_token else "/")
 
 

@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
 KUSTOMIZE_DIR = DEPLOY / "kubernetes"
 OVERLAYS = ("dev", "production")
-SERVICES = ("classifier", "session-store", "archiver", "reconciliation")
+SERVICES = ("classifier", "session-store", "archiver", "reconciliation", "console")
 
 TOOL_PACKAGES = {
     "promtool": "the Debian package `prometheus` (apt-get install --no-install-recommends prometheus)",

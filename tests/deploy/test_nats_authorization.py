@@ -37,7 +37,7 @@ from tests.deploy.conftest import DEPLOY, free_port
 from tests.support import RunningApp, make_config, wait_for
 
 SERVICE_USERS = ("classifier", "session-store", "archiver", "reconciliation")
-PASSWORD_USERS = (*SERVICE_USERS, "operator", "system")
+PASSWORD_USERS = (*SERVICE_USERS, "operator", "console", "system")
 PASSWORDS = {u: f"test-{u}-password" for u in PASSWORD_USERS}
 RUNNERS = ("runner-a", "runner-b")
 
@@ -435,8 +435,50 @@ def test_runner_accounts_come_from_the_template(stack: Stack) -> None:
     assert not (stack.conf_dir / "x.nk").exists()
 
 
+async def test_the_console_serves_its_pages_as_the_console_user(
+    services, stack: Stack, connect, redis_server
+) -> None:
+    import ipaddress
+
+    import aiohttp
+
+    from services.console.config import ConsoleConfig
+    from services.console.service import ConsoleApp
+
+    console = ConsoleApp(
+        ConsoleConfig(
+            port=0,
+            identity_header="X-User",
+            trusted_proxies=(ipaddress.ip_network("127.0.0.1/32"),),
+            session_key=b"s" * 32,
+        )
+    )
+    app = RunningApp(console, make_config(stack.url("console"), redis_server.url))
+    await app.start()  # its live view of the decisions is an ordered consumer: created, bound
+    try:
+        runner = await connect("runner-a")
+        await runner.nc.jetstream().publish(
+            subjects.event("runner-a", "resume_failed"),
+            resume_failed("runner-a", "run-console-1", session("cc")),
+        )
+        async with aiohttp.ClientSession(headers={"X-User": "ops"}) as http:
+            base = f"http://127.0.0.1:{console.port}"
+
+            async def decided() -> bool:
+                async with http.get(f"{base}/runs?runner_id=runner-a") as r:
+                    return r.status == 200 and "run-console-1" in await r.text()
+
+            await wait_for(decided, timeout=15, what="the decision listed by the console")
+            for path in ("/", "/dead", "/runs/run-console-1"):
+                async with http.get(f"{base}{path}") as r:
+                    assert r.status == 200, path
+    finally:
+        await app.stop()
+    assert stack.violations_of(("console",)) == []
+
+
 async def test_no_service_or_operator_was_refused_anything(services, stack: Stack, connect) -> None:
     # Last in this module: every service started, served and was discovered above.
     operator = await connect("operator")
     await operator.nc.flush()
-    assert stack.violations_of((*SERVICE_USERS, "operator")) == []
+    assert stack.violations_of((*SERVICE_USERS, "operator", "console")) == []

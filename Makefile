@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install tools run up test lint typecheck unit bench lock clean
+.PHONY: install tools run up test lint typecheck unit sdk-ts bench lock clean
 
 $(VENV)/.installed: pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -41,7 +41,12 @@ typecheck: install
 unit: install tools
 	$(BIN)/pytest
 
-test: lint typecheck unit
+# The TypeScript runner SDK: type-checked build and node's test runner against real servers and
+# the four services (node and npm on PATH; npm ci installs from the lock file).
+sdk-ts: install
+	cd sdk/typescript && npm ci --no-audit --no-fund --loglevel=error && npm test
+
+test: lint typecheck unit sdk-ts
 
 bench: install
 	$(BIN)/continuity bench sessions
@@ -55,4 +60,4 @@ lock: install
 	$(BIN)/uv export --quiet --frozen --format requirements-txt --no-emit-project -o deploy/requirements-runtime.lock
 
 clean:
-	rm -rf $(VENV) .continuity .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .continuity .pytest_cache .mypy_cache .ruff_cache sdk/typescript/node_modules sdk/typescript/dist

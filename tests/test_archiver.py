@@ -15,13 +15,14 @@ from nats.aio.client import Client
 from prometheus_client import REGISTRY
 
 from services.archiver import remote
-from services.archiver.handler import FAILED_REASON
 from services.archiver.service import ArchiverApp
-from shared import keys, records, subjects
+from services.archiver.step import FAILED_REASON
+from shared import keys, subjects
 from shared.config import Config
 from shared.contracts import ArchiveCommand, ArchiveResult, Decision
 from shared.outbox import OutboxEntry
 from shared.redaction import ARCHIVE_FAILED
+from shared.runs import index, steps
 from shared.times import now_rfc3339
 from tests.support import running, wait_for
 from tests.test_archiver_support import (
@@ -117,7 +118,7 @@ async def test_success_copies_archives_and_replaces_only_after_the_runner_answer
     run = await redis_client.hgetall(keys.run(session.key, work.run_id))  # type: ignore[misc]
     assert run[b"status"] == b"replacing"
     assert msgspec.json.decode(run[b"last_decision"], type=Decision) == decision
-    [audit] = await records.audit_trail(redis_client, session.key, work.run_id)
+    [audit] = await index.audit_trail(redis_client, session.key, work.run_id)
     assert (audit.actor, audit.action, audit.decision_id) == (
         "archiver",
         "open_replacement",
@@ -345,15 +346,15 @@ async def test_a_recorded_but_unpublished_decision_is_published_without_a_move(
         decided_at=now_rfc3339(),
     )
     payload = msgspec.json.encode(decision)
-    step = records.RunStep(
+    step = steps.RunStep(
         slot="1:archive",
         slot_value=payload,
-        run_fields=records.run_fields(work.run_id, runner_id, session, 1, "retrying", decision),
+        run_fields=steps.run_fields(work.run_id, runner_id, session, 1, "retrying", decision),
         outbox=[
             OutboxEntry(subject=subjects.decisions(runner_id), msg_id=decision.decision_id, payload=payload)
         ],
     )
-    assert await records.record_step(redis_client, session.key, work.run_id, step) is None
+    assert await steps.record_step(redis_client, session.key, work.run_id, step) is None
     await publish_work(js, work)
 
     [published] = await decisions.wait(1)

@@ -16,9 +16,9 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from services.session_store.record import generation_binding
 from shared import keys, subjects
 from shared.contracts import ArchiveCommand, ArchiveResult, ArchiveWork, Decision, SessionRef
+from shared.session_record import generation_binding
 from tests.support import wait_for
 
 Answer = Callable[[ArchiveCommand], Awaitable[ArchiveResult | None]]

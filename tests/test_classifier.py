@@ -18,7 +18,9 @@ from shared import keys, subjects
 from shared.bus.publish import DEAD_REASON_HEADER, DEAD_SUBJECT_HEADER
 from shared.contracts import Decision, ErrorInfo, SessionRef
 from shared.outbox import OutboxEntry
-from shared.records import RunStep, audit_trail, decision_audit, record_step, run_fields, session_of_run
+from shared.runs.decisions import decision_audit
+from shared.runs.index import audit_trail, session_of_run
+from shared.runs.steps import RunStep, record_step, run_fields
 from shared.times import now_rfc3339
 from tests.support import RunningApp, make_config, running
 from tests.test_classifier_helpers import (

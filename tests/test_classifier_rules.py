@@ -12,6 +12,7 @@ from services.classifier import table
 from services.classifier.classify import Evidence, TypedError, classify
 from shared.contracts.events import ErrorInfo
 from shared.contracts.types import CheckpointPolicy, FailureClass
+from shared.runs import decisions
 
 POLICIES: tuple[CheckpointPolicy, ...] = get_args(CheckpointPolicy)
 CLASSES: tuple[FailureClass, ...] = get_args(FailureClass)
@@ -211,15 +212,15 @@ def test_missing_or_unknown_policy_is_the_safe_one(raw: str | None, expected: Ch
 
 
 def test_retry_backoff_doubles_per_attempt() -> None:
-    assert [table.retry_delay_s(5.0, attempt) for attempt in (1, 2, 3)] == [5.0, 10.0, 20.0]
-    assert table.retry_delay_s(0.5, 1) == 0.5
+    assert [decisions.retry_delay_s(5.0, attempt) for attempt in (1, 2, 3)] == [5.0, 10.0, 20.0]
+    assert decisions.retry_delay_s(0.5, 1) == 0.5
 
 
 def test_archive_id_stays_a_token_for_the_longest_run_id() -> None:
     import re
 
-    from services.classifier.handler import archive_id
     from shared.contracts.types import TOKEN_PATTERN
+    from shared.runs.names import archive_id
 
     assert archive_id("run-1", 2) == "run-1-2"
     longest = "r" * 128

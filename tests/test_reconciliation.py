@@ -1,6 +1,6 @@
 """reconciliation against real NATS and Redis: contract section 6.
 
-Runs are seeded the way the classifier records them (`shared.records`: the run index, one run
+Runs are seeded the way the classifier records them (`shared.runs`: the run index, one run
 step with the decision, its outbox entry and audit entry, the session held), and reconcile work
 items are published on `continuity.work.reconcile`, so these tests do not need the classifier.
 """
@@ -36,11 +36,13 @@ from shared.contracts import (
     RunRequest,
     SessionRef,
     ToolCall,
-    decision_id,
 )
-from shared.contracts.types import Action, ActionOutcome, DecisionReason, RecordedOutcome
-from shared.outbox import Outbox, OutboxEntry
-from shared.records import STATUS_BY_ACTION, RunStep, decision_audit, index_run, record_step, run_fields
+from shared.contracts.types import Action, ActionOutcome, DecisionReason, FailureClass, RecordedOutcome
+from shared.outbox import Outbox
+from shared.runs import decisions
+from shared.runs.index import index_run
+from shared.runs.names import classifier_slot, decision_id
+from shared.runs.steps import record_step
 from shared.times import now_rfc3339, rfc3339_from_epoch
 from tests.sessions_helpers import commit_req, decide_req, new_session
 from tests.support import make_config, running, wait_for
@@ -76,33 +78,14 @@ def new_run(attempt: int = 1) -> Run:
 
 async def classify(r: aioredis.Redis, js: JetStreamContext, run: Run, action: Action) -> Decision:
     """Record and publish one classifier decision for `run`."""
-    decision = Decision(
-        decision_id=decision_id(run.run_id, run.attempt, action),
-        runner_id=run.runner_id,
-        run_id=run.run_id,
-        attempt=run.attempt,
-        session=run.session,
-        action=action,
-        reason=REASONS[action],
-        failure_class="provider_side_effect_pending" if action == "reconcile" else None,
-        decided_at=now_rfc3339(),
-    )
-    payload = msgspec.json.encode(decision)
-    entry = OutboxEntry(
-        subject=subjects.decisions(run.runner_id), msg_id=decision.decision_id, payload=payload
-    )
-    status = STATUS_BY_ACTION[action]
-    step = RunStep(
-        slot=str(run.attempt),
-        slot_value=payload,
-        run_fields=run_fields(run.run_id, run.runner_id, run.session, run.attempt, status, decision),
-        outbox=[entry],
-        audit=decision_audit(decision, "classifier"),
-        hold="ns-1" if action in ("operator", "reconcile") else None,
+    failure_class: FailureClass | None = "provider_side_effect_pending" if action == "reconcile" else None
+    decision = decisions.decision(run, action, REASONS[action], time.time(), failure_class=failure_class)
+    step = decisions.decision_step(
+        decision, classifier_slot(run.attempt), "classifier", native_session_id="ns-1"
     )
     await index_run(r, run.run_id, run.session.key)
     assert await record_step(r, run.session.key, run.run_id, step) is None
-    await Outbox(r, js).flush(run.session.key, [entry])
+    await Outbox(r, js).flush(run.session.key, step.outbox)
     return decision
 
 

@@ -13,7 +13,7 @@ from services.reconciliation.store import OPEN_INDEX, ReconciliationStore, membe
 from shared import keys
 from shared.bus.streams import ensure_streams
 from shared.config import Config
-from shared.contracts import decision_id
+from shared.runs.names import decision_id
 from tests.support import running, wait_for
 from tests.test_reconciliation import DecisionTap, classify, new_run, reconcile_work
 

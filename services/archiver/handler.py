@@ -31,38 +31,32 @@ import redis.asyncio as aioredis
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
-from shared import keys, metrics, records, store, subjects
+from shared import keys, metrics, store, subjects
 from shared.bus.consumer import Reject
 from shared.config import Config
-from shared.contracts.decisions import ArchiveWork, Decision, decision_id
+from shared.contracts.decisions import ArchiveWork, Decision
 from shared.contracts.limits import MAX_EVENT_BYTES
-from shared.contracts.types import Action, DecisionReason
 from shared.decoding import InvalidInput, decode
 from shared.logs import Log
 from shared.outbox import Outbox, OutboxEntry
+from shared.runs import index, names, steps
+from shared.runs.session_hash import saved_session
 from shared.times import rfc3339_from_epoch
 
-from . import remote
-from .progress import MoveResult, Progress, slot
+from . import remote, step
+from .progress import MoveResult, Progress
 from .scrub import session_generations
 
 log = Log("continuity.archiver")
 
-ACTOR = "archiver"
-MAX_ATTEMPTS = 3
-"""The attempt budget of a run (contract 4.1): a failure at this attempt goes to an operator."""
-REPLACEMENT_REASON: DecisionReason = "native_session_continuity_break"
-FAILED_REASON: DecisionReason = "runner_continuity_break_archive_failed"
 POLL_S = 0.25
 """How often a delivery that waits on another's remote move looks at the progress again."""
 _RESULT_WRITES = 5
 _EPOCH_TRIES = 5
 
-_LOCAL_MOVE = store.Script("archive_local_move", with_lib=True)
 _decoder = msgspec.json.Decoder(ArchiveWork)
 _decode_decision = msgspec.json.Decoder(Decision).decode
 _decode_entry = msgspec.json.Decoder(OutboxEntry).decode
-_encode = msgspec.json.Encoder().encode
 
 
 class EpochContention(Exception):
@@ -73,10 +67,6 @@ def lease_s(timeout_s: float) -> float:
     """How long a started remote move may still be in flight: the request's timeout plus a
     grace for its sender to record the answer (at most 5 s, less for short timeouts)."""
     return timeout_s + min(5.0, timeout_s)
-
-
-def retry_delay_s(backoff_s: float, attempt: int) -> float:
-    return backoff_s * float(2 ** (attempt - 1))
 
 
 class ArchiveHandler:
@@ -110,7 +100,7 @@ class ArchiveHandler:
 
     async def archive(self, work: ArchiveWork) -> None:
         started = time.perf_counter()
-        await records.index_run(self._redis, work.run_id, work.session.key)
+        await index.index_run(self._redis, work.run_id, work.session.key)
         # The generation values to hide in the runner's output, read before the move starts:
         # a Redis failure here costs a redelivery, never the runner's answer.
         generations = await session_generations(self._redis, work.session.key)
@@ -170,64 +160,36 @@ class ArchiveHandler:
         sk = work.session.key
         for _ in range(_EPOCH_TRIES):
             epoch = await self._epoch(sk)
-            decision = self._decision(work, "open_replacement", REPLACEMENT_REASON, (epoch or 0) + 1, None)
-            entry = records.decision_entry(decision)
-            payload = entry.payload
-            progress = {
-                "state": "done",
-                "decision_id": decision.decision_id,
-                "updated_at": decision.decided_at,
-                **{k: v for k, v in result.fields().items() if k != "state"},
-            }
-            status, value = await _LOCAL_MOVE(
+            chosen = step.replacement(work, result, epoch, self._clock())
+            status, value = await steps.record_local_move(
                 self._redis,
-                [
-                    *records.step_keys(sk, work.run_id),
-                    keys.archive_copy(sk, work.archive_id),
-                    keys.archive_progress(sk, work.archive_id),
-                ],
-                [
-                    slot(work),
-                    payload,
-                    _encode(self._run_fields(work, "open_replacement", decision)),
-                    _encode([[entry.msg_id, _encode(entry).decode()]]),
-                    _encode(records.decision_audit(decision, ACTOR)),
-                    str(epoch or 0),
-                    _encode(progress),
-                ],
+                sk,
+                work.run_id,
+                work.archive_id,
+                chosen.step,
+                epoch=epoch or 0,
+                progress=chosen.progress,
             )
-            status = status.decode() if isinstance(status, bytes) else str(status)
             if status == "recorded":
-                await self._published(work, decision, entry, result, started)
+                await self._published(work, chosen.decision, chosen.step.outbox[0], result, started)
                 return
             if status == "duplicate":
-                await self._finish_recorded(work, bytes(value))
+                await self._finish_recorded(work, value)
                 return
             # A commit changed the epoch between our read and the script: build it again.
         raise EpochContention(work.archive_id)
 
     async def _refuse(self, work: ArchiveWork, result: MoveResult, started: float) -> None:
         """A failed move: the local record stays as it is; retry while the budget lasts."""
-        action: Action = "retry_same_session" if work.attempt < MAX_ATTEMPTS else "operator"
         sk = work.session.key
-        decision = self._decision(work, action, FAILED_REASON, await self._epoch(sk), result.detail)
-        entry = records.decision_entry(decision)
-        payload = entry.payload
-        step = records.RunStep(
-            slot=slot(work),
-            slot_value=payload,
-            run_fields=self._run_fields(work, action, decision),
-            outbox=[entry],
-            audit=records.decision_audit(decision, ACTOR),
-            # An operator decision keeps the saved session exactly as it was, held.
-            hold=work.native_session_id if action == "operator" else None,
-        )
-        existing = await records.record_step(self._redis, sk, work.run_id, step)
+        chosen = step.refusal(work, result, await self._epoch(sk), self._clock(), backoff_s=self._backoff_s)
+        existing = await steps.record_step(self._redis, sk, work.run_id, chosen.step)
         if existing is not None:
             await self._finish_recorded(work, existing)
             return
-        await self._progress.mark_done(work, decision.decision_id, decision.decided_at)
-        await self._published(work, decision, entry, result, started)
+        decided = chosen.decision
+        await self._progress.mark_done(work, decided.decision_id, decided.decided_at)
+        await self._published(work, decided, chosen.step.outbox[0], result, started)
 
     async def _published(
         self, work: ArchiveWork, decision: Decision, entry: OutboxEntry, result: MoveResult, started: float
@@ -252,7 +214,8 @@ class ArchiveHandler:
         """The decision is recorded: publish it if a crash stopped that, and nothing else."""
         sk = work.session.key
         if slot_value is None:
-            slot_value = await store.call(self._redis.hget(keys.run_decisions(sk, work.run_id), slot(work)))  # type: ignore[misc]
+            slot_key = keys.run_decisions(sk, work.run_id)
+            slot_value = await store.call(self._redis.hget(slot_key, names.archive_slot(work.attempt)))  # type: ignore[misc]
         if slot_value is None:
             return
         try:
@@ -268,54 +231,10 @@ class ArchiveHandler:
             log.info("outbox_repaired", run_id=work.run_id, attempt=work.attempt)
         log.info("archive_duplicate", run_id=work.run_id, attempt=work.attempt, archive_id=work.archive_id)
 
-    def _decision(
-        self,
-        work: ArchiveWork,
-        action: Action,
-        reason: DecisionReason,
-        epoch: int | None,
-        detail: str | None,
-    ) -> Decision:
-        now = self._clock()
-        return Decision(
-            decision_id=decision_id(work.run_id, work.attempt, action),
-            runner_id=work.runner_id,
-            run_id=work.run_id,
-            attempt=work.attempt,
-            session=work.session,
-            action=action,
-            reason=reason,
-            failure_class=work.failure_class,
-            epoch=epoch,
-            not_before=(
-                rfc3339_from_epoch(now + retry_delay_s(self._backoff_s, work.attempt))
-                if action == "retry_same_session"
-                else None
-            ),
-            detail=detail,
-            decided_at=rfc3339_from_epoch(now),
-        )
-
-    @staticmethod
-    def _run_fields(work: ArchiveWork, action: Action, decision: Decision) -> dict[str, str]:
-        return records.run_fields(
-            work.run_id,
-            work.runner_id,
-            work.session,
-            work.attempt,
-            records.STATUS_BY_ACTION[action],
-            decision,
-        )
-
     async def _epoch(self, sk: str) -> int | None:
-        raw = await store.call(self._redis.hget(keys.session(sk), "epoch"))  # type: ignore[misc]
-        if raw is None:
-            exists = await store.call(self._redis.exists(keys.session(sk)))
-            return 0 if exists else None
-        try:
-            return int(raw)
-        except ValueError:
-            return 0
+        """The session's epoch, 0 for a record without one, None without a record."""
+        raw = await store.call(self._redis.hgetall(keys.session(sk)))  # type: ignore[misc]
+        return saved_session(raw).epoch
 
     def _observe_latency(self, work: ArchiveWork) -> None:
         if work.event_published_at is not None:

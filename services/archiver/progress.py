@@ -20,6 +20,8 @@ import redis.asyncio as aioredis
 
 from shared import keys, store
 from shared.contracts.decisions import ArchiveWork
+from shared.runs.names import archive_slot
+from shared.runs.session_hash import text
 
 _BEGIN = store.Script("archive_begin", with_lib=True)
 _RESULT = store.Script("archive_result", with_lib=True)
@@ -63,13 +65,8 @@ class MoveResult:
         return cls(
             exit_code=int(exit_code) if exit_code else None,
             timed_out=raw.get(b"timed_out") == b"true",
-            detail=raw.get(b"detail", b"").decode("utf-8", "replace"),
+            detail=text(raw.get(b"detail")),
         )
-
-
-def slot(work: ArchiveWork) -> str:
-    """The archiver's decision slot of a run (see shared.records)."""
-    return f"{work.attempt}:archive"
 
 
 class Progress:
@@ -88,9 +85,9 @@ class Progress:
         state, left_ms = await _BEGIN(
             self._redis,
             [keys.archive_progress(sk, work.archive_id), keys.run_decisions(sk, work.run_id)],
-            [slot(work), int(lease_s * 1000), _encode(fields)],
+            [archive_slot(work.attempt), int(lease_s * 1000), _encode(fields)],
         )
-        return Begin(state=_text(state), lease_left_s=int(left_ms) / 1000)
+        return Begin(state=text(state), lease_left_s=int(left_ms) / 1000)
 
     async def record_result(self, work: ArchiveWork, result: MoveResult, updated_at: str) -> bool:
         """Keep the runner's answer; False when the progress had already moved on."""
@@ -107,7 +104,3 @@ class Progress:
         key = keys.archive_progress(work.session.key, work.archive_id)
         mapping = {"state": "done", "decision_id": decision_id, "updated_at": updated_at}
         await store.call(self._redis.hset(key, mapping=mapping))  # type: ignore[arg-type]
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

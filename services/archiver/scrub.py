@@ -14,9 +14,9 @@ from collections.abc import Collection, Mapping
 
 import redis.asyncio as aioredis
 
-from services.session_store.record import StoredSession
 from shared import keys, store
 from shared.redaction import REDACTED
+from shared.session_record import StoredSession
 
 MIN_TRAILING_PREFIX = 8
 """A prefix of a generation this long or longer that ends the output is hidden too; shorter

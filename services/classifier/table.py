@@ -12,9 +12,7 @@ from dataclasses import dataclass
 from typing import Literal, get_args
 
 from shared.contracts.types import CheckpointPolicy, DecisionReason, FailureClass
-
-ATTEMPT_BUDGET = 3
-"""Bootstrap retries, exact resumes and replacements of one run share this many tries (4.1)."""
+from shared.runs.decisions import ATTEMPT_BUDGET
 
 SAFE_POLICY: CheckpointPolicy = "same_session_only"
 """With no record, or a policy value this release does not know, nothing may be replaced."""
@@ -43,7 +41,9 @@ class Row:
     verdict: Verdict
     reason: DecisionReason
     holds_session: bool
-    """After this verdict the saved session is left exactly as it was and its state is `held`."""
+    """After this verdict the saved session is left exactly as it was and its state is `held`
+    (the contract's column; `shared.runs.decisions.holds_session` is the rule every service
+    applies, and a unit test keeps the two alike)."""
     or_pending_tool_call: bool = False
     min_attempt: int | None = None
     policy: CheckpointPolicy | None = None
@@ -106,15 +106,6 @@ TABLE: tuple[Row, ...] = (
     ),
 )
 
-HOLDING_ACTIONS: frozenset[str] = frozenset(row.verdict for row in TABLE if row.holds_session)
-"""The actions after which the saved session is held: the `holds_session` column."""
-
-
-def holds_session(action: str) -> bool:
-    """Whether a decision with this action holds the saved session (contract 4.4, last line);
-    every service that records such a decision asks here instead of restating the rule."""
-    return action in HOLDING_ACTIONS
-
 
 def decide_row(facts: Facts) -> Row:
     """The first row that matches; plain comparisons only, as this runs for every event."""
@@ -144,8 +135,3 @@ def effective_policy(raw: str | None) -> CheckpointPolicy:
         if raw == policy:
             return policy  # type: ignore[no-any-return]
     return SAFE_POLICY
-
-
-def retry_delay_s(base_s: float, attempt: int) -> float:
-    """Backoff of `retry_same_session`: the base, doubled for every earlier attempt."""
-    return base_s * 2.0 ** (attempt - 1)

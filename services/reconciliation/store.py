@@ -34,7 +34,7 @@ import redis.asyncio as aioredis
 
 from shared import keys, store
 from shared.contracts import AuditEntry
-from shared.contracts.decisions import Decision, ReconcileWork, decision_id
+from shared.contracts.decisions import Decision, ReconcileWork
 from shared.contracts.limits import MAX_PAGE_BYTES, NAME_CHARS
 from shared.contracts.reconciliation import ReconciliationRecord, Resolution, RunView, ToolCallRecord
 from shared.contracts.session import SessionRef
@@ -47,7 +47,9 @@ from shared.contracts.types import (
     RunStatus,
 )
 from shared.outbox import OutboxEntry
-from shared.records import decision_entry, run_fields
+from shared.runs import decisions, index, steps
+from shared.runs.names import continue_slot
+from shared.runs.session_hash import text
 from shared.times import now_rfc3339
 
 OPEN_INDEX = "continuity:reconciliations:open"
@@ -57,8 +59,6 @@ CONTINUE_ACTION: Action = "continue_fresh"
 SERVICE_ACTOR = "reconciliation"
 
 _OPEN = store.Script("reconciliation_open", with_lib=True)
-_RESOLVE = store.Script("reconciliation_resolve", with_lib=True)
-_RETRY = store.Script("reconciliation_retry", with_lib=True)
 
 _encode = msgspec.json.Encoder().encode
 _session = msgspec.json.Decoder(SessionRef)
@@ -82,13 +82,8 @@ def epoch_of(rfc3339: str) -> float:
     return datetime.fromisoformat(rfc3339).timestamp()
 
 
-def slot_of(attempt: int) -> str:
-    """The decision slot of an operator's continuation (see `shared.records`)."""
-    return f"{attempt}:continue"
-
-
 def _text(raw: dict[bytes, bytes], name: str) -> str:
-    return raw.get(name.encode(), b"").decode()
+    return text(raw.get(name.encode()))
 
 
 PAGE_ITEMS_BYTES = MAX_PAGE_BYTES - 4096
@@ -183,25 +178,17 @@ class Continuation:
 
 
 def continue_fresh(
-    run_id: str,
-    runner_id: str,
-    session: SessionRef,
-    attempt: int,
+    run: decisions.Run,
     reason: DecisionReason,
+    actor: str,
+    kind: str,
+    now: float,
     reconciled_outcome: ActionOutcome | None = None,
-) -> tuple[Decision, OutboxEntry]:
-    decision = Decision(
-        decision_id=decision_id(run_id, attempt, CONTINUE_ACTION),
-        runner_id=runner_id,
-        run_id=run_id,
-        attempt=attempt,
-        session=session,
-        action=CONTINUE_ACTION,
-        reason=reason,
-        reconciled_outcome=reconciled_outcome,
-        decided_at=now_rfc3339(),
-    )
-    return decision, decision_entry(decision)
+) -> tuple[Decision, steps.RunStep]:
+    """An operator's `continue_fresh` and the step recording it in the continuation slot, with
+    the audit entry of `kind` by `actor`; the saved session is not touched (it stays held)."""
+    decided = decisions.decision(run, CONTINUE_ACTION, reason, now, reconciled_outcome=reconciled_outcome)
+    return decided, decisions.decision_step(decided, continue_slot(run.attempt), actor, audit_kind=kind)
 
 
 class ReconciliationStore:
@@ -209,8 +196,7 @@ class ReconciliationStore:
         self.redis = client
 
     async def session_of_run(self, run_id: str) -> str | None:
-        value = await store.call(self.redis.get(keys.run_index(run_id)))
-        return value.decode() if value else None
+        return await index.session_of_run(self.redis, run_id)
 
     # Opening -----------------------------------------------------------------------------
 
@@ -235,7 +221,7 @@ class ReconciliationStore:
         )
         # The run index is the classifier's, written before its step; setting the same value
         # again keeps `get` working for a record whatever wrote it first.
-        await store.call(self.redis.set(keys.run_index(work.run_id), sk))
+        await index.index_run(self.redis, work.run_id, sk)
         # Scored by the stored opening time, so a redelivery re-indexes identically.
         score = epoch_of(opened_at.decode())
         name = member(sk, work.run_id)
@@ -304,8 +290,7 @@ class ReconciliationStore:
         sk = await self.session_of_run(run_id)
         if sk is None or not await store.call(self.redis.exists(keys.run(sk, run_id))):
             return None
-        raw = await store.call(self.redis.lrange(keys.run_audit(sk, run_id), 0, -1))  # type: ignore[misc]
-        return [msgspec.json.decode(item, type=AuditEntry) for item in raw]
+        return await index.audit_trail(self.redis, sk, run_id)
 
     # Operator steps -----------------------------------------------------------------------
 
@@ -314,82 +299,28 @@ class ReconciliationStore:
     ) -> Continuation:
         """Resolve and record continue_fresh atomically; publishing is the caller's (or the
         sweeper's) job. The returned code says whether this call won."""
-        resolved_at = now_rfc3339()
-        decision, entry = continue_fresh(
-            record.run_id, record.runner_id, record.session, record.attempt, "execution_reconciled", outcome
+        decision, step = continue_fresh(
+            record, "execution_reconciled", actor, "operator_resolve", time.time(), outcome
         )
         resolution = Resolution(
-            action_outcome=outcome, evidence=evidence, actor=actor, resolved_at=resolved_at
+            action_outcome=outcome, evidence=evidence, actor=actor, resolved_at=decision.decided_at
         )
-        audit = AuditEntry(
-            at=resolved_at,
-            kind="operator_resolve",
-            actor=actor,
-            attempt=record.attempt,
-            action=CONTINUE_ACTION,
-            reason=decision.reason,
-            decision_id=decision.decision_id,
-            outcome=outcome,
-        )
-        fields = run_fields(
-            record.run_id, record.runner_id, record.session, record.attempt, "continued", decision
-        )
-        code, detail = await _RESOLVE(
+        code, detail = await steps.record_resolution(
             self.redis,
-            [
-                keys.reconciliation(sk, record.run_id),
-                keys.run(sk, record.run_id),
-                keys.run_decisions(sk, record.run_id),
-                keys.outbox(sk),
-                keys.run_audit(sk, record.run_id),
-            ],
-            [
-                outcome,
-                _encode(resolution),
-                slot_of(record.attempt),
-                entry.payload,
-                _encode(fields),
-                _encode([[entry.msg_id, _encode(entry).decode()]]),
-                _encode(audit),
-                decision.decision_id,
-                str(record.attempt),
-            ],
+            sk,
+            record.run_id,
+            step,
+            outcome=outcome,
+            resolution=resolution,
+            decision_id=decision.decision_id,
+            attempt=record.attempt,
         )
-        return Continuation(code.decode(), detail.decode(), decision, sk, [entry])
+        return Continuation(code, detail, decision, sk, step.outbox)
 
     async def record_retry(self, sk: str, run: RunView, actor: str) -> Continuation:
-        decision, entry = continue_fresh(
-            run.run_id, run.runner_id, run.session, run.attempt, "operator_retry"
-        )
-        audit = AuditEntry(
-            at=decision.decided_at,
-            kind="operator_retry",
-            actor=actor,
-            attempt=run.attempt,
-            action=CONTINUE_ACTION,
-            reason=decision.reason,
-            decision_id=decision.decision_id,
-        )
-        fields = run_fields(run.run_id, run.runner_id, run.session, run.attempt, "continued", decision)
-        code, detail = await _RETRY(
-            self.redis,
-            [
-                keys.run(sk, run.run_id),
-                keys.run_decisions(sk, run.run_id),
-                keys.outbox(sk),
-                keys.run_audit(sk, run.run_id),
-                keys.reconciliation(sk, run.run_id),
-            ],
-            [
-                str(run.attempt),
-                slot_of(run.attempt),
-                entry.payload,
-                _encode(fields),
-                _encode([[entry.msg_id, _encode(entry).decode()]]),
-                _encode(audit),
-            ],
-        )
-        return Continuation(code.decode(), detail.decode(), decision, sk, [entry])
+        decision, step = continue_fresh(run, "operator_retry", actor, "operator_retry", time.time())
+        code, detail = await steps.record_retry(self.redis, sk, run.run_id, step, attempt=run.attempt)
+        return Continuation(code, detail, decision, sk, step.outbox)
 
     # The open index -----------------------------------------------------------------------
 

@@ -13,8 +13,7 @@ from typing import Literal, get_args
 
 from shared.contracts.sessions import DecideReply, DecideRequest
 from shared.contracts.types import Compatibility, SessionReason, Transcript
-
-from .record import StoredSession
+from shared.session_record import StoredSession
 
 Check = Literal[
     "no_record",  # there is no session record

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from shared import keys, store
 from shared.contracts.sessions import CommitRequest
+from shared.session_record import V1_FIELDS, StoredSession, binding_stamp
 from shared.times import now_rfc3339
-
-from .record import V1_FIELDS, StoredSession, binding_stamp
 
 _COMMIT = store.Script("session_commit")
 _REJECT = store.Script("session_reject")

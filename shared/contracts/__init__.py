@@ -1,7 +1,7 @@
 """msgspec Structs for every message of the wire contract, version 1."""
 
 from shared.contracts.archive import ArchiveCommand, ArchiveResult
-from shared.contracts.decisions import ArchiveWork, Decision, ReconcileWork, decision_id
+from shared.contracts.decisions import ArchiveWork, Decision, ReconcileWork
 from shared.contracts.errors import ErrorBody, ErrorDetail, ServiceError
 from shared.contracts.events import CommandResult, ErrorInfo, ResumeFailed, ToolCall
 from shared.contracts.reconciliation import (
@@ -64,5 +64,4 @@ __all__ = [
     "SessionView",
     "ToolCall",
     "ToolCallRecord",
-    "decision_id",
 ]

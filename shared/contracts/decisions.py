@@ -23,11 +23,6 @@ from shared.contracts.types import (
 )
 
 
-def decision_id(run_id: str, attempt: int, action: str) -> str:
-    """`<run_id>:<attempt>:<action>`, also the `Nats-Msg-Id` of the decision's publication."""
-    return f"{run_id}:{attempt}:{action}"
-
-
 class Decision(msgspec.Struct, kw_only=True, omit_defaults=False):
     type: Literal["decision"] = "decision"
     decision_id: str

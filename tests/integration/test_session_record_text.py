@@ -12,12 +12,12 @@ import redis.asyncio as aioredis
 
 from continuity.bench.sessions import commit_request, decide_request
 from continuity.servers import RedisServer
-from services.session_store.record import V1_FIELDS, generation_binding
 from services.session_store.service import SessionStoreApp
 from shared import keys
 from shared.client import ContinuityClient
 from shared.config import Config
 from shared.contracts import GetRequest
+from shared.session_record import V1_FIELDS, generation_binding
 from tests.sessions_helpers import commit_req, decide_req, new_session
 from tests.support import RunningApp, running
 

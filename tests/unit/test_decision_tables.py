@@ -19,7 +19,6 @@ import pytest
 
 from services.classifier import table
 from services.session_store import rules
-from services.session_store.record import V1_FIELDS, StoredSession, binding_stamp
 from shared.contracts.session import SessionRef
 from shared.contracts.sessions import DecideRequest
 from shared.contracts.types import (
@@ -31,6 +30,8 @@ from shared.contracts.types import (
     SessionReason,
     SessionState,
 )
+from shared.runs import decisions
+from shared.session_record import V1_FIELDS, StoredSession, binding_stamp
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "contract-v1.md").read_text()
 
@@ -244,8 +245,12 @@ def test_the_resume_rules_match_the_contract_clause_by_clause() -> None:
 def test_the_hold_rule_is_the_contract_sentence() -> None:
     held = held_actions(section(DOC, "### 4.4 Decision table"))
     assert held == {"operator", "reconcile"}
-    assert {action for action in get_args(Action) if table.holds_session(action)} == held
-    assert not table.holds_session("archive")
+    assert {action for action in get_args(Action) if decisions.holds_session(action)} == held
+    assert not decisions.holds_session("archive")
+
+
+def test_the_tables_hold_column_is_the_rule_every_service_applies() -> None:
+    assert all(row.holds_session == decisions.holds_session(row.verdict) for row in table.TABLE)
 
 
 def test_every_verdict_holds_or_not_in_every_row_alike() -> None:

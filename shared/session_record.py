@@ -1,10 +1,15 @@
-"""The stored session record: its fields, its generation binding, and how it is read."""
+"""The stored session record (contract 3.1 and 9.6): its fields, its generation binding, and how
+it is read. Its home is shared: the session-store writes it, the archiver reads its generation
+to hide it."""
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from shared.runs.session_hash import fields as hash_fields
+from shared.runs.session_hash import integer, text
 
 V1_FIELDS = (
     "native_session_id",
@@ -67,10 +72,7 @@ class StoredSession:
     @classmethod
     def from_hash(cls, raw: Mapping[bytes, bytes] | list[bytes]) -> StoredSession:
         """From HGETALL's reply: a mapping (redis-py) or the flat RESP list of names and values."""
-        if isinstance(raw, list):
-            fields: Mapping[bytes, bytes] = dict(zip(raw[::2], raw[1::2], strict=True))
-        else:
-            fields = raw
+        fields = hash_fields(raw)
         get = fields.get  # this runs once per decision: kept lean
         raw_v1 = [get(key, b"") for key in _V1_KEYS]
         v1 = dict(zip(V1_FIELDS, [value.decode("utf-8", "replace") for value in raw_v1], strict=True))
@@ -79,10 +81,10 @@ class StoredSession:
         generation, trusted = _generation(fields, digest)
         return cls(
             v1=v1,
-            revision=_int(fields.get(b"revision")),
-            epoch=_int(fields.get(b"epoch")),
+            revision=integer(fields.get(b"revision")),
+            epoch=integer(fields.get(b"epoch")),
             # No state is active: commits leave the default out, and older releases never wrote one.
-            state=_text(fields.get(b"state")) or "active",
+            state=text(fields.get(b"state")) or "active",
             generation=generation,
             generation_trusted=trusted,
         )
@@ -103,20 +105,9 @@ def _generation(fields: Mapping[bytes, bytes], digest: bytes) -> tuple[str, bool
     # Both compact forms have a 16-byte stamp: 16 hex characters (written now) or 16 raw bytes
     # (written by the previous release). A stamp of one form matching the other is a 2^-64 chance.
     if compact is not None and len(compact) > STAMP_CHARS:
-        stamp, generation = compact[:STAMP_CHARS], _text(compact[STAMP_CHARS:])
+        stamp, generation = compact[:STAMP_CHARS], text(compact[STAMP_CHARS:])
         return generation, stamp == _text_stamp(digest) or stamp == digest[:_RAW_STAMP_BYTES]
     # The long form of the contract's text (compatibility_generation, generation_binding).
-    generation = _text(fields.get(b"compatibility_generation"))
-    binding = _text(fields.get(b"generation_binding"))
+    generation = text(fields.get(b"compatibility_generation"))
+    binding = text(fields.get(b"generation_binding"))
     return generation, bool(generation) and binding == digest.hex()
-
-
-def _text(value: bytes | None) -> str:
-    return value.decode("utf-8", "replace") if value is not None else ""
-
-
-def _int(value: bytes | None) -> int:
-    try:
-        return int(value) if value else 0
-    except ValueError:
-        return 0

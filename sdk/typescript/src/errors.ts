@@ -1,0 +1,75 @@
+/** Typed errors: one class per contract error code (sections 1, 3, 6 and 9.2). */
+
+export class ContinuityError extends Error {
+  readonly status: number;
+  readonly code: string;
+
+  constructor(status: number, code: string, message: string) {
+    super(message);
+    this.name = new.target.name;
+    this.status = status;
+    this.code = code;
+  }
+}
+
+/** 400: `malformed_json`, `missing_field`, `invalid_field`, or any other 400 code. */
+export class InvalidRequest extends ContinuityError {}
+/** 404 `not_found`. */
+export class NotFound extends ContinuityError {}
+/** 409: a conflict with the stored state; the subclasses name the contract's codes. */
+export class Conflict extends ContinuityError {}
+/** 409 `revision_conflict`: `expectedRevision` is not the stored revision; nothing was written. */
+export class RevisionConflict extends Conflict {}
+/** 409 `stale_epoch`: the commit's epoch is older than the stored one (a replacement happened). */
+export class StaleEpoch extends Conflict {}
+/** 409 `session_held`: the saved session is held for an operator and cannot be reactivated. */
+export class SessionHeld extends Conflict {}
+/** 409 `reconciliation_required`. */
+export class ReconciliationRequired extends Conflict {}
+/** 409 `run_not_stopped`. */
+export class RunNotStopped extends Conflict {}
+/** 409 `run_changed`. */
+export class RunChanged extends Conflict {}
+/** 409 `execution_reconciliation_conflict`. */
+export class ExecutionReconciliationConflict extends Conflict {}
+/** 409 `execution_reconciliation_already_delivered`. */
+export class ExecutionReconciliationAlreadyDelivered extends Conflict {}
+/** 409 `operator_retry_already_delivered`. */
+export class OperatorRetryAlreadyDelivered extends Conflict {}
+/** 500 `internal_error`. */
+export class InternalError extends ContinuityError {}
+/** 503 `unavailable`; also no service answering the subject at all. Retry later. */
+export class Unavailable extends ContinuityError {}
+/** No answer within `requestTimeout`: the request may or may not have been applied. */
+export class RequestTimeout extends ContinuityError {}
+
+type ErrorClass = new (status: number, code: string, message: string) => ContinuityError;
+
+const BY_CODE: Record<string, ErrorClass> = {
+  not_found: NotFound,
+  revision_conflict: RevisionConflict,
+  stale_epoch: StaleEpoch,
+  session_held: SessionHeld,
+  reconciliation_required: ReconciliationRequired,
+  run_not_stopped: RunNotStopped,
+  run_changed: RunChanged,
+  execution_reconciliation_conflict: ExecutionReconciliationConflict,
+  execution_reconciliation_already_delivered: ExecutionReconciliationAlreadyDelivered,
+  operator_retry_already_delivered: OperatorRetryAlreadyDelivered,
+  internal_error: InternalError,
+  unavailable: Unavailable,
+};
+
+const BY_STATUS: Record<number, ErrorClass> = {
+  400: InvalidRequest,
+  404: NotFound,
+  409: Conflict,
+  500: InternalError,
+  503: Unavailable,
+};
+
+/** The typed error of an error reply: by code first, then by status. */
+export function errorFor(status: number, code: string, message: string): ContinuityError {
+  const cls = BY_CODE[code] ?? BY_STATUS[status] ?? ContinuityError;
+  return new cls(status, code, message);
+}

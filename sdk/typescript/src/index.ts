@@ -1,0 +1,16 @@
+export * from "./contract.js";
+export * from "./errors.js";
+export { sign, signingInput, SIGNING_DOMAIN, type SignedFields } from "./signing.js";
+export { type ConnectOptions } from "./options.js";
+export {
+  connect,
+  Delivery,
+  Runner,
+  subjects,
+  DECISIONS_STREAM,
+  EVENTS_STREAM,
+  type ArchiveHandler,
+  type DecisionHandler,
+  type ResumeFailureArgs,
+  type SignArgs,
+} from "./runner.js";

@@ -1,0 +1,121 @@
+/** `connect()` options and how they become NATS connection options. */
+
+import { readFileSync } from "node:fs";
+import { nkeyAuthenticator, type NodeConnectionOptions } from "@nats-io/transport-node";
+import { RUNNER_ID_PATTERN } from "./contract.js";
+
+export interface ConnectOptions {
+  /** NATS servers: a list, or one comma-separated string. */
+  servers: string | string[];
+  /** This runner's id (contract 1: `^[A-Za-z0-9_-]{1,64}$`); it names its subjects and consumer. */
+  runnerId: string;
+  /** Credentials: an NKey seed (or a file holding it), or user and password, or a token. */
+  nkeySeed?: string;
+  nkeySeedFile?: string;
+  user?: string;
+  password?: string;
+  token?: string;
+  /** TLS: file paths of the CA bundle, the client certificate and its key. */
+  tlsCa?: string;
+  tlsCert?: string;
+  tlsKey?: string;
+  /** Where replies arrive; default `_INBOX.<runnerId>`, the only prefix the shipped authorization allows. */
+  inboxPrefix?: string;
+  /** HMAC keys for command results, by key id (contract 4.2). */
+  signingKeys?: Record<string, Uint8Array>;
+  /** Which of `signingKeys` signs; default: the only one. */
+  signingKeyId?: string;
+  /** Seconds to wait for a reply to a request or a publish acknowledgement; default 5. */
+  requestTimeout?: number;
+  /** How long `reportResumeFailure` keeps retrying one event: at most this many publishes... */
+  publishAttempts?: number;
+  /** ...and at most this many seconds in all; defaults 30 and 60. */
+  publishDeadline?: number;
+  /** Seconds JetStream waits for a decision's acknowledgement before delivering it again, when
+   * this runner creates its consumer; default 30. */
+  ackWait?: number;
+  /** Seconds before a decision whose handler raised is delivered again; default 1. */
+  nakDelay?: number;
+  /** Called before each retry of an event publish (for logs and metrics). */
+  onPublishRetry?: (eventId: string, attempt: number, error: Error) => void;
+  /** Client name shown by the NATS server; default `continuity-runner-<runnerId>`. */
+  name?: string;
+}
+
+export interface Settings {
+  runnerId: string;
+  signingKeys: Record<string, Uint8Array>;
+  signingKeyId: string | null;
+  requestTimeoutMs: number;
+  publishAttempts: number;
+  publishDeadlineMs: number;
+  nakDelayMs: number;
+  ackWaitMs: number;
+  onPublishRetry: ((eventId: string, attempt: number, error: Error) => void) | null;
+}
+
+function positive(value: number | undefined, fallback: number, what: string): number {
+  const v = value ?? fallback;
+  if (!Number.isFinite(v) || v <= 0) throw new TypeError(`${what} must be a positive number`);
+  return v;
+}
+
+export function settingsOf(options: ConnectOptions): Settings {
+  if (!RUNNER_ID_PATTERN.test(options.runnerId ?? "")) {
+    throw new TypeError("runnerId must match ^[A-Za-z0-9_-]{1,64}$");
+  }
+  const signingKeys = { ...(options.signingKeys ?? {}) };
+  const ids = Object.keys(signingKeys);
+  let signingKeyId = options.signingKeyId ?? (ids.length === 1 ? ids[0]! : null);
+  if (options.signingKeyId !== undefined && !(options.signingKeyId in signingKeys)) {
+    throw new TypeError("signingKeyId names no key of signingKeys");
+  }
+  return {
+    runnerId: options.runnerId,
+    signingKeys,
+    signingKeyId,
+    requestTimeoutMs: positive(options.requestTimeout, 5, "requestTimeout") * 1000,
+    publishAttempts: Math.floor(positive(options.publishAttempts, 30, "publishAttempts")),
+    publishDeadlineMs: positive(options.publishDeadline, 60, "publishDeadline") * 1000,
+    nakDelayMs: positive(options.nakDelay, 1, "nakDelay") * 1000,
+    ackWaitMs: positive(options.ackWait, 30, "ackWait") * 1000,
+    onPublishRetry: options.onPublishRetry ?? null,
+  };
+}
+
+export function serverList(servers: string | string[]): string[] {
+  const list = (Array.isArray(servers) ? servers : servers.split(","))
+    .map((s) => s.trim())
+    .filter((s) => s.length > 0);
+  if (list.length === 0) throw new TypeError("servers is empty");
+  return list;
+}
+
+/** NATS options: reconnect forever, replies on the runner's own inbox prefix. */
+export function natsOptions(options: ConnectOptions): NodeConnectionOptions {
+  const nats: NodeConnectionOptions = {
+    servers: serverList(options.servers),
+    name: options.name ?? `continuity-runner-${options.runnerId}`,
+    inboxPrefix: options.inboxPrefix ?? `_INBOX.${options.runnerId}`,
+    maxReconnectAttempts: -1,
+    reconnectTimeWait: 500,
+    timeout: 10_000,
+  };
+  const seed = options.nkeySeed ?? (options.nkeySeedFile ? readFileSync(options.nkeySeedFile, "utf8") : undefined);
+  if (seed !== undefined) {
+    nats.authenticator = nkeyAuthenticator(new TextEncoder().encode(seed.trim()));
+  } else if (options.user !== undefined) {
+    nats.user = options.user;
+    nats.pass = options.password ?? "";
+  } else if (options.token !== undefined) {
+    nats.token = options.token;
+  }
+  if (options.tlsCa || options.tlsCert || options.tlsKey) {
+    nats.tls = {
+      ...(options.tlsCa ? { caFile: options.tlsCa } : {}),
+      ...(options.tlsCert ? { certFile: options.tlsCert } : {}),
+      ...(options.tlsKey ? { keyFile: options.tlsKey } : {}),
+    };
+  }
+  return nats;
+}

@@ -1,0 +1,478 @@
+/** The runner's side of contract v1: session requests, events, decisions and the archive move. */
+
+import { randomUUID } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
+import {
+  connect as natsConnect,
+  NoRespondersError,
+  RequestError,
+  TimeoutError,
+  type Msg,
+  type NatsConnection,
+  type Subscription,
+} from "@nats-io/transport-node";
+import {
+  AckPolicy,
+  DeliverPolicy,
+  jetstream,
+  jetstreamManager,
+  JetStreamApiCodes,
+  JetStreamApiError,
+  type ConsumerMessages,
+  type JetStreamClient,
+  type JsMsg,
+} from "@nats-io/jetstream";
+import {
+  nowRfc3339,
+  TOKEN_PATTERN,
+  type ArchiveRequest,
+  type ArchiveResult,
+  type CommandResult,
+  type CommitArgs,
+  type CommitReply,
+  type DecideArgs,
+  type DecideReply,
+  type Decision,
+  type ErrorInfo,
+  type RejectCode,
+  type RejectReply,
+  type SessionRef,
+  type SessionView,
+  type ToolCall,
+} from "./contract.js";
+import { ContinuityError, errorFor, InvalidRequest, RequestTimeout, Unavailable } from "./errors.js";
+import { natsOptions, settingsOf, type ConnectOptions, type Settings } from "./options.js";
+import { sign } from "./signing.js";
+
+export const DECISIONS_STREAM = "CONTINUITY_DECISIONS";
+export const EVENTS_STREAM = "CONTINUITY_EVENTS";
+
+export const subjects = {
+  decide: "continuity.sessions.decide",
+  commit: "continuity.sessions.commit",
+  get: "continuity.sessions.get",
+  reject: "continuity.sessions.reject",
+  event: (runnerId: string, type: string) => `continuity.events.${runnerId}.${type}`,
+  decisions: (runnerId: string) => `continuity.decisions.${runnerId}`,
+  archive: (runnerId: string) => `continuity.runner.${runnerId}.archive`,
+};
+
+/** Archive output sent back is cut to this many characters (the archiver keeps at most 512). */
+const ARCHIVE_OUTPUT_LIMIT = 4096;
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder("utf-8", { fatal: true });
+
+export interface ResumeFailureArgs {
+  runId: string;
+  attempt: number;
+  session: SessionRef;
+  nativeSessionId: string;
+  error?: ErrorInfo | null;
+  commandResult?: CommandResult | null;
+  pendingToolCall?: ToolCall | null;
+  governedWaitElapsed?: boolean;
+  /** Generated when absent; give the same id to re-send the same event. */
+  eventId?: string;
+}
+
+export interface SignArgs {
+  runId: string;
+  attempt: number;
+  command: string;
+  status: string;
+  classification: string | null;
+  /** Default: now. */
+  issuedAt?: string;
+}
+
+/** One decision as delivered by the runner's durable consumer. */
+export class Delivery {
+  constructor(
+    readonly decision: Decision,
+    private readonly msg: JsMsg,
+    private readonly nakDelayMs: number,
+  ) {}
+
+  /** How many times JetStream has delivered this decision (1 the first time). */
+  get deliveryCount(): number {
+    return this.msg.info.deliveryCount;
+  }
+
+  get redelivered(): boolean {
+    return this.msg.redelivered;
+  }
+
+  /** Done with it: it is not delivered again. */
+  ack(): void {
+    this.msg.ack();
+  }
+
+  /** Not handled: delivered again after `delaySeconds` (default: the runner's `nakDelay`). */
+  nak(delaySeconds?: number): void {
+    this.msg.nak(delaySeconds === undefined ? this.nakDelayMs : delaySeconds * 1000);
+  }
+
+  /** Still working on it: restarts JetStream's acknowledgement timer. */
+  working(): void {
+    this.msg.working();
+  }
+}
+
+export type DecisionHandler = (decision: Decision) => unknown | Promise<unknown>;
+export type ArchiveHandler = (request: ArchiveRequest) => ArchiveResult | Promise<ArchiveResult>;
+
+function checkToken(value: unknown, field: string): void {
+  if (typeof value !== "string" || !TOKEN_PATTERN.test(value)) {
+    throw new InvalidRequest(400, "invalid_field", `${field} must match ^[A-Za-z0-9._:-]{1,128}$`);
+  }
+}
+
+function checkAttempt(value: unknown): void {
+  if (!Number.isInteger(value) || (value as number) < 1) {
+    throw new InvalidRequest(400, "invalid_field", "attempt must be an integer >= 1");
+  }
+}
+
+export class Runner {
+  readonly runnerId: string;
+  private readonly js: JetStreamClient;
+  private readonly active = new Set<ConsumerMessages>();
+  private readonly subscriptions = new Set<Subscription>();
+  private closing = false;
+
+  constructor(
+    readonly nc: NatsConnection,
+    private readonly settings: Settings,
+  ) {
+    this.runnerId = settings.runnerId;
+    this.js = jetstream(nc, { timeout: settings.requestTimeoutMs });
+  }
+
+  // ---- session-store requests (contract 3) -----------------------------------------------------
+
+  /** Whether to resume the saved session or start fresh, asked at the provider's `ready` frame. */
+  decide(args: DecideArgs): Promise<DecideReply> {
+    return this.request<DecideReply>(subjects.decide, {
+      session: args.session,
+      adapter: args.adapter,
+      model: args.model,
+      cwd: args.cwd,
+      latest_cursor: args.latestCursor,
+      compatibility: args.compatibility,
+      ready_generation: args.readyGeneration,
+    });
+  }
+
+  /** Saves the session after a turn (or a validated cancellation). */
+  commit(args: CommitArgs): Promise<CommitReply> {
+    return this.request<CommitReply>(subjects.commit, {
+      session: args.session,
+      native_session_id: args.nativeSessionId,
+      adapter: args.adapter,
+      model: args.model,
+      cwd: args.cwd,
+      cursor: args.cursor,
+      prompt_hash: args.promptHash ?? null,
+      checkpoint_policy: args.checkpointPolicy,
+      compatibility_generation: args.compatibilityGeneration ?? null,
+      expected_revision: args.expectedRevision ?? null,
+      epoch: args.epoch ?? null,
+      cancelled: args.cancelled ?? false,
+    });
+  }
+
+  /** The resume target is missing or corrupt: the next decision reseeds with the full transcript. */
+  reject(session: SessionRef, nativeSessionId: string, code: RejectCode): Promise<RejectReply> {
+    return this.request<RejectReply>(subjects.reject, { session, native_session_id: nativeSessionId, code });
+  }
+
+  /** The saved record, without secrets; `NotFound` when there is none. */
+  get(session: SessionRef): Promise<SessionView> {
+    return this.request<SessionView>(subjects.get, { session });
+  }
+
+  private async request<R>(subject: string, body: unknown): Promise<R> {
+    let reply: Msg;
+    try {
+      reply = await this.nc.request(subject, encoder.encode(JSON.stringify(body)), {
+        timeout: this.settings.requestTimeoutMs,
+      });
+    } catch (err) {
+      throw requestFailure(subject, err);
+    }
+    const status = reply.headers?.get("Nats-Service-Error-Code");
+    if (status) {
+      let code = "unknown";
+      let message = reply.headers?.get("Nats-Service-Error") ?? "";
+      try {
+        const parsed = JSON.parse(decoder.decode(reply.data)) as { error?: { code?: unknown; message?: unknown } };
+        if (typeof parsed.error?.code === "string") code = parsed.error.code;
+        if (typeof parsed.error?.message === "string") message = parsed.error.message;
+      } catch {
+        // an error reply without a body keeps the header's text
+      }
+      throw errorFor(Number(status), code, message);
+    }
+    try {
+      return JSON.parse(decoder.decode(reply.data)) as R;
+    } catch {
+      throw new ContinuityError(502, "malformed_reply", `the reply on ${subject} is not JSON`);
+    }
+  }
+
+  // ---- events (contract 4.1, 4.2) --------------------------------------------------------------
+
+  /** A command result signed with this runner's key (HMAC-SHA256 of the contract 4.2 lines). */
+  signCommandResult(args: SignArgs): CommandResult {
+    const keyId = this.settings.signingKeyId;
+    const key = keyId === null ? undefined : this.settings.signingKeys[keyId];
+    if (keyId === null || key === undefined) {
+      throw new TypeError("no signing key: pass signingKeys (and signingKeyId when there are several)");
+    }
+    checkToken(args.runId, "runId");
+    checkAttempt(args.attempt);
+    const fields = {
+      command: args.command,
+      status: args.status,
+      classification: args.classification,
+      issued_at: args.issuedAt ?? nowRfc3339(),
+    };
+    return { ...fields, key_id: keyId, signature: sign(key, this.runnerId, args.runId, args.attempt, fields) };
+  }
+
+  /**
+   * Publishes a `resume_failed` event with `Nats-Msg-Id` = its event id, retrying with the same id
+   * (so that the stream keeps it once) until acknowledged, within `publishAttempts` and
+   * `publishDeadline`. Returns the event id.
+   */
+  async reportResumeFailure(args: ResumeFailureArgs): Promise<string> {
+    const eventId = args.eventId ?? `evt-${randomUUID()}`;
+    checkToken(eventId, "eventId");
+    checkToken(args.runId, "runId");
+    checkToken(args.nativeSessionId, "nativeSessionId");
+    checkAttempt(args.attempt);
+    const event = {
+      type: "resume_failed",
+      event_id: eventId,
+      runner_id: this.runnerId,
+      run_id: args.runId,
+      attempt: args.attempt,
+      session: args.session,
+      native_session_id: args.nativeSessionId,
+      occurred_at: nowRfc3339(),
+      error: args.error ?? null,
+      command_result: args.commandResult ?? null,
+      pending_tool_call: args.pendingToolCall ?? null,
+      governed_wait_elapsed: args.governedWaitElapsed ?? false,
+    };
+    await this.publishOnce(subjects.event(this.runnerId, "resume_failed"), eventId, JSON.stringify(event));
+    return eventId;
+  }
+
+  private async publishOnce(subject: string, msgId: string, payload: string): Promise<void> {
+    const { publishAttempts, publishDeadlineMs, requestTimeoutMs } = this.settings;
+    const deadline = Date.now() + publishDeadlineMs;
+    const data = encoder.encode(payload);
+    let backoff = 200;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.js.publish(subject, data, {
+          msgID: msgId,
+          timeout: Math.max(1, Math.min(requestTimeoutMs, deadline - Date.now())),
+          expect: { streamName: EVENTS_STREAM },
+        });
+        return;
+      } catch (err) {
+        const error = err instanceof Error ? err : new Error(String(err));
+        if (this.closing || attempt >= publishAttempts || Date.now() + backoff >= deadline) {
+          throw new Unavailable(503, "unavailable", `the event was not acknowledged after ${attempt} publishes`);
+        }
+        this.settings.onPublishRetry?.(msgId, attempt, error);
+        await sleep(backoff);
+        backoff = Math.min(backoff * 2, 2000);
+      }
+    }
+  }
+
+  // ---- decisions (contract 4.5) ----------------------------------------------------------------
+
+  /**
+   * The runner's decisions, from its durable pull consumer `<runnerId>` on `CONTINUITY_DECISIONS`
+   * (bound when it exists; created, filtered to this runner, only when missing). Each delivery
+   * must be acknowledged (`ack`) or given back (`nak`).
+   */
+  async *decisions(): AsyncGenerator<Delivery> {
+    const consumer = await this.bindDecisions();
+    const messages = await consumer.consume({ max_messages: 64 });
+    this.active.add(messages);
+    try {
+      for await (const msg of messages) {
+        let decision: Decision;
+        try {
+          decision = JSON.parse(decoder.decode(msg.data)) as Decision;
+        } catch {
+          msg.term(); // not a decision: never deliver it again
+          continue;
+        }
+        if (typeof decision !== "object" || decision === null || typeof decision.decision_id !== "string") {
+          msg.term();
+          continue;
+        }
+        yield new Delivery(decision, msg, this.settings.nakDelayMs);
+      }
+    } finally {
+      this.active.delete(messages);
+      await messages.close().catch(() => undefined);
+    }
+  }
+
+  /**
+   * Runs `handler` for each decision, one at a time: acknowledged when it returns, given back
+   * (redelivered after `nakDelay`) when it raises. Resolves when the runner closes.
+   */
+  async handleDecisions(handler: DecisionHandler): Promise<void> {
+    for await (const delivery of this.decisions()) {
+      // Long handlers (waiting for not_before) keep the delivery from being redelivered meanwhile.
+      const keepAlive = setInterval(() => delivery.working(), Math.max(100, this.settings.ackWaitMs / 3));
+      try {
+        await handler(delivery.decision);
+        delivery.ack();
+      } catch {
+        delivery.nak();
+      } finally {
+        clearInterval(keepAlive);
+      }
+    }
+  }
+
+  private async bindDecisions() {
+    const name = this.runnerId;
+    try {
+      return await this.js.consumers.get(DECISIONS_STREAM, name);
+    } catch (err) {
+      if (!(err instanceof JetStreamApiError) || err.code !== JetStreamApiCodes.ConsumerNotFound) throw err;
+    }
+    const jsm = await jetstreamManager(this.nc, { checkAPI: false, timeout: this.settings.requestTimeoutMs });
+    // Creating with the same configuration is idempotent, so two processes may race here.
+    await jsm.consumers.add(DECISIONS_STREAM, {
+      durable_name: name,
+      name,
+      filter_subject: subjects.decisions(name),
+      ack_policy: AckPolicy.Explicit,
+      deliver_policy: DeliverPolicy.All,
+      ack_wait: this.settings.ackWaitMs * 1_000_000, // nanoseconds
+    });
+    return await this.js.consumers.get(DECISIONS_STREAM, name);
+  }
+
+  // ---- the archive move (contract 5.1) ---------------------------------------------------------
+
+  /**
+   * Answers the archiver's remote move on `continuity.runner.<runnerId>.archive`. A handler that
+   * raises answers exit code 1 with an output that does not repeat the error.
+   */
+  serveArchive(handler: ArchiveHandler): Subscription {
+    const sub = this.nc.subscribe(subjects.archive(this.runnerId), {
+      callback: (err, msg) => {
+        if (err) return;
+        void this.answerArchive(handler, msg);
+      },
+    });
+    this.subscriptions.add(sub);
+    return sub;
+  }
+
+  private async answerArchive(handler: ArchiveHandler, msg: Msg): Promise<void> {
+    let result: ArchiveResult;
+    const request = parseArchiveRequest(msg.data);
+    if (request === null) {
+      result = { exit_code: 2, timed_out: false, output: "invalid archive request" };
+    } else {
+      try {
+        const answer = await handler(request);
+        result = {
+          exit_code: Number.isInteger(answer?.exit_code) ? answer.exit_code : 1,
+          timed_out: answer?.timed_out === true,
+          output: typeof answer?.output === "string" ? answer.output.slice(0, ARCHIVE_OUTPUT_LIMIT) : "",
+        };
+      } catch (err) {
+        const kind = err instanceof Error ? err.name.replace(/[^A-Za-z0-9_]/g, "").slice(0, 64) : "error";
+        result = { exit_code: 1, timed_out: false, output: `archive handler failed (${kind})` };
+      }
+    }
+    try {
+      msg.respond(encoder.encode(JSON.stringify(result)));
+    } catch {
+      // the connection closed meanwhile: the archiver counts a missing answer as a timeout
+    }
+  }
+
+  // ---- life ------------------------------------------------------------------------------------
+
+  /** Stops taking decisions and archive requests, lets what is in flight finish, then closes. */
+  async drain(): Promise<void> {
+    this.closing = true;
+    for (const messages of this.active) messages.stop();
+    if (!this.nc.isClosed()) await this.nc.drain();
+  }
+
+  async close(): Promise<void> {
+    this.closing = true;
+    for (const messages of this.active) messages.stop();
+    for (const sub of this.subscriptions) sub.unsubscribe();
+    if (!this.nc.isClosed()) await this.nc.close();
+  }
+
+  /** Resolves when the connection is closed for good. */
+  closed(): Promise<void> {
+    return this.nc.closed().then(() => undefined);
+  }
+}
+
+function parseArchiveRequest(data: Uint8Array): ArchiveRequest | null {
+  try {
+    const r = JSON.parse(decoder.decode(data)) as Partial<ArchiveRequest>;
+    const s = r.session;
+    if (
+      typeof r.archive_id === "string" &&
+      typeof r.run_id === "string" &&
+      typeof r.native_session_id === "string" &&
+      typeof s === "object" &&
+      s !== null &&
+      typeof s.tenant === "string" &&
+      typeof s.conversation_id === "string" &&
+      typeof s.agent_id === "string"
+    ) {
+      return {
+        archive_id: r.archive_id,
+        run_id: r.run_id,
+        native_session_id: r.native_session_id,
+        session: { tenant: s.tenant, conversation_id: s.conversation_id, agent_id: s.agent_id },
+      };
+    }
+  } catch {
+    // not JSON
+  }
+  return null;
+}
+
+function requestFailure(subject: string, err: unknown): ContinuityError {
+  if (err instanceof ContinuityError) return err;
+  const noResponders =
+    err instanceof NoRespondersError ||
+    (err instanceof RequestError && err.isNoResponders()) ||
+    (err instanceof Error && err.cause instanceof NoRespondersError);
+  if (noResponders) return new Unavailable(503, "unavailable", `no service answers ${subject}`);
+  if (err instanceof TimeoutError || (err instanceof Error && err.cause instanceof TimeoutError)) {
+    return new RequestTimeout(504, "timeout", `no answer on ${subject} in time`);
+  }
+  return new Unavailable(503, "unavailable", `the request on ${subject} failed: ${err instanceof Error ? err.name : "error"}`);
+}
+
+/** Connects to NATS as `options.runnerId`; the connection reconnects forever until closed. */
+export async function connect(options: ConnectOptions): Promise<Runner> {
+  const settings = settingsOf(options);
+  const nc = await natsConnect(natsOptions(options));
+  return new Runner(nc, settings);
+}

@@ -1,0 +1,179 @@
+/** decide / commit / reject / get against the running session-store, with their typed errors. */
+
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import {
+  connect,
+  ContinuityError,
+  InvalidRequest,
+  RequestTimeout,
+  NotFound,
+  RevisionConflict,
+  Runner,
+  Unavailable,
+  type CommitArgs,
+  type SessionRef,
+} from "../src/index.js";
+import { connect as natsConnect } from "@nats-io/transport-node";
+import { newSession, Stack, waitFor } from "./support/stack.js";
+
+const stack = new Stack();
+let runner: Runner;
+
+function saved(session: SessionRef, overrides: Partial<CommitArgs> = {}): CommitArgs {
+  return {
+    session,
+    nativeSessionId: "thread-1",
+    adapter: "codex",
+    model: "gpt-5-codex",
+    cwd: "/workspace/app",
+    cursor: "c-10",
+    checkpointPolicy: "same_session_only",
+    compatibilityGeneration: "dsh-2026.11.3-p7",
+    ...overrides,
+  };
+}
+
+function asked(session: SessionRef, latestCursor = "c-10") {
+  return {
+    session,
+    adapter: "codex",
+    model: "gpt-5-codex",
+    cwd: "/workspace/app",
+    latestCursor,
+    compatibility: "profile-ready" as const,
+    readyGeneration: "dsh-2026.11.3-p7",
+  };
+}
+
+before(async () => {
+  await stack.start();
+  runner = await connect({ servers: stack.natsUrl, runnerId: "sdkts-sessions", requestTimeout: 5 });
+});
+
+after(async () => {
+  await runner?.close();
+  await stack.stop();
+});
+
+describe("session requests", () => {
+  it("decides fresh without a record, resumes after a commit, and shows the record", async () => {
+    const session = newSession("resume");
+    const first = await runner.decide(asked(session));
+    assert.equal(first.mode, "fresh");
+    assert.equal(first.reason, "no_session");
+    assert.equal(first.transcript, "full");
+
+    const committed = await runner.commit(saved(session));
+    assert.equal(committed.revision, 1);
+
+    const again = await runner.decide(asked(session));
+    assert.deepEqual(
+      { mode: again.mode, id: again.resume_session_id, transcript: again.transcript, reason: again.reason },
+      { mode: "resume", id: "thread-1", transcript: "incremental", reason: null },
+    );
+
+    const view = await runner.get(session);
+    assert.equal(view.native_session_id, "thread-1");
+    assert.equal(view.state, "active");
+    assert.equal(view.has_generation, true);
+    assert.equal(view.generation_trusted, true);
+    assert.equal(JSON.stringify(view).includes("dsh-2026"), false, "a generation value is never shown");
+
+    const advanced = await runner.decide(asked(session, "c-11"));
+    assert.equal(advanced.reason, "conversation_advanced");
+  });
+
+  it("raises RevisionConflict, writing nothing", async () => {
+    const session = newSession("conflict");
+    const { revision } = await runner.commit(saved(session));
+    await assert.rejects(runner.commit(saved(session, { expectedRevision: revision + 5, cursor: "c-99" })), (err) => {
+      assert.ok(err instanceof RevisionConflict);
+      assert.ok(err instanceof ContinuityError);
+      assert.equal(err.status, 409);
+      assert.equal(err.code, "revision_conflict");
+      return true;
+    });
+    const view = await runner.get(session);
+    assert.equal(view.cursor, "c-10");
+    assert.equal(view.revision, revision);
+    const next = await runner.commit(saved(session, { expectedRevision: revision, cursor: "c-11" }));
+    assert.equal(next.revision, revision + 1);
+  });
+
+  it("rejects a missing resume target: the next decision reseeds once", async () => {
+    const session = newSession("reject");
+    await runner.commit(saved(session));
+    assert.deepEqual(await runner.reject(session, "thread-other", "resume_target_missing"), { cleared: false });
+    assert.deepEqual(await runner.reject(session, "thread-1", "resume_target_corrupt"), { cleared: true });
+    const reply = await runner.decide(asked(session));
+    assert.equal(reply.mode, "fresh");
+    assert.equal(reply.reason, "resume_target_rejected");
+    assert.equal((await runner.get(session)).state, "rejected");
+  });
+
+  it("raises NotFound for an unknown session and InvalidRequest for a bad field", async () => {
+    await assert.rejects(runner.get(newSession("absent")), (err) => {
+      assert.ok(err instanceof NotFound);
+      assert.equal(err.status, 404);
+      assert.equal(err.code, "not_found");
+      return true;
+    });
+    const bad = { tenant: "no spaces allowed", conversation_id: "c", agent_id: "a" };
+    await assert.rejects(runner.get(bad), (err) => {
+      assert.ok(err instanceof InvalidRequest);
+      assert.equal(err.status, 400);
+      assert.equal(err.code, "invalid_field");
+      assert.equal(err.message.includes("no spaces allowed"), false, "the value is not echoed");
+      return true;
+    });
+  });
+
+  it("raises Unavailable while Redis is down, and works again after it is back", async () => {
+    const session = newSession("redis");
+    await runner.commit(saved(session));
+    await stack.stopRedis();
+    try {
+      await assert.rejects(runner.get(session), (err) => {
+        assert.ok(err instanceof Unavailable, `got ${String(err)}`);
+        assert.equal(err.status, 503);
+        assert.equal(err.code, "unavailable");
+        return true;
+      });
+    } finally {
+      await stack.startRedis();
+    }
+    // The record lived only in that Redis (no persistence here): it is gone, and NotFound says so.
+    await waitFor(
+      async () => runner.get(session).then(() => "found", (err: unknown) => (err instanceof NotFound ? "absent" : false)),
+      "the session-store to answer again",
+    );
+  });
+
+  it("raises Unavailable when no session-store answers, and RequestTimeout when an answer never comes", async () => {
+    await stack.stopService("session-store");
+    const session = newSession("gone");
+    await assert.rejects(runner.get(session), (err) => {
+      assert.ok(err instanceof Unavailable, `got ${String(err)}`);
+      assert.equal(err.code, "unavailable");
+      return true;
+    });
+    const silent = await natsConnect({ servers: stack.natsUrl });
+    try {
+      silent.subscribe("continuity.sessions.get", { callback: () => undefined }); // takes it, never answers
+      await silent.flush();
+      const slow = await connect({ servers: stack.natsUrl, runnerId: "sdkts-timeout", requestTimeout: 0.3 });
+      try {
+        await assert.rejects(slow.get(session), (err) => {
+          assert.ok(err instanceof RequestTimeout, `got ${String(err)}`);
+          assert.equal(err.code, "timeout");
+          return true;
+        });
+      } finally {
+        await slow.close();
+      }
+    } finally {
+      await silent.close();
+    }
+  });
+});

@@ -1,0 +1,244 @@
+/**
+ * Real servers for the tests: a NATS server with JetStream and a Redis server on free ports, and
+ * the four services as `continuity serve <name>` processes (the project's .venv), as production
+ * runs them. The server binaries are found the way `continuity up` finds them
+ * (continuity/servers.py).
+ */
+
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { existsSync, mkdtempSync, openSync, closeSync, rmSync } from "node:fs";
+import { createServer, createConnection } from "node:net";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { randomBytes } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
+
+export const SERVICES = ["session-store", "classifier", "archiver", "reconciliation"] as const;
+
+function projectRoot(): string {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  while (!existsSync(join(dir, "pyproject.toml"))) {
+    const up = dirname(dir);
+    if (up === dir) throw new Error("the project root (pyproject.toml) was not found");
+    dir = up;
+  }
+  return dir;
+}
+
+export const ROOT = projectRoot();
+const VENV_BIN = join(ROOT, ".venv", "bin");
+
+/** Polls `check` until it returns a value other than undefined/false, or fails at the deadline. */
+export async function waitFor<T>(
+  check: () => T | undefined | false | Promise<T | undefined | false>,
+  what: string,
+  timeoutMs = 30_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined && value !== false) return value;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(25); // polling with a deadline
+  }
+}
+
+export function freePort(): Promise<number> {
+  return new Promise((ok, fail) => {
+    const server = createServer();
+    server.once("error", fail);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      const port = typeof address === "object" && address ? address.port : 0;
+      server.close(() => ok(port));
+    });
+  });
+}
+
+function listening(port: number): Promise<boolean> {
+  return new Promise((ok) => {
+    const socket = createConnection({ host: "127.0.0.1", port });
+    socket.once("connect", () => {
+      socket.destroy();
+      ok(true);
+    });
+    socket.once("error", () => ok(false));
+  });
+}
+
+function binary(fn: "nats_server_binary" | "redis_server_binary"): string {
+  const out = spawnSync(join(VENV_BIN, "python"), ["-c", `from continuity.servers import ${fn}; print(${fn}())`], {
+    cwd: ROOT,
+    encoding: "utf8",
+  });
+  if (out.status !== 0) throw new Error(`${fn} failed: ${out.stderr}`);
+  return out.stdout.trim();
+}
+
+const children = new Set<ChildProcess>();
+process.on("exit", () => {
+  for (const child of children) if (child.exitCode === null) child.kill("SIGKILL");
+});
+
+class Proc {
+  child: ChildProcess | null = null;
+  constructor(
+    readonly name: string,
+    private readonly command: string,
+    private readonly args: string[],
+    private readonly logPath: string,
+    private readonly env: NodeJS.ProcessEnv = process.env,
+  ) {}
+
+  start(): void {
+    const log = openSync(this.logPath, "a");
+    const child = spawn(this.command, this.args, { cwd: ROOT, env: this.env, stdio: ["ignore", log, log] });
+    closeSync(log);
+    children.add(child);
+    child.once("exit", () => children.delete(child));
+    this.child = child;
+  }
+
+  get running(): boolean {
+    return this.child !== null && this.child.exitCode === null && this.child.signalCode === null;
+  }
+
+  async stop(signal: NodeJS.Signals = "SIGTERM", timeoutMs = 15_000): Promise<void> {
+    const child = this.child;
+    if (child === null) return;
+    this.child = null;
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise<void>((ok) => child.once("exit", () => ok()));
+    child.kill(signal);
+    const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
+    await exited;
+    clearTimeout(timer);
+  }
+}
+
+export interface StackOptions {
+  /** CONTINUITY_RUNNER_KEYS as key id → key bytes. */
+  runnerKeys?: Record<string, Uint8Array>;
+  env?: Record<string, string>;
+}
+
+export class Stack {
+  readonly dir = mkdtempSync(join(tmpdir(), "continuity-sdkts-"));
+  natsPort = 0;
+  redisPort = 0;
+  private nats: Proc | null = null;
+  private redis: Proc | null = null;
+  private readonly services: { name: string; proc: Proc; metricsPort: number }[] = [];
+
+  get natsUrl(): string {
+    return `nats://127.0.0.1:${this.natsPort}`;
+  }
+
+  get redisUrl(): string {
+    return `redis://127.0.0.1:${this.redisPort}/0`;
+  }
+
+  async start(options: StackOptions = {}): Promise<void> {
+    this.natsPort = await freePort();
+    this.redisPort = await freePort();
+    this.nats = new Proc("nats-server", binary("nats_server_binary"), [
+      "-a", "127.0.0.1", "-p", String(this.natsPort), "-js", "-sd", join(this.dir, "jetstream"),
+    ], join(this.dir, "nats.log"));
+    this.redis = new Proc("redis-server", binary("redis_server_binary"), [
+      "--port", String(this.redisPort), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+      "--dir", this.dir, "--protected-mode", "no",
+    ], join(this.dir, "redis.log"));
+    await this.startServer(this.nats, this.natsPort);
+    await this.startServer(this.redis, this.redisPort);
+    const keys = Object.entries(options.runnerKeys ?? {})
+      .map(([id, key]) => `${id}=${Buffer.from(key).toString("base64")}`)
+      .join(",");
+    for (const name of SERVICES) {
+      const metricsPort = await freePort();
+      const env = {
+        ...process.env,
+        NATS_URL: this.natsUrl,
+        REDIS_URL: this.redisUrl,
+        CONTINUITY_METRICS_HOST: "127.0.0.1",
+        CONTINUITY_METRICS_PORT: String(metricsPort),
+        CONTINUITY_RUNNER_KEYS: keys,
+        CONTINUITY_LOG_LEVEL: "WARNING",
+        ...(options.env ?? {}),
+      };
+      const proc = new Proc(name, join(VENV_BIN, "continuity"), ["serve", name], join(this.dir, `${name}.log`), env);
+      proc.start();
+      this.services.push({ name, proc, metricsPort });
+    }
+    await this.waitReady();
+  }
+
+  private async startServer(proc: Proc, port: number): Promise<void> {
+    proc.start();
+    await waitFor(async () => {
+      if (!proc.running) throw new Error(`${proc.name} exited; see ${this.dir}`);
+      return listening(port);
+    }, `${proc.name} on port ${port}`, 15_000);
+  }
+
+  /** Every service answers /readyz with 200 (connected to NATS and Redis, bound to its consumer). */
+  async waitReady(timeoutMs = 60_000): Promise<void> {
+    for (const service of this.services) {
+      await waitFor(async () => {
+        if (!service.proc.running) throw new Error(`${service.name} exited; see ${this.dir}/${service.name}.log`);
+        try {
+          const r = await fetch(`http://127.0.0.1:${service.metricsPort}/readyz`);
+          return r.status === 200;
+        } catch {
+          return false;
+        }
+      }, `${service.name} ready`, timeoutMs);
+    }
+  }
+
+  /** Stops one service for good (the rest of the stack keeps running). */
+  async stopService(name: string): Promise<void> {
+    const service = this.services.find((s) => s.name === name);
+    if (service === undefined) throw new Error(`no service ${name}`);
+    await service.proc.stop();
+  }
+
+  async stopNats(): Promise<void> {
+    await this.nats?.stop();
+  }
+
+  async startNats(): Promise<void> {
+    if (this.nats) await this.startServer(this.nats, this.natsPort);
+  }
+
+  async stopRedis(): Promise<void> {
+    await this.redis?.stop();
+  }
+
+  async startRedis(): Promise<void> {
+    if (this.redis) await this.startServer(this.redis, this.redisPort);
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all(this.services.map((s) => s.proc.stop()));
+    this.services.length = 0;
+    await this.nats?.stop();
+    await this.redis?.stop();
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+export function randomKey(): Uint8Array {
+  return new Uint8Array(randomBytes(32));
+}
+
+/** A fresh session slot, unique per test. */
+export function newSession(tag: string) {
+  const id = randomBytes(6).toString("hex");
+  return { tenant: "sdkts", conversation_id: `${tag}-${id}`, agent_id: "agent-1" };
+}
+
+export function uniqueId(tag: string): string {
+  return `${tag}-${randomBytes(6).toString("hex")}`;
+}
+

@@ -1,0 +1,172 @@
+"""The classifier's choice for one event, as pure functions: of the event, the runner keys, the
+saved session and the clock. They return what to record and publish (a `RunStep` with its
+outbox entries); reading, recording and publishing are the handler's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import msgspec
+
+from shared import signing, subjects
+from shared.bus.consumer import Reject
+from shared.contracts import AuditEntry
+from shared.contracts.decisions import ArchiveWork, ReconcileWork
+from shared.contracts.events import ResumeFailed
+from shared.contracts.types import DecisionReason, FailureClass
+from shared.outbox import OutboxEntry
+from shared.runs import decisions, names
+from shared.runs.session_hash import SavedSession
+from shared.runs.steps import RunStep, run_fields
+from shared.times import rfc3339_from_epoch
+
+from . import table
+from .classify import Evidence, TypedError, classify
+
+ACTOR = "classifier"
+
+_encode = msgspec.json.Encoder().encode
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """The row that decided, and the step that records it."""
+
+    verdict: table.Verdict
+    reason: DecisionReason
+    step: RunStep
+
+
+def failure_class_of(event: ResumeFailed, runner_keys: Mapping[str, bytes]) -> FailureClass:
+    """The event's class; a command result whose signature does not verify quarantines it."""
+    result = event.command_result
+    authenticated: str | None = None
+    if result is not None:
+        verdict = signing.verify(runner_keys, event.runner_id, event.run_id, event.attempt, result)
+        if verdict is not signing.Verdict.VALID:
+            raise Reject(subjects.DEAD_QUARANTINE, verdict.value)
+        authenticated = result.classification
+    return classify(Evidence(authenticated_classification=authenticated, error=TypedError.of(event.error)))
+
+
+def choose(
+    event: ResumeFailed,
+    failure_class: FailureClass,
+    saved: SavedSession,
+    now: float,
+    *,
+    backoff_s: float,
+    published_at: float | None,
+) -> Choice:
+    """The table's row for the event and the saved session, and the step recording it; the
+    step is recorded only while the policy and epoch it was decided on are still stored."""
+    verdict, reason = table.decide(
+        table.Facts(
+            failure_class=failure_class,
+            pending_tool_call=event.pending_tool_call is not None,
+            attempt=event.attempt,
+            policy=table.effective_policy(saved.policy),
+            governed_wait_elapsed=event.governed_wait_elapsed,
+        )
+    )
+    if verdict == "archive":
+        step = _archive_step(event, failure_class, reason, published_at, now)
+    else:
+        decided = decisions.decision(
+            event, verdict, reason, now, backoff_s=backoff_s, failure_class=failure_class, epoch=saved.epoch
+        )
+        also = (
+            [_reconcile_entry(event, decided.decision_id, decided.decided_at)]
+            if verdict == "reconcile"
+            else []
+        )
+        # A holding action keeps the saved session exactly as it was, for the operator.
+        step = decisions.decision_step(
+            decided,
+            names.classifier_slot(event.attempt),
+            ACTOR,
+            native_session_id=event.native_session_id,
+            also=also,
+        )
+    step.read = saved.read
+    return Choice(verdict=verdict, reason=reason, step=step)
+
+
+def _reconcile_entry(event: ResumeFailed, decision_id: str, opened_at: str) -> OutboxEntry:
+    tool_call = event.pending_tool_call
+    work = ReconcileWork(
+        runner_id=event.runner_id,
+        run_id=event.run_id,
+        attempt=event.attempt,
+        session=event.session,
+        native_session_id=event.native_session_id,
+        tool_call=tool_call,
+        recorded_outcome=tool_call.recorded_outcome if tool_call is not None else None,
+        decision_id=decision_id,
+        opened_at=opened_at,
+    )
+    return OutboxEntry(
+        subject=subjects.WORK_RECONCILE,
+        msg_id=names.work_id(event.run_id, event.attempt, "reconcile"),
+        payload=_encode(work),
+    )
+
+
+def _archive_step(
+    event: ResumeFailed,
+    failure_class: FailureClass,
+    reason: DecisionReason,
+    published_at: float | None,
+    now: float,
+) -> RunStep:
+    """No runner decision yet: the archiver decides after the remote move."""
+    work = ArchiveWork(
+        archive_id=names.archive_id(event.run_id, event.attempt),
+        runner_id=event.runner_id,
+        run_id=event.run_id,
+        attempt=event.attempt,
+        session=event.session,
+        native_session_id=event.native_session_id,
+        failure_class=failure_class,
+        event_published_at=published_at,
+    )
+    payload = _encode(work)
+    at = rfc3339_from_epoch(now)
+    return RunStep(
+        slot=names.classifier_slot(event.attempt),
+        slot_value=payload,
+        run_fields=run_fields(
+            event.run_id, event.runner_id, event.session, event.attempt, "replacing", None, at
+        ),
+        outbox=[
+            OutboxEntry(
+                subject=subjects.WORK_ARCHIVE,
+                msg_id=names.work_id(event.run_id, event.attempt, "archive"),
+                payload=payload,
+            )
+        ],
+        audit=AuditEntry(
+            at=at, kind="decision", actor=ACTOR, attempt=event.attempt, action="archive", reason=reason
+        ),
+    )
+
+
+class SlotView(msgspec.Struct):
+    """Enough of a recorded slot value (a Decision or an ArchiveWork) to name its messages."""
+
+    type: str
+    action: str | None = None
+
+
+def announced_ids(slot: SlotView, run_id: str, attempt: int) -> list[str]:
+    """The outbox message ids the step that wrote `slot` recorded."""
+    if slot.type == "archive":
+        return [names.work_id(run_id, attempt, "archive")]
+    if slot.type == "decision" and slot.action is not None:
+        ids = [names.decision_id(run_id, attempt, slot.action)]
+        if slot.action == "reconcile":
+            ids.append(names.work_id(run_id, attempt, "reconcile"))
+        return ids
+    return []

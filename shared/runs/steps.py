@@ -1,0 +1,180 @@
+"""A run step, and how each recording script takes one.
+
+A step is what one decision point writes, in one atomic script: the decision slot, the run
+record, the outbox entries, an audit entry and, after some decisions, the saved session held.
+Four scripts record steps (`record_step`, the archiver's `archive_local_move`, the operator's
+`reconciliation_resolve` and `reconciliation_retry`); they take the step's five common
+arguments in the same order, packed here once.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from shared import keys, store
+from shared.contracts.reconciliation import AuditEntry
+from shared.contracts.session import SessionRef
+from shared.contracts.types import RunStatus
+from shared.outbox import OutboxEntry
+from shared.runs.session_hash import text
+from shared.times import now_rfc3339
+
+_RECORD_STEP = store.Script("record_step", with_lib=True)
+_LOCAL_MOVE = store.Script("archive_local_move", with_lib=True)
+_RESOLVE = store.Script("reconciliation_resolve", with_lib=True)
+_RETRY = store.Script("reconciliation_retry", with_lib=True)
+_encode = msgspec.json.Encoder().encode
+
+
+class RunStep(msgspec.Struct, kw_only=True):
+    slot: str
+    slot_value: bytes
+    run_fields: dict[str, str]
+    outbox: list[OutboxEntry]
+    audit: AuditEntry | None = None
+    hold: str | None = None
+    """The native session id to hold for an operator: the saved session's state becomes `held`
+    only while its record still saves this handle."""
+    read: tuple[str, int] | None = None
+    """The session's checkpoint policy and epoch the step was decided on ('' and 0 without a
+    record): when given, the step is recorded only while they are still the stored ones."""
+
+
+class SessionChanged(Exception):
+    """The session record changed between the read a decision was made on and its recording."""
+
+
+def run_fields(
+    run_id: str,
+    runner_id: str,
+    session: SessionRef,
+    attempt: int,
+    status: RunStatus,
+    last_decision: msgspec.Struct | None,
+    updated_at: str | None = None,
+) -> dict[str, str]:
+    """The run record's fields (`keys.run`); `updated_at` defaults to now."""
+    fields = {
+        "run_id": run_id,
+        "runner_id": runner_id,
+        "session": _encode(session).decode(),
+        "attempt": str(attempt),
+        "status": status,
+        "updated_at": updated_at if updated_at is not None else now_rfc3339(),
+    }
+    if last_decision is not None:
+        fields["last_decision"] = _encode(last_decision).decode()
+    return fields
+
+
+def outbox_arg(entries: list[OutboxEntry]) -> bytes | str:
+    """Outbox entries as the scripts' `outbox_put` reads them: `[[msg_id, entry JSON], ...]`."""
+    return _encode([[e.msg_id, _encode(e).decode()] for e in entries]) if entries else ""
+
+
+def _common_args(step: RunStep) -> list[bytes | str]:
+    """slot, slot value, run fields, outbox entries, audit entry: every script's middle."""
+    return [
+        step.slot,
+        step.slot_value,
+        _encode(step.run_fields),
+        outbox_arg(step.outbox),
+        _encode(step.audit) if step.audit else "",
+    ]
+
+
+def step_keys(session_key: str, run_id: str) -> list[str]:
+    return [
+        keys.run(session_key, run_id),
+        keys.run_decisions(session_key, run_id),
+        keys.outbox(session_key),
+        keys.run_audit(session_key, run_id),
+        keys.session(session_key),
+    ]
+
+
+def step_args(step: RunStep) -> list[bytes | str]:
+    read = step.read
+    return [
+        *_common_args(step),
+        step.hold or "",
+        "1" if read is not None else "0",
+        read[0] if read is not None else "",
+        str(read[1]) if read is not None else "0",
+    ]
+
+
+async def record_step(client: store.Commands, session_key: str, run_id: str, step: RunStep) -> bytes | None:
+    """Record `step`; returns None when recorded, or the slot's existing value for a duplicate."""
+    recorded, existing = await _RECORD_STEP(client, step_keys(session_key, run_id), step_args(step))
+    if int(recorded) == 2:
+        raise SessionChanged(session_key)
+    return None if int(recorded) == 1 else bytes(existing)
+
+
+async def record_local_move(
+    client: store.Commands,
+    session_key: str,
+    run_id: str,
+    archive_id: str,
+    step: RunStep,
+    *,
+    epoch: int,
+    progress: dict[str, str],
+) -> tuple[str, bytes]:
+    """The archiver's local move with its `open_replacement` step, recorded only while the
+    session's epoch is still `epoch`; returns the script's code and detail."""
+    status, value = await _LOCAL_MOVE(
+        client,
+        [
+            *step_keys(session_key, run_id),
+            keys.archive_copy(session_key, archive_id),
+            keys.archive_progress(session_key, archive_id),
+        ],
+        [*_common_args(step), str(epoch), _encode(progress)],
+    )
+    return text(status), bytes(value)
+
+
+async def record_resolution(
+    client: store.Commands,
+    session_key: str,
+    run_id: str,
+    step: RunStep,
+    *,
+    outcome: str,
+    resolution: msgspec.Struct,
+    decision_id: str,
+    attempt: int,
+) -> tuple[str, str]:
+    """An operator's resolution with its `continue_fresh` step; returns code and detail."""
+    code, detail = await _RESOLVE(
+        client,
+        [
+            keys.reconciliation(session_key, run_id),
+            keys.run(session_key, run_id),
+            keys.run_decisions(session_key, run_id),
+            keys.outbox(session_key),
+            keys.run_audit(session_key, run_id),
+        ],
+        [outcome, _encode(resolution), *_common_args(step), decision_id, str(attempt)],
+    )
+    return text(code), text(detail)
+
+
+async def record_retry(
+    client: store.Commands, session_key: str, run_id: str, step: RunStep, *, attempt: int
+) -> tuple[str, str]:
+    """An operator's retry with its `continue_fresh` step; returns code and detail."""
+    code, detail = await _RETRY(
+        client,
+        [
+            keys.run(session_key, run_id),
+            keys.run_decisions(session_key, run_id),
+            keys.outbox(session_key),
+            keys.run_audit(session_key, run_id),
+            keys.reconciliation(session_key, run_id),
+        ],
+        [str(attempt), *_common_args(step)],
+    )
+    return text(code), text(detail)

@@ -1,0 +1,161 @@
+"""The classifier's choice as a pure function: no servers, a fixed clock."""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+
+from services.classifier.step import Choice, SlotView, announced_ids, choose, failure_class_of
+from shared import signing, subjects
+from shared.bus.consumer import Reject
+from shared.contracts.decisions import ArchiveWork, Decision, ReconcileWork
+from shared.contracts.events import CommandResult, ErrorInfo, ResumeFailed, ToolCall
+from shared.contracts.session import SessionRef
+from shared.contracts.types import FailureClass
+from shared.runs.session_hash import NO_SESSION, SavedSession, saved_session
+from shared.times import rfc3339_from_epoch
+
+NOW = 1_800_000_000.25
+SESSION = SessionRef(tenant="t", conversation_id="c", agent_id="a")
+KEYS = {"k1": b"0123456789abcdef0123456789abcdef"}
+REPLACING = SavedSession(policy="allow_replacement_after_resume_failure", epoch=4)
+
+
+def event(attempt: int = 1, **kw: object) -> ResumeFailed:
+    return ResumeFailed(
+        type="resume_failed",
+        event_id="e1",
+        runner_id="r1",
+        run_id="run-1",
+        attempt=attempt,
+        session=SESSION,
+        native_session_id="ns-1",
+        occurred_at="2027-01-15T08:00:00.000Z",
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def signed(classification: str, key: bytes = KEYS["k1"]) -> CommandResult:
+    unsigned = CommandResult(
+        command="resume",
+        status="failed",
+        classification=classification,
+        issued_at="2027-01-15T08:00:00.000Z",
+        key_id="k1",
+        signature="0" * 64,
+    )
+    unsigned.signature = signing.sign(key, "r1", "run-1", 1, unsigned)
+    return unsigned
+
+
+def choice(ev: ResumeFailed, saved: SavedSession, failure_class: FailureClass = "unclassified") -> Choice:
+    return choose(ev, failure_class, saved, NOW, backoff_s=5.0, published_at=NOW - 1)
+
+
+def test_a_retry_waits_the_backoff_of_its_attempt_and_holds_nothing() -> None:
+    chosen = choice(event(attempt=2), SavedSession(policy="same_session_only", epoch=3))
+    assert (chosen.verdict, chosen.reason) == ("retry_same_session", "native_session_interrupted")
+    step = chosen.step
+    decision = msgspec.json.decode(step.slot_value, type=Decision)
+    assert decision.decision_id == "run-1:2:retry_same_session"
+    assert decision.not_before == rfc3339_from_epoch(NOW + 10.0)
+    assert decision.decided_at == rfc3339_from_epoch(NOW)
+    assert decision.epoch == 3
+    assert step.slot == "2" and step.hold is None
+    assert step.read == ("same_session_only", 3)
+    [entry] = step.outbox
+    assert (entry.subject, entry.msg_id, entry.payload) == (
+        subjects.decisions("r1"),
+        decision.decision_id,
+        step.slot_value,
+    )
+    assert step.run_fields["status"] == "retrying"
+    assert msgspec.json.decode(step.run_fields["last_decision"], type=Decision) == decision
+    assert step.audit is not None
+    assert (step.audit.at, step.audit.actor, step.audit.action, step.audit.decision_id) == (
+        decision.decided_at,
+        "classifier",
+        "retry_same_session",
+        decision.decision_id,
+    )
+
+
+def test_an_operator_decision_holds_the_saved_session() -> None:
+    chosen = choice(event(), NO_SESSION, "provider_attach_refused")
+    assert chosen.verdict == "operator"
+    assert chosen.step.hold == "ns-1"
+    assert chosen.step.read == ("", 0)
+    decision = msgspec.json.decode(chosen.step.slot_value, type=Decision)
+    assert decision.not_before is None and decision.epoch is None
+    assert chosen.step.run_fields["status"] == "operator"
+
+
+def test_a_pending_tool_call_is_reconciled_with_its_work_item() -> None:
+    call = ToolCall(tool_call_id="tc-1", tool_name="deploy", started_at="2027-01-15T07:59:00.000Z")
+    chosen = choice(event(pending_tool_call=call), REPLACING)
+    assert chosen.verdict == "reconcile" and chosen.step.hold == "ns-1"
+    decision_entry, work_entry = chosen.step.outbox
+    assert decision_entry.msg_id == "run-1:1:reconcile"
+    assert (work_entry.subject, work_entry.msg_id) == (subjects.WORK_RECONCILE, "work:run-1:1:reconcile")
+    work = msgspec.json.decode(work_entry.payload, type=ReconcileWork)
+    assert work.decision_id == decision_entry.msg_id and work.tool_call == call
+    assert work.opened_at == rfc3339_from_epoch(NOW)
+
+
+def test_a_replaceable_session_is_archived_first_without_a_runner_decision() -> None:
+    chosen = choice(event(), REPLACING)
+    assert (chosen.verdict, chosen.reason) == ("archive", "native_session_continuity_break")
+    step = chosen.step
+    work = msgspec.json.decode(step.slot_value, type=ArchiveWork)
+    assert (work.archive_id, work.failure_class, work.event_published_at) == (
+        "run-1-1",
+        "unclassified",
+        NOW - 1,
+    )
+    [entry] = step.outbox
+    assert (entry.subject, entry.msg_id) == (subjects.WORK_ARCHIVE, "work:run-1:1:archive")
+    assert step.run_fields["status"] == "replacing" and "last_decision" not in step.run_fields
+    assert step.hold is None and step.read == ("allow_replacement_after_resume_failure", 4)
+    assert step.audit is not None and (step.audit.action, step.audit.decision_id) == ("archive", None)
+
+
+def test_the_attempt_budget_sends_the_third_failure_to_an_operator() -> None:
+    assert choice(event(attempt=2), REPLACING).verdict == "archive"
+    chosen = choice(event(attempt=3), REPLACING)
+    assert (chosen.verdict, chosen.reason) == ("operator", "native_session_retry_exhausted")
+
+
+def test_a_verified_command_result_classifies_and_a_forged_one_quarantines() -> None:
+    assert failure_class_of(event(command_result=signed("provider_attach_refused")), KEYS) == (
+        "provider_attach_refused"
+    )
+    typed = event(error=ErrorInfo(type="t", code="native_event_replay_conflict", message="ignored"))
+    assert failure_class_of(typed, KEYS) == "event_replay_conflict"
+    forged = event(command_result=signed("provider_attach_refused", key=b"another key"))
+    with pytest.raises(Reject) as rejected:
+        failure_class_of(forged, KEYS)
+    assert (rejected.value.dead_subject, rejected.value.reason) == (
+        subjects.DEAD_QUARANTINE,
+        "signature_invalid",
+    )
+
+
+def test_the_saved_session_is_read_from_either_reply_form() -> None:
+    flat = [b"checkpoint_policy", b"allow_replacement_after_resume_failure", b"epoch", b"4"]
+    assert saved_session(flat) == REPLACING
+    assert (
+        saved_session({b"checkpoint_policy": b"allow_replacement_after_resume_failure", b"epoch": b"4"})
+        == REPLACING
+    )
+    assert saved_session({b"native_session_id": b"ns"}) == SavedSession(policy=None, epoch=0)
+    assert saved_session([]) == NO_SESSION
+
+
+def test_a_recorded_slot_names_the_messages_its_step_announced() -> None:
+    assert announced_ids(SlotView(type="archive"), "run-1", 2) == ["work:run-1:2:archive"]
+    assert announced_ids(SlotView(type="decision", action="reconcile"), "run-1", 2) == [
+        "run-1:2:reconcile",
+        "work:run-1:2:reconcile",
+    ]
+    assert announced_ids(SlotView(type="decision", action="operator"), "run-1", 2) == ["run-1:2:operator"]
+    assert announced_ids(SlotView(type="other"), "run-1", 2) == []

@@ -1,0 +1,92 @@
+"""shared.runs without servers: names, building decisions, the session hash, script arguments."""
+
+from __future__ import annotations
+
+import msgspec
+
+from shared.contracts.decisions import Decision
+from shared.contracts.reconciliation import AuditEntry
+from shared.contracts.session import SessionRef
+from shared.runs import decisions, names, session_hash, steps
+
+NOW = 1_800_000_000.0
+
+
+class _Run(msgspec.Struct):
+    run_id: str
+    runner_id: str
+    attempt: int
+    session: SessionRef
+
+
+RUN = _Run("run-1", "r1", 2, SessionRef(tenant="t", conversation_id="c", agent_id="a"))
+
+
+def test_slots_and_message_ids() -> None:
+    assert names.decision_id("run-1", 2, "operator") == "run-1:2:operator"
+    assert [names.classifier_slot(2), names.archive_slot(2), names.continue_slot(2)] == [
+        "2",
+        "2:archive",
+        "2:continue",
+    ]
+    assert names.work_id("run-1", 2, "archive") == "work:run-1:2:archive"
+    assert names.work_id("run-1", 2, "reconcile") == "work:run-1:2:reconcile"
+
+
+def test_only_a_retry_carries_a_not_before() -> None:
+    retry = decisions.decision(RUN, "retry_same_session", "native_session_interrupted", NOW, backoff_s=1.5)
+    assert retry.not_before is not None and retry.not_before.startswith("2027-01-15T08:00:03.000")
+    operator = decisions.decision(RUN, "operator", "native_session_interrupted", NOW, backoff_s=1.5)
+    assert operator.not_before is None
+
+
+def test_the_hold_rule_and_the_budget() -> None:
+    assert {a for a in decisions.STATUS_BY_ACTION if decisions.holds_session(a)} == {"operator", "reconcile"}
+    assert [decisions.within_budget(a) for a in (1, 2, 3)] == [True, True, False]
+
+
+def test_a_decision_step_holds_only_for_a_holding_action() -> None:
+    held = decisions.decision(RUN, "operator", "native_event_replay_conflict", NOW)
+    step = decisions.decision_step(held, "2", "svc", native_session_id="ns")
+    assert step.hold == "ns"
+    fresh = decisions.decision(RUN, "continue_fresh", "operator_retry", NOW)
+    step = decisions.decision_step(
+        fresh, "2:continue", "alice", native_session_id="ns", audit_kind="operator_retry"
+    )
+    assert step.hold is None
+    assert step.audit == AuditEntry(
+        at=fresh.decided_at,
+        kind="operator_retry",
+        actor="alice",
+        attempt=2,
+        action="continue_fresh",
+        reason="operator_retry",
+        decision_id=fresh.decision_id,
+    )
+    assert step.run_fields["status"] == "continued"
+    assert msgspec.json.decode(step.slot_value, type=Decision) == fresh
+
+
+def test_session_hash_fields() -> None:
+    assert session_hash.integer(None) == 0 and session_hash.integer(b"x") == 0
+    assert session_hash.integer(b"7") == 7
+    assert session_hash.text(None) == "" and session_hash.text("s") == "s"
+    assert session_hash.text(b"\xff") == "\ufffd"
+    assert session_hash.fields([b"a", b"1"]) == {b"a": b"1"}
+
+
+def test_every_script_takes_the_step_in_the_same_order() -> None:
+    decided = decisions.decision(RUN, "operator", "native_event_replay_conflict", NOW)
+    step = decisions.decision_step(decided, "2", "svc", native_session_id="ns")
+    step.read = ("same_session_only", 3)
+    args = steps.step_args(step)
+    assert args[:2] == ["2", step.slot_value]
+    assert msgspec.json.decode(args[2]) == step.run_fields
+    assert msgspec.json.decode(args[3]) == [
+        [decided.decision_id, msgspec.json.encode(step.outbox[0]).decode()]
+    ]
+    assert msgspec.json.decode(args[4], type=AuditEntry) == step.audit
+    assert args[5:] == ["ns", "1", "same_session_only", "3"]
+    step.read = None
+    assert steps.step_args(step)[6:] == ["0", "", "0"]
+    assert steps.outbox_arg([]) == ""

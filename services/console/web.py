@@ -41,7 +41,7 @@ from shared.contracts import GetRequest, ListRequest, ResolveRequest, RetryReque
 from shared.contracts.limits import EVIDENCE_CHARS
 from shared.contracts.types import TOKEN_PATTERN, ActionOutcome
 from shared.logs import Log
-from shared.records import STATUS_BY_ACTION
+from shared.runs.decisions import STATUS_BY_ACTION
 
 log = Log("continuity.console")
 HERE = Path(__file__).parent

@@ -148,3 +148,20 @@ async def test_every_page_renders_and_is_keyboard_and_phone_ready(
     await login.goto("/login")
     await shot(login, artifacts, "login")
     await login.close()
+
+
+async def test_a_cross_site_form_is_refused_in_the_browser(
+    page: Page, runs: Runs, consoles: Consoles
+) -> None:
+    run = await runs.stopped()
+    # Another page (here about:blank, origin "null") posts the retry form with a guessed token.
+    other = await page.context.new_page()
+    await other.set_content(
+        f'<form method="post" action="{consoles.url}/runs/{run.run_id}/retry">'
+        '<input name="confirm" value="yes"><input name="csrf_token" value="guess">'
+        '<button type="submit">Go</button></form>'
+    )
+    await other.get_by_role("button", name="Go").click()
+    await expect(other.get_by_role("alert")).to_contain_text("did not come from this console")
+    assert (await runs.client.run(run.run_id)).status == "operator"
+    await other.close()

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
+from prometheus_client import REGISTRY
 
 from tests.integration.console.helpers import DEV_TOKEN, GENERATION, HEADER, Consoles, Runs
 
@@ -61,13 +62,20 @@ async def test_the_login_needs_the_token_and_the_forms_token(
         assert r.status == 200 and r.url.path == "/"
 
 
+def refused(reason: str) -> float:
+    return REGISTRY.get_sample_value("continuity_console_refused_total", {"reason": reason}) or 0.0
+
+
 async def test_the_identity_header_counts_only_from_the_trusted_proxy(
     consoles: Consoles, http: aiohttp.ClientSession
 ) -> None:
+    before = refused("untrusted_proxy")
     async with http.get(f"{consoles.url}/runs", headers={HEADER: "proxy-bob"}) as r:
         assert r.status == 200 and "proxy-bob" in await r.text()
     async with http.get(f"{consoles.untrusting_url}/runs", headers={HEADER: "proxy-bob"}) as r:
         assert r.status == 403 and "proxy-bob" not in await r.text()
+        assert "default-src 'self'" in r.headers["Content-Security-Policy"]
+    assert refused("untrusted_proxy") == before + 1
     async with http.get(f"{consoles.url}/runs", headers={HEADER: "bob <script>"}) as r:
         assert r.status == 403
 

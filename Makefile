@@ -15,11 +15,15 @@ $(VENV)/.installed: pyproject.toml requirements.lock sdk/python/pyproject.toml
 
 install: $(VENV)/.installed
 
-# promtool and prometheus for the rule and scrape tests (Debian's package; needs root).
+# promtool and prometheus for the rule and scrape tests, Chromium for the console's browser
+# tests (Debian's packages; needs root). Playwright drives that Chromium: it never downloads one.
 tools:
 	@command -v promtool >/dev/null 2>&1 || { \
 	  apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
+	@command -v chromium >/dev/null 2>&1 || { \
+	  apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
 
 # The demo: embedded NATS and Redis, the four services, a simulated runner fleet and operator.
 run: install

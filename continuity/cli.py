@@ -20,10 +20,11 @@ def _serve(args: argparse.Namespace) -> int:
 
     try:
         config = Config.from_env()
+        app = registry.load(args.service)  # a service may read settings of its own
     except ConfigError as err:
         print(f"continuity: configuration error: {err}", file=sys.stderr)
         return 2
-    run(registry.load(args.service), config)
+    run(app, config)
     return 0
 
 

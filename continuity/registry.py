@@ -1,7 +1,8 @@
 """The services `continuity serve` and `continuity up` know, by name: every package under
 services/ with a `service.py`. A package's name is its service's name with `_` for `-`
 (`services/session_store` is `session-store`); its `service.py` exports `NAME` and
-`build(ctx) -> ServiceSpec` (shared/service.py). Adding a package adds the service here,
+`build(ctx) -> ServiceSpec` (shared/service.py), or, for a process that is neither consumers nor
+endpoints (the console's web server), `app() -> App`. Adding a package adds the service here,
 to `continuity serve`, `continuity up` and to the deploy tests."""
 
 from __future__ import annotations
@@ -39,4 +40,7 @@ def load(name: str) -> App:
     module = importlib.import_module(SERVICES[name])
     if module.NAME != name:
         raise KeyError(f"{SERVICES[name]} describes {module.NAME!r}, not {name!r}")
-    return ServiceApp(name, module.build)
+    if hasattr(module, "build"):
+        return ServiceApp(name, module.build)
+    app: App = module.app()
+    return app

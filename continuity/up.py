@@ -16,6 +16,7 @@ from pathlib import Path
 
 from continuity import registry
 from continuity.clitools import EXIT_BAD_INPUT, redacted_url, write_env_file
+from continuity.servers import free_port
 from continuity.stack import Stack, StartError
 
 DEV_KEY_IDS = ("dev-k1", "dev-k2")
@@ -90,9 +91,14 @@ def run(args: argparse.Namespace) -> int:
         check_configuration(extra)
         stack.start_servers()
         stack.check_servers()
+        console: dict[str, str] = {}
         for name in registry.available():
             log = stack.data_dir / f"{name}.log"
-            stack.start_service(name, extra, log_path=log)
+            env = dict(extra)
+            if name == "console":
+                console = _console_env(stack.data_dir)
+                env.update(console)
+            stack.start_service(name, env, log_path=log)
         if not stack.wait_ready(stop=stop):
             print("continuity up: stopped while starting", file=sys.stderr, flush=True)
             return 130
@@ -103,6 +109,12 @@ def run(args: argparse.Namespace) -> int:
         }
         write_env_file(env_file, shared)
         _print_endpoints(stack, env_file)
+        if console:
+            print(
+                f"console    http://127.0.0.1:{console['CONTINUITY_CONSOLE_PORT']}/  "
+                f"sign-in token in {_shown(stack.data_dir / CONSOLE_TOKEN_FILE)}",
+                flush=True,
+            )
         if args.demo:
             from continuity.simulate import run_demo
 
@@ -127,6 +139,24 @@ def run(args: argparse.Namespace) -> int:
         stack.stop()
         env_file.unlink(missing_ok=True)  # its addresses die with the stack
     return code
+
+
+CONSOLE_TOKEN_FILE = "console-token"
+
+
+def _console_env(data_dir: Path) -> dict[str, str]:
+    """The console's port, and a development sign-in token (kept in a file only its owner can
+    read) unless the environment configures how operators sign in."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    env = {"CONTINUITY_CONSOLE_PORT": os.environ.get("CONTINUITY_CONSOLE_PORT") or str(free_port())}
+    if not os.environ.get("CONTINUITY_CONSOLE_IDENTITY_HEADER"):
+        token = os.environ.get("CONTINUITY_CONSOLE_DEV_TOKEN") or secrets.token_urlsafe(24)
+        path = data_dir / CONSOLE_TOKEN_FILE
+        path.touch(mode=0o600)
+        path.chmod(0o600)
+        path.write_text(token + "\n")
+        env["CONTINUITY_CONSOLE_DEV_TOKEN"] = token
+    return env
 
 
 def _shown(path: Path) -> str:

@@ -72,6 +72,23 @@ OUTBOX_SET_ASIDE = Counter(
     "continuity_outbox_set_aside_total",
     "Outbox entries too large ever to publish: moved to a dead letter and removed from the outbox.",
 )
+# The operator console (services/console): its HTTP pages. `page` is the route's name and
+# `status` the HTTP status code: closed sets, never a run id or an operator's name.
+CONSOLE_REQUESTS = Counter(
+    "continuity_console_requests_total", "Console HTTP requests, by page and status.", ["page", "status"]
+)
+CONSOLE_REQUEST_DURATION = Histogram(
+    "continuity_console_request_duration_seconds",
+    "Console request handling time, by page.",
+    ["page"],
+    buckets=_LATENCY_BUCKETS,
+)
+CONSOLE_REFUSED = Counter(
+    "continuity_console_refused_total",
+    "Console requests refused for their identity, anti-forgery token or origin, by reason.",
+    ["reason"],
+)
+CONSOLE_LIVE_STREAMS = Gauge("continuity_console_live_streams", "Pages receiving live decisions.")
 READY = Gauge("continuity_ready", "1 while the service is connected and consuming, else 0.")
 
 # Streams and consumers left as they are because they differ from this service's configuration

@@ -45,7 +45,11 @@ def test_up_runs_every_service_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> No
         assert re.search(r"NATS\s+nats://127\.0\.0\.1:\d+\s+\(embedded\)", text), text
         assert re.search(r"Redis\s+redis://127\.0\.0\.1:\d+/0\s+\(embedded\)", text), text
         urls = dict(re.findall(r"^(\S+)\s+metrics (http://\S+)/metrics", text, re.M))
-        assert set(urls) == {"session-store", "classifier", "archiver", "reconciliation"}, text
+        assert set(urls) == {"session-store", "classifier", "archiver", "reconciliation", "console"}, text
+        console = re.search(r"^console\s+(http://127\.0\.0\.1:\d+/)\s+sign-in token in (\S+)$", text, re.M)
+        assert console, text
+        assert oct(Path(console.group(2)).stat().st_mode & 0o777) == "0o600"
+        assert _ready(f"{console.group(1)}login")
         assert all(_ready(f"{u}/readyz") for u in urls.values())
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=60)

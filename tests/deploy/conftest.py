@@ -89,7 +89,7 @@ def free_port() -> int:
 # ---- a nats-server with deploy/nats/auth.conf ---------------------------------------------------
 
 SERVICE_USERS = ("classifier", "session-store", "archiver", "reconciliation")
-PASSWORD_USERS = (*SERVICE_USERS, "operator", "system")
+PASSWORD_USERS = (*SERVICE_USERS, "operator", "console", "system")
 PASSWORDS = {u: f"test-{u}-password" for u in PASSWORD_USERS}
 RUNNERS = ("runner-a", "runner-b")
 

@@ -200,7 +200,7 @@ def test_helm_values_describe_the_production_data_layer() -> None:
     assert nats["config"]["jetstream"]["enabled"] and store["enabled"] and store["pvc"]["enabled"]
     assert nats["config"]["monitor"]["enabled"], "KEDA's nats-jetstream scaler reads the monitoring port"
     assert nats["config"]["merge"]["$include"].endswith("auth.conf")
-    users = ("CLASSIFIER", "SESSION_STORE", "ARCHIVER", "RECONCILIATION", "OPERATOR", "SYSTEM")
+    users = ("CLASSIFIER", "SESSION_STORE", "ARCHIVER", "RECONCILIATION", "OPERATOR", "CONSOLE", "SYSTEM")
     referenced = {f"CONTINUITY_NATS_{u}_PASSWORD" for u in users}  # runners use NKEYs
     auth = (KUSTOMIZE_DIR.parent / "nats" / "auth.conf").read_text()
     for var in referenced:

@@ -38,7 +38,7 @@ from tests.deploy.conftest import (
     issued_stack,
     start_server,
 )
-from tests.support import wait_for
+from tests.support import RunningApp, make_config, wait_for
 
 
 def test_the_shipped_files_start_a_server_as_they_are(tmp_path: Path) -> None:
@@ -389,8 +389,50 @@ async def test_the_operator_finds_runs_watches_decisions_and_replays_dead_letter
     assert code == 1 and "[duplicate_dropped]" in err, err
 
 
+async def test_the_console_serves_its_pages_as_the_console_user(
+    services, stack: Stack, connect, redis_server
+) -> None:
+    import ipaddress
+
+    import aiohttp
+
+    from services.console.config import ConsoleConfig
+    from services.console.service import ConsoleApp
+
+    console = ConsoleApp(
+        ConsoleConfig(
+            port=0,
+            identity_header="X-User",
+            trusted_proxies=(ipaddress.ip_network("127.0.0.1/32"),),
+            session_key=b"s" * 32,
+        )
+    )
+    app = RunningApp(console, make_config(stack.url("console"), redis_server.url))
+    await app.start()  # its live view of the decisions is an ordered consumer: created, bound
+    try:
+        runner = await connect("runner-a")
+        await runner.nc.jetstream().publish(
+            subjects.event("runner-a", "resume_failed"),
+            resume_failed("runner-a", "run-console-1", session("cc")),
+        )
+        async with aiohttp.ClientSession(headers={"X-User": "ops"}) as http:
+            base = f"http://127.0.0.1:{console.port}"
+
+            async def decided() -> bool:
+                async with http.get(f"{base}/runs?runner_id=runner-a") as r:
+                    return r.status == 200 and "run-console-1" in await r.text()
+
+            await wait_for(decided, timeout=15, what="the decision listed by the console")
+            for path in ("/", "/dead", "/runs/run-console-1"):
+                async with http.get(f"{base}{path}") as r:
+                    assert r.status == 200, path
+    finally:
+        await app.stop()
+    assert stack.violations_of(("console",)) == []
+
+
 async def test_no_service_or_operator_was_refused_anything(services, stack: Stack, connect) -> None:
     # Last in this module: every service started, served and was discovered above.
     operator = await connect("operator")
     await operator.nc.flush()
-    assert stack.violations_of((*SERVICE_USERS, "operator")) == []
+    assert stack.violations_of((*SERVICE_USERS, "operator", "console")) == []

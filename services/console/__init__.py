@@ -1,0 +1,1 @@
+"""The operator console: Continuity's pages in the browser (`continuity serve console`)."""

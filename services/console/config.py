@@ -1,0 +1,153 @@
+"""The console's own settings, from environment variables (the shared ones, NATS and metrics,
+come from `shared.config.Config`). A bad value stops the process at start with a message that
+names the variable, never its value: the token and the session key are secrets."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import ipaddress
+import os
+import re
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from shared.config import ConfigError
+from shared.contracts.types import TOKEN_PATTERN
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+_HEADER_NAME = re.compile(r"^[A-Za-z0-9-]{1,64}\Z")
+_TOKEN = re.compile(TOKEN_PATTERN)
+MIN_KEY_BYTES = 32
+
+
+@dataclass(frozen=True)
+class ConsoleConfig:
+    host: str = "127.0.0.1"
+    """CONTINUITY_CONSOLE_HOST: the address the pages are served on (0.0.0.0 in a container)."""
+
+    port: int = 8080
+    """CONTINUITY_CONSOLE_PORT: their port; 0 picks a free one."""
+
+    identity_header: str = ""
+    """CONTINUITY_CONSOLE_IDENTITY_HEADER: the header in which an authenticating proxy names the
+    signed-in operator (e.g. `X-Forwarded-User`); unset, no proxy is trusted."""
+
+    trusted_proxies: tuple[Network, ...] = ()
+    """CONTINUITY_CONSOLE_TRUSTED_PROXIES: comma-separated addresses or CIDRs of that proxy; a
+    request from anywhere else that carries the header is refused."""
+
+    dev_token: str = field(default="", repr=False)
+    """CONTINUITY_CONSOLE_DEV_TOKEN: for development, a token typed into the login form, which
+    then sets a signed session cookie; unset, the login form is off."""
+
+    dev_actor: str = "developer"
+    """CONTINUITY_CONSOLE_DEV_ACTOR: the identity recorded for whoever signs in with that token."""
+
+    session_key: bytes = field(default=b"", repr=False)
+    """CONTINUITY_CONSOLE_SESSION_KEY: base64 of at least 32 bytes that sign session cookies and
+    anti-forgery tokens; every replica needs the same one. Unset, a random key per process
+    (sessions end when it restarts)."""
+
+    origin: str = ""
+    """CONTINUITY_CONSOLE_ORIGIN: the console's public origin (`https://console.example.com`);
+    a form whose Origin differs is refused. Unset, the origin of the request's own Host."""
+
+    session_ttl_s: int = 8 * 3600
+    """CONTINUITY_CONSOLE_SESSION_TTL_S: how long a session cookie is valid."""
+
+    request_timeout_s: float = 5.0
+    """CONTINUITY_CONSOLE_REQUEST_TIMEOUT_S: how long a page waits for a service's answer."""
+
+    @property
+    def secure_cookies(self) -> bool:
+        """Cookies are `Secure` whenever the public origin is HTTPS."""
+        return self.origin.startswith("https://")
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> ConsoleConfig:
+        env = os.environ if env is None else env
+        d = cls()
+        header = env.get("CONTINUITY_CONSOLE_IDENTITY_HEADER", "").strip()
+        if header and not _HEADER_NAME.match(header):
+            raise ConfigError("CONTINUITY_CONSOLE_IDENTITY_HEADER: not a header name")
+        proxies = parse_networks(env.get("CONTINUITY_CONSOLE_TRUSTED_PROXIES", ""))
+        if header and not proxies:
+            raise ConfigError(
+                "CONTINUITY_CONSOLE_TRUSTED_PROXIES: required with CONTINUITY_CONSOLE_IDENTITY_HEADER"
+            )
+        dev_token = env.get("CONTINUITY_CONSOLE_DEV_TOKEN", "")
+        if dev_token and len(dev_token) < 16:
+            raise ConfigError("CONTINUITY_CONSOLE_DEV_TOKEN: at least 16 characters")
+        if not header and not dev_token:
+            raise ConfigError(
+                "no way to sign in: set CONTINUITY_CONSOLE_IDENTITY_HEADER and "
+                "CONTINUITY_CONSOLE_TRUSTED_PROXIES, or CONTINUITY_CONSOLE_DEV_TOKEN"
+            )
+        actor = env.get("CONTINUITY_CONSOLE_DEV_ACTOR", d.dev_actor)
+        if not _TOKEN.match(actor):
+            raise ConfigError("CONTINUITY_CONSOLE_DEV_ACTOR: must match the contract's TOKEN pattern")
+        origin = env.get("CONTINUITY_CONSOLE_ORIGIN", "").rstrip("/")
+        if origin:
+            parts = urlsplit(origin)
+            if parts.scheme not in ("http", "https") or not parts.netloc or parts.path:
+                raise ConfigError("CONTINUITY_CONSOLE_ORIGIN: scheme://host[:port], nothing more")
+        return cls(
+            host=env.get("CONTINUITY_CONSOLE_HOST", d.host),
+            port=_int(env, "CONTINUITY_CONSOLE_PORT", d.port, 0, 65535),
+            identity_header=header,
+            trusted_proxies=proxies,
+            dev_token=dev_token,
+            dev_actor=actor,
+            session_key=_key(env.get("CONTINUITY_CONSOLE_SESSION_KEY", "")),
+            origin=origin,
+            session_ttl_s=_int(env, "CONTINUITY_CONSOLE_SESSION_TTL_S", d.session_ttl_s, 60, 30 * 86400),
+            request_timeout_s=float(_int(env, "CONTINUITY_CONSOLE_REQUEST_TIMEOUT_S", 5, 1, 60)),
+        )
+
+    def with_key(self) -> ConsoleConfig:
+        """This configuration with a session key: the configured one, or a random one."""
+        if self.session_key:
+            return self
+        from dataclasses import replace
+
+        return replace(self, session_key=secrets.token_bytes(MIN_KEY_BYTES))
+
+
+def parse_networks(raw: str) -> tuple[Network, ...]:
+    networks = []
+    for part in (p.strip() for p in raw.split(",")):
+        if not part:
+            continue
+        try:
+            networks.append(ipaddress.ip_network(part, strict=False))
+        except ValueError:
+            raise ConfigError("CONTINUITY_CONSOLE_TRUSTED_PROXIES: not an address or CIDR") from None
+    return tuple(networks)
+
+
+def _key(raw: str) -> bytes:
+    if not raw:
+        return b""
+    try:
+        key = base64.b64decode(raw, validate=True)
+    except (binascii.Error, ValueError):
+        raise ConfigError("CONTINUITY_CONSOLE_SESSION_KEY: not base64") from None
+    if len(key) < MIN_KEY_BYTES:
+        raise ConfigError(f"CONTINUITY_CONSOLE_SESSION_KEY: at least {MIN_KEY_BYTES} bytes")
+    return key
+
+
+def _int(env: Mapping[str, str], name: str, default: int, lo: int, hi: int) -> int:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{name}: not a whole number") from None
+    if not lo <= value <= hi:
+        raise ConfigError(f"{name}: must be between {lo} and {hi}")
+    return value

@@ -1,0 +1,63 @@
+"""The console as a Continuity process: `shared.runtime.serve` gives it NATS (and the shared
+`/metrics`, `/healthz`, `/readyz`); it serves its pages on a port of its own and holds no
+state besides the signed cookies its browsers carry."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from aiohttp import web
+
+from services.console.config import ConsoleConfig
+from services.console.streams import DecisionFeed
+from services.console.web import Console
+from shared.client import ContinuityClient
+from shared.logs import Log
+from shared.runtime import Context
+
+log = Log("continuity.console")
+
+NAME = "console"
+
+
+class ConsoleApp:
+    name = "console"
+
+    def __init__(self, config: ConsoleConfig | None = None) -> None:
+        # Read at start-up: a bad variable stops `continuity serve console` before it connects.
+        self.config = (config or ConsoleConfig.from_env()).with_key()
+        self._runner: web.AppRunner | None = None
+        self._feed: DecisionFeed | None = None
+        self.port = 0
+
+    async def start(self, ctx: Context) -> None:
+        js: Any = ctx.js
+        self._feed = DecisionFeed(js)
+        await self._feed.start()
+        client = ContinuityClient(ctx.nc, timeout=self.config.request_timeout_s)
+        console = Console(self.config, client, js, self._feed)
+        self._runner = web.AppRunner(console.app(), access_log=None, shutdown_timeout=5)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.config.host, self.config.port)
+        await site.start()
+        server = site._server
+        sockets = getattr(server, "sockets", None) or []
+        self.port = int(sockets[0].getsockname()[1]) if sockets else self.config.port
+        log.info("console_listening", port=self.port)
+
+    def ready(self) -> bool:
+        return self._runner is not None and self._feed is not None and self._feed.ready
+
+    async def drain(self, timeout: float) -> None:
+        if self._feed is not None:
+            await self._feed.stop()  # ends the live streams, so the server can close
+        if self._runner is not None:
+            with contextlib.suppress(Exception):
+                await self._runner.cleanup()
+            self._runner = None
+
+
+def app() -> ConsoleApp:
+    """The console as the registry starts it (`continuity serve console`)."""
+    return ConsoleApp()

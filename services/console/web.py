@@ -1,0 +1,488 @@
+"""The console's pages: server-rendered HTML (aiohttp and Jinja2), talking to the services with
+the project's typed client, like the CLI.
+
+Every request passes one middleware that establishes who is acting (`identity`), refuses forms
+without the session's anti-forgery token or from another origin, turns a service's error into
+a page that explains it, and counts the request per page and status."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, cast
+from urllib.parse import quote
+
+import jinja2
+import nats.errors
+from aiohttp import web
+from multidict import MultiDictProxy
+
+from services.console.config import ConsoleConfig
+from services.console.identity import (
+    COOKIE,
+    CSRF_FIELD,
+    Refused,
+    Session,
+    Sessions,
+    dev_token_valid,
+    expected_origin,
+    origin_allowed,
+    proxy_identity,
+)
+from services.console.streams import DecisionFeed, DecisionLine, recent_dead_letters, recent_decisions
+from shared import metrics
+from shared.client import ContinuityClient, RequestError
+from shared.contracts import GetRequest, ListRequest, ResolveRequest, RetryRequest
+from shared.contracts.limits import EVIDENCE_CHARS
+from shared.contracts.types import TOKEN_PATTERN, ActionOutcome
+from shared.logs import Log
+from shared.runs.decisions import STATUS_BY_ACTION
+
+log = Log("continuity.console")
+HERE = Path(__file__).parent
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+_TOKEN = re.compile(TOKEN_PATTERN)
+OUTCOMES = ("completed", "not_performed", "mixed")
+RUN_STATUSES = ("running", "retrying", "replacing", "operator", "reconciling", "continued")
+# What the middleware learns about a request, for its handler and its response.
+SESSION = web.RequestKey("session", Session)
+ACTOR: web.RequestKey[str | None] = web.RequestKey("actor", str)  # type: ignore[arg-type]
+FORM: web.RequestKey[MultiDictProxy[Any]] = web.RequestKey("form", MultiDictProxy)  # type: ignore[arg-type]
+NEW_COOKIE = web.RequestKey("new_cookie", str)
+PUBLIC_PAGES = frozenset({"login", "login_post", "static"})
+RECENT_DECISIONS = 500
+"""Decisions read back from the stream for the runs list and the counts by status."""
+DEAD_SHOWN = 100
+FORM_BYTES = 16 * 1024
+"""The largest form accepted: evidence is at most 2000 characters."""
+
+# What an error code of a service means for the person who pressed the button.
+MESSAGES = {
+    "not_found": "No such run is known.",
+    "execution_reconciliation_conflict": "This reconciliation was already resolved with another outcome.",
+    "execution_reconciliation_already_delivered": (
+        "This reconciliation was already resolved with this outcome; its decision was delivered."
+    ),
+    "reconciliation_required": (
+        "This run waits on a reconciliation and cannot be retried: record what the pending tool call did."
+    ),
+    "run_not_stopped": "This run is not stopped for an operator, so there is nothing to retry.",
+    "operator_retry_already_delivered": "A fresh continuation was already delivered for this attempt.",
+    "run_changed": "The run changed while the request was handled; look at it again and retry.",
+    "unavailable": "A service's store is unavailable; retry in a moment.",
+    "internal_error": "A service failed on this request; see its logs.",
+}
+REFUSALS = {
+    "untrusted_proxy": "The identity header came from an address that is not a trusted proxy.",
+    "invalid_identity": "The signed-in identity is not a valid name.",
+    "origin_mismatch": "The form did not come from this console.",
+    "csrf_invalid": "The form's anti-forgery token is missing or wrong: reload the page and try again.",
+    "not_signed_in": "Sign in first.",
+    "bad_token": "That token is not valid.",
+}
+
+
+class Failure(Exception):
+    """A page that cannot be shown: an HTTP status and a message for people (never upstream text)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def age(rfc3339: str, now: datetime | None = None) -> str:
+    try:
+        then = datetime.fromisoformat(rfc3339.replace("Z", "+00:00"))
+    except ValueError:
+        return "-"
+    seconds = int(((now or datetime.now(UTC)) - then).total_seconds())
+    if seconds < 120:
+        return f"{max(seconds, 0)}s"
+    if seconds < 7200:
+        return f"{seconds // 60}m"
+    if seconds < 172800:
+        return f"{seconds // 3600}h"
+    return f"{seconds // 86400}d"
+
+
+def age_seconds(text: str) -> int | None:
+    """`30s`, `15m`, `2h`, `3d` as seconds; None for anything else."""
+    match = re.fullmatch(r"(\d{1,6})([smhd])", text.strip())
+    if not match:
+        return None
+    return int(match.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[match.group(2)]
+
+
+def safe_next(target: str | None) -> str:
+    """Where to go after signing in: a path of this console only (never another site)."""
+    if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
+        return "/"
+    return target
+
+
+class Console:
+    def __init__(self, config: ConsoleConfig, client: ContinuityClient, js: Any, feed: DecisionFeed) -> None:
+        self.config = config
+        self.client = client
+        self.js = js
+        self.feed = feed
+        self.sessions = Sessions(config.session_key, config.session_ttl_s)
+        self.templates = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(HERE / "templates"),
+            autoescape=True,
+            undefined=jinja2.StrictUndefined,
+        )
+        self.templates.globals.update(age=age, quote=quote)
+
+    # The application ----------------------------------------------------------------------
+
+    def app(self) -> web.Application:
+        app = web.Application(middlewares=[self._middleware], client_max_size=FORM_BYTES)
+        app.on_response_prepare.append(self._headers)
+        r = app.router
+        r.add_get("/", self.overview, name="overview")
+        r.add_get("/runs", self.runs, name="runs")
+        r.add_get("/runs/{run_id}", self.run, name="run")
+        r.add_post("/runs/{run_id}/retry", self.retry, name="retry")
+        r.add_get("/reconciliations/{run_id}", self.reconciliation, name="reconciliation")
+        r.add_post("/reconciliations/{run_id}/resolve", self.resolve, name="resolve")
+        r.add_get("/dead", self.dead, name="dead")
+        r.add_get("/events", self.events, name="events")
+        r.add_get("/login", self.login_form, name="login")
+        r.add_post("/login", self.login, name="login_post")
+        r.add_post("/logout", self.logout, name="logout")
+        r.add_static("/static", HERE / "static", name="static", append_version=False)
+        return app
+
+    async def _headers(self, request: web.Request, response: web.StreamResponse) -> None:
+        response.headers["Content-Security-Policy"] = (
+            "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; "
+            "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+        )
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        response.headers["Referrer-Policy"] = "same-origin"
+        response.headers["X-Frame-Options"] = "DENY"
+        if not request.path.startswith("/static/"):
+            response.headers["Cache-Control"] = "no-store"
+
+    def _cookie(self, request: web.Request, response: web.StreamResponse) -> None:
+        """A new session cookie, on the response that answers the request it was issued for."""
+        cookie = request.get(NEW_COOKIE)
+        if cookie and not response.prepared:
+            response.set_cookie(
+                COOKIE,
+                cookie,
+                max_age=self.config.session_ttl_s,
+                path="/",
+                httponly=True,
+                samesite="Strict",
+                secure=self.config.secure_cookies,
+            )
+
+    @web.middleware
+    async def _middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        route = request.match_info.route.name
+        page = route if route else "unknown"
+        started = time.perf_counter()
+        status = 500
+        try:
+            response = await self._guarded(request, handler, page)
+            status = response.status
+            self._cookie(request, response)
+            return response
+        except web.HTTPException as exc:
+            status = exc.status
+            self._cookie(request, exc)
+            raise
+        finally:
+            metrics.labelled(metrics.CONSOLE_REQUESTS, page, str(status)).inc()
+            metrics.labelled(metrics.CONSOLE_REQUEST_DURATION, page).observe(time.perf_counter() - started)
+
+    async def _guarded(self, request: web.Request, handler: Handler, page: str) -> web.StreamResponse:
+        cfg = self.config
+        now = time.time()
+        session = self.sessions.read(request.cookies.get(COOKIE), now)
+        header = request.headers.get(cfg.identity_header) if cfg.identity_header else None
+        try:
+            actor = proxy_identity(cfg, request.remote, header)
+        except Refused as refused:
+            return self._refused(request, refused)
+        if actor is None and session is not None and cfg.dev_token:
+            actor = session.actor
+        if session is None:
+            session, request[NEW_COOKIE] = self.sessions.issue(None, now)
+        request[SESSION] = session
+        request[ACTOR] = actor
+        if request.method == "POST":
+            expected = expected_origin(cfg, request.scheme, request.host)
+            if not origin_allowed(expected, request.headers.get("Origin"), request.headers.get("Referer")):
+                return self._refused(request, Refused("origin_mismatch"))
+            try:
+                form = await request.post()
+            except web.HTTPRequestEntityTooLarge:
+                return self._page(request, "error.html", 413, message="The form is too large.")
+            token = form.get(CSRF_FIELD)
+            if NEW_COOKIE in request or not self.sessions.csrf_valid(session, str(token or "")):
+                return self._refused(request, Refused("csrf_invalid"))
+            request[FORM] = form
+        if page not in PUBLIC_PAGES and actor is None:
+            if request.method == "GET" and cfg.dev_token and page != "events":
+                raise web.HTTPSeeOther(f"/login?next={quote(request.path_qs, safe='')}")
+            return self._refused(request, Refused("not_signed_in", 401))
+        try:
+            return await handler(request)
+        except Failure as failure:
+            return self._page(request, "error.html", failure.status, message=failure.message)
+        except RequestError as err:
+            return self._page(request, "error.html", err.status, message=MESSAGES.get(err.code, err.message))
+        except (nats.errors.Error, TimeoutError):
+            return self._page(request, "error.html", 503, message="No service answered; retry in a moment.")
+        except web.HTTPException:
+            raise
+        except Exception:
+            log.error("console_page_failed", exc=True, page=page)
+            return self._page(request, "error.html", 500, message="The console failed on this page.")
+
+    def _refused(self, request: web.Request, refused: Refused) -> web.Response:
+        metrics.labelled(metrics.CONSOLE_REFUSED, refused.reason).inc()
+        request.setdefault(ACTOR, None)
+        return self._page(request, "error.html", refused.status, message=REFUSALS[refused.reason])
+
+    def _page(self, request: web.Request, template: str, status: int = 200, **values: Any) -> web.Response:
+        session: Session | None = request.get(SESSION)
+        html = self.templates.get_template(template).render(
+            actor=request.get(ACTOR),
+            csrf=self.sessions.csrf_token(session) if session else "",
+            csrf_field=CSRF_FIELD,
+            dev_login=bool(self.config.dev_token),
+            path=request.path,
+            **values,
+        )
+        return web.Response(text=html, status=status, content_type="text/html", charset="utf-8")
+
+    # Reading ------------------------------------------------------------------------------
+
+    def _actor(self, request: web.Request) -> str:
+        """The signed-in identity: the middleware lets no request without one reach an action."""
+        actor = request[ACTOR]
+        if actor is None:
+            raise Failure(401, REFUSALS["not_signed_in"])
+        return actor
+
+    def _run_id(self, request: web.Request) -> str:
+        run_id = request.match_info["run_id"]
+        if not _TOKEN.match(run_id):
+            raise Failure(400, "That is not a run id.")
+        return run_id
+
+    async def overview(self, request: web.Request) -> web.Response:
+        open_list, decisions, dead = await asyncio.gather(
+            self.client.reconciliations_upto(ListRequest(status="open", limit=50)),
+            recent_decisions(self.js, RECENT_DECISIONS),
+            recent_dead_letters(self.js, DEAD_SHOWN),
+        )
+        runs = latest_per_run(decisions)
+        by_status = Counter(status_of(line) for line in runs)
+        dead_reasons = Counter(d.reason for d in dead)
+        live = list(self.feed.latest) or list(reversed(decisions[-10:]))
+        return self._page(
+            request,
+            "overview.html",
+            reconciliations=open_list.items,
+            by_status=[(s, by_status.get(s, 0)) for s in RUN_STATUSES],
+            runs_seen=len(runs),
+            window=RECENT_DECISIONS,
+            dead_reasons=sorted(dead_reasons.items()),
+            dead_count=len(dead),
+            live=live[:10],
+        )
+
+    async def runs(self, request: web.Request) -> web.Response:
+        q = request.query
+        run_id = q.get("run_id", "").strip()
+        if run_id:
+            if not _TOKEN.match(run_id):
+                raise Failure(400, "That is not a run id.")
+            raise web.HTTPSeeOther(f"/runs/{quote(run_id, safe='')}")
+        filters = {k: q.get(k, "").strip() for k in ("status", "runner_id", "tenant", "reason", "age")}
+        if filters["status"] and filters["status"] not in RUN_STATUSES:
+            raise Failure(400, "Unknown status.")
+        max_age = age_seconds(filters["age"]) if filters["age"] else None
+        if filters["age"] and max_age is None:
+            raise Failure(400, "Age is a number and a unit: 30s, 15m, 2h or 3d.")
+        limit = min(max(int(q.get("limit", "100")) if q.get("limit", "").isdigit() else 100, 1), 1000)
+        decisions = await recent_decisions(self.js, RECENT_DECISIONS)
+        rows = [line for line in reversed(latest_per_run(decisions)) if matches(line, filters, max_age)][
+            :limit
+        ]
+        return self._page(
+            request,
+            "runs.html",
+            rows=rows,
+            filters=filters,
+            statuses=RUN_STATUSES,
+            limit=limit,
+            window=RECENT_DECISIONS,
+            status_of=status_of,
+        )
+
+    async def run(self, request: web.Request) -> web.Response:
+        run_id = self._run_id(request)
+        run, audit = await asyncio.gather(self.client.run(run_id), self.client.audit(run_id))
+        try:
+            session = await self.client.get(GetRequest(session=run.session))
+        except RequestError as err:
+            if err.status != 404:
+                raise
+            session = None
+        return self._page(
+            request, "run.html", run=run, audit=audit.items, session=session, done=request.query.get("done")
+        )
+
+    async def reconciliation(
+        self,
+        request: web.Request,
+        error: str | None = None,
+        status: int = 200,
+        form: MultiDictProxy[Any] | None = None,
+    ) -> web.Response:
+        record = await self.client.reconciliation(self._run_id(request))
+        return self._page(
+            request,
+            "reconciliation.html",
+            status,
+            record=record,
+            outcomes=OUTCOMES,
+            evidence_max=EVIDENCE_CHARS,
+            error=error,
+            done=request.query.get("done"),
+            typed_evidence=str(form.get("evidence", "")) if form else "",
+            typed_outcome=str(form.get("outcome", "")) if form else "",
+        )
+
+    async def dead(self, request: web.Request) -> web.Response:
+        letters = await recent_dead_letters(self.js, DEAD_SHOWN)
+        return self._page(request, "dead.html", letters=list(reversed(letters)), shown=DEAD_SHOWN)
+
+    async def events(self, request: web.Request) -> web.StreamResponse:
+        """Server-Sent Events: one `decision` event per decision published from now on."""
+        response = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "X-Accel-Buffering": "no"}
+        )
+        await response.prepare(request)
+        queue = self.feed.listen()
+        metrics.CONSOLE_LIVE_STREAMS.set(self.feed.listeners)
+        try:
+            await response.write(b": connected\n\n")
+            while True:
+                try:
+                    line = await asyncio.wait_for(queue.get(), 15)
+                except TimeoutError:
+                    await response.write(b": keep-alive\n\n")  # finds closed connections
+                    continue
+                if line is None:
+                    break
+                await response.write(b"event: decision\ndata: " + line.as_json() + b"\n\n")
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        finally:
+            self.feed.unlisten(queue)
+            metrics.CONSOLE_LIVE_STREAMS.set(self.feed.listeners)
+        return response
+
+    # Acting -------------------------------------------------------------------------------
+
+    async def resolve(self, request: web.Request) -> web.Response:
+        run_id = self._run_id(request)
+        form: MultiDictProxy[Any] = request[FORM]
+        outcome = str(form.get("outcome", ""))
+        evidence = str(form.get("evidence", "")).strip()
+        error = None
+        if outcome not in OUTCOMES:
+            error = "Choose what the tool call did."
+        elif not evidence:
+            error = "Say how the outcome was checked."
+        elif len(evidence) > EVIDENCE_CHARS:
+            error = f"The evidence is {len(evidence)} characters; at most {EVIDENCE_CHARS}."
+        if error:
+            return await self.reconciliation(request, error=error, status=400, form=form)
+        await self.client.resolve(
+            ResolveRequest(
+                run_id=run_id,
+                action_outcome=cast(ActionOutcome, outcome),
+                evidence=evidence,
+                actor=self._actor(request),
+            )
+        )
+        raise web.HTTPSeeOther(f"/reconciliations/{quote(run_id, safe='')}?done=resolved")
+
+    async def retry(self, request: web.Request) -> web.Response:
+        run_id = self._run_id(request)
+        if request[FORM].get("confirm") != "yes":
+            raise Failure(400, "Confirm that the cause was removed before retrying.")
+        await self.client.retry(RetryRequest(run_id=run_id, actor=self._actor(request)))
+        raise web.HTTPSeeOther(f"/runs/{quote(run_id, safe='')}?done=retried")
+
+    # Signing in (development) -------------------------------------------------------------
+
+    async def login_form(self, request: web.Request) -> web.Response:
+        if not self.config.dev_token:
+            raise Failure(404, "Sign in through the authenticating proxy.")
+        return self._page(request, "login.html", next=safe_next(request.query.get("next")), error=None)
+
+    async def login(self, request: web.Request) -> web.Response:
+        if not self.config.dev_token:
+            raise Failure(404, "Sign in through the authenticating proxy.")
+        form: MultiDictProxy[Any] = request[FORM]
+        target = safe_next(str(form.get("next", "/")))
+        if not dev_token_valid(self.config, str(form.get("token", ""))):
+            metrics.labelled(metrics.CONSOLE_REFUSED, "bad_token").inc()
+            return self._page(request, "login.html", 401, next=target, error=REFUSALS["bad_token"])
+        _, request[NEW_COOKIE] = self.sessions.issue(self.config.dev_actor, time.time())
+        raise web.HTTPSeeOther(target)
+
+    async def logout(self, request: web.Request) -> web.Response:
+        _, request[NEW_COOKIE] = self.sessions.issue(None, time.time())
+        raise web.HTTPSeeOther("/login" if self.config.dev_token else "/")
+
+
+def status_of(line: DecisionLine) -> str:
+    """A run's status after this decision, as the run record has it."""
+    return _STATUS.get(line.action, "running")
+
+
+_STATUS: dict[str, str] = {str(action): str(status) for action, status in STATUS_BY_ACTION.items()}
+
+
+def latest_per_run(decisions: list[DecisionLine]) -> list[DecisionLine]:
+    """The last decision of each run, in the order of those last decisions (oldest first)."""
+    last: dict[str, DecisionLine] = {}
+    for line in decisions:
+        last.pop(line.run_id, None)
+        last[line.run_id] = line
+    return list(last.values())
+
+
+def matches(line: DecisionLine, filters: dict[str, str], max_age_s: int | None) -> bool:
+    if filters["status"] and status_of(line) != filters["status"]:
+        return False
+    if filters["runner_id"] and line.runner_id != filters["runner_id"]:
+        return False
+    if filters["reason"] and line.reason != filters["reason"]:
+        return False
+    if filters["tenant"] and line.tenant != filters["tenant"]:
+        return False
+    if max_age_s is not None:
+        try:
+            then = datetime.fromisoformat(line.decided_at.replace("Z", "+00:00"))
+        except ValueError:
+            return False
+        if (datetime.now(UTC) - then).total_seconds() < max_age_s:
+            return False
+    return True

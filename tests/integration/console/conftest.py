@@ -1,0 +1,83 @@
+"""The console against the real services: NATS and Redis from the session's fixtures, the
+session-store, the classifier and the reconciliation service in-process, and two consoles:
+one that trusts 127.0.0.1 as its authenticating proxy (and has a development login), one that
+trusts only an address the tests never come from. Runs are made by publishing runners'
+`resume_failed` events, so every decision shown comes from the real classifier."""
+
+from __future__ import annotations
+
+import ipaddress
+import shutil
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from pathlib import Path
+
+import nats
+import pytest
+from playwright.async_api import Browser, async_playwright
+
+from continuity.servers import NatsServer, RedisServer
+from services.console.config import ConsoleConfig
+from services.console.service import ConsoleApp
+from services.reconciliation.service import ReconciliationApp
+from services.session_store.service import SessionStoreApp
+from tests.integration.console.helpers import (
+    ARTIFACTS,
+    CHROMIUM_ARGS,
+    DEV_ACTOR,
+    DEV_TOKEN,
+    HEADER,
+    Consoles,
+    Runs,
+)
+from tests.support import make_config, running
+
+
+@pytest.fixture(scope="module")
+async def consoles(nats_server: NatsServer, redis_server: RedisServer) -> AsyncIterator[Consoles]:
+    from services.classifier.service import ClassifierApp
+
+    config = replace(make_config(nats_server.url, redis_server.url), runner_keys={"k1": b"k" * 32})
+    base = ConsoleConfig(
+        port=0,
+        identity_header=HEADER,
+        dev_token=DEV_TOKEN,
+        dev_actor=DEV_ACTOR,
+        session_key=b"s" * 32,
+        trusted_proxies=(ipaddress.ip_network("127.0.0.1/32"),),
+    )
+    trusting = ConsoleApp(base)
+    untrusting = ConsoleApp(replace(base, trusted_proxies=(ipaddress.ip_network("192.0.2.1/32"),)))
+    async with (
+        running(SessionStoreApp(), config),
+        running(ClassifierApp(), config),
+        running(ReconciliationApp(gauge_interval_s=0.5, outbox_grace_s=1.0, sweep_interval_s=0.2), config),
+        running(trusting, config),
+        running(untrusting, config),
+    ):
+        yield Consoles(f"http://127.0.0.1:{trusting.port}", f"http://127.0.0.1:{untrusting.port}")
+
+
+@pytest.fixture(scope="module")
+async def runs(consoles: Consoles, nats_server: NatsServer) -> AsyncIterator[Runs]:
+    nc = await nats.connect(nats_server.url)
+    yield Runs(nc)
+    await nc.close()
+
+
+@pytest.fixture(scope="module")
+async def browser() -> AsyncIterator[Browser]:
+    executable = shutil.which("chromium") or "/usr/bin/chromium"
+    if shutil.which(executable) is None:
+        pytest.fail("chromium is not installed: `make tools` (apt-get install chromium)", pytrace=False)
+    async with async_playwright() as p:
+        launched = await p.chromium.launch(executable_path=executable, headless=True, args=CHROMIUM_ARGS)
+        yield launched
+        await launched.close()
+
+
+@pytest.fixture(scope="session")
+def artifacts() -> Path:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    print(f"\nconsole screenshots: {ARTIFACTS}")
+    return ARTIFACTS

@@ -1,0 +1,118 @@
+"""What the console's tests share: the consoles started, runs made as runners make them, and
+what the tests configured (imported by the fixtures of conftest.py and by the tests)."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from nats.aio.client import Client
+
+from shared import subjects
+from shared.client import ContinuityClient
+from shared.contracts import Decision, ErrorInfo, ResumeFailed, SessionRef, ToolCall
+from shared.times import now_rfc3339
+from tests.sessions_helpers import commit_req, new_session
+from tests.support import read_stream, wait_for
+
+DEV_TOKEN = "console-development-token"
+DEV_ACTOR = "dev-alice"
+HEADER = "X-Forwarded-User"
+GENERATION = "gen-never-shown-7c1e"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts" / "console"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+@dataclass
+class Consoles:
+    url: str
+    """The console that trusts 127.0.0.1 as its proxy and has the development login."""
+    untrusting_url: str
+    """A console whose only trusted proxy is 192.0.2.1 (an address no test request comes from)."""
+
+
+@dataclass
+class Run:
+    run_id: str
+    runner_id: str
+    session: SessionRef
+
+
+class Runs:
+    """Makes runs the way runners do: a saved session, then a `resume_failed` event."""
+
+    def __init__(self, nc: Client) -> None:
+        self.nc = nc
+        self.js = nc.jetstream()
+        self.client = ContinuityClient(nc)
+
+    async def _event(self, **fields: Any) -> Run:
+        run = Run(f"run-{uuid.uuid4().hex[:12]}", f"r{uuid.uuid4().hex[:10]}", new_session())
+        await self.client.commit(commit_req(run.session, compatibility_generation=GENERATION))
+        event = ResumeFailed(
+            type="resume_failed",
+            event_id=f"ev-{uuid.uuid4().hex}",
+            runner_id=run.runner_id,
+            run_id=run.run_id,
+            attempt=1,
+            session=run.session,
+            native_session_id="ns-1",
+            occurred_at=now_rfc3339(),
+            **fields,
+        )
+        await self.js.publish(
+            subjects.event(run.runner_id, "resume_failed"),
+            msgspec.json.encode(event),
+            headers={"Nats-Msg-Id": event.event_id},
+        )
+        return run
+
+    async def reconciling(self) -> Run:
+        """A run stopped on a pending tool call, its reconciliation open."""
+        run = await self._event(
+            pending_tool_call=ToolCall(
+                tool_call_id="call-1", tool_name="paperclip_call_assigned_tool", started_at=now_rfc3339()
+            )
+        )
+        await self.wait_status(run, "reconciling")
+
+        async def opened() -> bool:
+            try:
+                return (await self.client.reconciliation(run.run_id)).status == "open"
+            except Exception:
+                return False
+
+        await wait_for(opened, what="the reconciliation opened")
+        return run
+
+    async def stopped(self) -> Run:
+        """A run stopped for an operator (a replay conflict)."""
+        run = await self._event(
+            error=ErrorInfo(type="runner_error", code="native_event_replay_conflict", message="x")
+        )
+        await self.wait_status(run, "operator")
+        return run
+
+    async def wait_status(self, run: Run, status: str) -> None:
+        async def reached() -> bool:
+            try:
+                return (await self.client.run(run.run_id)).status == status
+            except Exception:
+                return False
+
+        await wait_for(reached, what=f"run {run.run_id} {status}")
+
+    async def decisions(self, run: Run) -> list[Decision]:
+        """What the runner reads from CONTINUITY_DECISIONS."""
+        msgs = await read_stream(self.js, subjects.DECISIONS_STREAM, subjects.decisions(run.runner_id))
+        return [msgspec.json.decode(m.data, type=Decision) for m in msgs]

@@ -1,0 +1,167 @@
+"""The console in headless Chromium (Debian's package, driven by Playwright) against the real
+services: an operator signs in, resolves a reconciliation and retries a stopped run, and the
+runner reads `continue_fresh` from CONTINUITY_DECISIONS; a decision appears live on the
+overview. A screenshot of every page is kept under tests/artifacts/console/."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from playwright.async_api import Browser, Page, expect
+
+from shared import subjects
+from tests.integration.console.helpers import DEV_ACTOR, DEV_TOKEN, GENERATION, Consoles, Runs
+from tests.support import wait_for
+
+pytestmark = pytest.mark.asyncio
+
+
+@pytest.fixture
+async def page(browser: Browser, consoles: Consoles) -> AsyncIterator[Page]:
+    context = await browser.new_context(viewport={"width": 1280, "height": 900}, base_url=consoles.url)
+    page = await context.new_page()
+    await page.goto("/")
+    await expect(page).to_have_url(f"{consoles.url}/login?next=/")
+    await page.get_by_label("Development token").fill(DEV_TOKEN)
+    await page.get_by_role("button", name="Sign in").click()
+    await expect(page.locator("#actor")).to_have_text(DEV_ACTOR)
+    yield page
+    await context.close()
+
+
+async def shot(page: Page, artifacts: Path, name: str) -> None:
+    await page.screenshot(path=str(artifacts / f"{name}.png"), full_page=True)
+    assert GENERATION not in await page.content()
+
+
+async def test_resolving_a_reconciliation_continues_the_run_fresh(
+    page: Page, runs: Runs, artifacts: Path
+) -> None:
+    run = await runs.reconciling()
+    await page.goto("/")
+    await shot(page, artifacts, "overview")
+    await page.get_by_role("link", name=run.run_id).first.click()
+    await expect(page.get_by_role("heading", level=1)).to_contain_text(run.run_id)
+    await expect(page.locator("#tool-name")).to_have_text("paperclip_call_assigned_tool")
+    await shot(page, artifacts, "reconciliation")
+
+    await page.get_by_label("It was not performed").check()
+    await page.get_by_label("Evidence").fill("The ticket system has no ticket for call-1.")
+    await page.get_by_role("button", name="Record outcome and continue").click()
+    await expect(page.locator("#done")).to_be_visible()
+    await expect(page.locator("#resolved-by")).to_have_text(DEV_ACTOR)
+    await shot(page, artifacts, "reconciliation-resolved")
+
+    async def continued() -> bool:
+        return any(d.action == "continue_fresh" for d in await runs.decisions(run))
+
+    await wait_for(continued, what="continue_fresh for the runner")
+    fresh = [d for d in await runs.decisions(run) if d.action == "continue_fresh"]
+    assert [(d.reason, d.reconciled_outcome) for d in fresh] == [("execution_reconciled", "not_performed")]
+
+    await page.get_by_role("link", name=run.run_id).click()
+    timeline = page.locator("#timeline")
+    await expect(timeline).to_contain_text(f"operator_resolve by {DEV_ACTOR}")
+    await expect(page.locator("#session-state")).to_have_text("held")
+    await shot(page, artifacts, "run")
+
+
+async def test_a_stopped_run_is_retried_with_the_keyboard_after_a_confirmation(
+    page: Page, runs: Runs, artifacts: Path
+) -> None:
+    run = await runs.stopped()
+    await page.goto(f"/runs/{run.run_id}")
+    await expect(page.locator("#run-status")).to_have_text("operator")
+    await shot(page, artifacts, "run-stopped")
+
+    button = page.get_by_role("button", name="Retry run")
+    await button.focus()
+    await page.keyboard.press("Enter")  # unconfirmed: the browser keeps the form
+    await expect(page.locator("#run-status")).to_have_text("operator")
+    assert await runs.decisions(run) == [d for d in await runs.decisions(run) if d.action != "continue_fresh"]
+
+    await page.get_by_label("I removed the cause").focus()
+    await page.keyboard.press("Space")
+    await page.keyboard.press("Tab")
+    await expect(button).to_be_focused()
+    await page.keyboard.press("Enter")
+    await expect(page.locator("#done")).to_be_visible()
+    await expect(page.locator("#run-status")).to_have_text("continued")
+    await expect(page.locator("#timeline")).to_contain_text(f"operator_retry by {DEV_ACTOR}")
+    fresh = [d for d in await runs.decisions(run) if d.action == "continue_fresh"]
+    assert [d.reason for d in fresh] == ["operator_retry"]
+
+
+async def test_a_decision_appears_live_on_the_overview(page: Page, runs: Runs, artifacts: Path) -> None:
+    await page.goto("/")
+    live = page.locator("#live")
+    await expect(live).to_have_attribute("aria-live", "polite")
+    await expect(page.locator("#live-state")).to_contain_text("Connected")
+    run = await runs.stopped()
+    await expect(live.get_by_role("link", name=run.run_id)).to_be_visible(timeout=10_000)
+    await expect(live.locator("li").first).to_contain_text("operator")
+    await shot(page, artifacts, "overview-live")
+
+
+async def test_every_page_renders_and_is_keyboard_and_phone_ready(
+    page: Page, runs: Runs, artifacts: Path, consoles: Consoles
+) -> None:
+    run = await runs.stopped()
+    await runs.js.publish(subjects.event(run.runner_id, "resume_failed"), b"{not json")
+
+    async def dead_lettered() -> bool:
+        info = await runs.js.stream_info(subjects.DEAD_STREAM)
+        return bool(info.state.messages)
+
+    await wait_for(dead_lettered, what="a dead letter")
+    await page.goto("/dead")
+    await expect(page.locator("#dead-letters")).to_contain_text("malformed_json")
+    assert "{not json" not in await page.content()  # a runner's bytes are not shown
+    await shot(page, artifacts, "dead-letters")
+
+    await page.goto(f"/runs?runner_id={run.runner_id}")
+    await expect(page.get_by_role("link", name=run.run_id)).to_be_visible()
+    await shot(page, artifacts, "runs")
+    await page.goto("/runs?status=operator")
+    await expect(page.get_by_role("link", name=run.run_id)).to_be_visible()
+
+    # The first Tab reaches the skip link, which moves the focus to the content.
+    await page.goto("/")
+    await page.keyboard.press("Tab")
+    await expect(page.get_by_role("link", name="Skip to the content")).to_be_focused()
+    await page.keyboard.press("Enter")
+    await expect(page.locator("main")).to_be_focused()
+    for landmark in ("banner", "navigation", "main", "contentinfo"):
+        await expect(page.get_by_role(landmark).first).to_be_visible()
+
+    # A phone: nothing wider than the screen but the tables' own scroll boxes.
+    await page.set_viewport_size({"width": 390, "height": 844})
+    for path, name in (("/", "overview-phone"), (f"/runs/{run.run_id}", "run-phone")):
+        await page.goto(path)
+        width = await page.evaluate("document.documentElement.scrollWidth")
+        assert width <= 390, (path, width)
+        await shot(page, artifacts, name)
+
+    login = await page.context.browser.new_page(base_url=consoles.url)  # type: ignore[union-attr]
+    await login.goto("/login")
+    await shot(login, artifacts, "login")
+    await login.close()
+
+
+async def test_a_cross_site_form_is_refused_in_the_browser(
+    page: Page, runs: Runs, consoles: Consoles
+) -> None:
+    run = await runs.stopped()
+    # Another page (here about:blank, origin "null") posts the retry form with a guessed token.
+    other = await page.context.new_page()
+    await other.set_content(
+        f'<form method="post" action="{consoles.url}/runs/{run.run_id}/retry">'
+        '<input name="confirm" value="yes"><input name="csrf_token" value="guess">'
+        '<button type="submit">Go</button></form>'
+    )
+    await other.get_by_role("button", name="Go").click()
+    await expect(other.get_by_role("alert")).to_contain_text("did not come from this console")
+    assert (await runs.client.run(run.run_id)).status == "operator"
+    await other.close()

@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
             log = stack.data_dir / f"{name}.log"
             env = dict(extra)
             if name == "console":
-                console = _console_env(stack.data_dir)
+                console = console_env(stack.data_dir)
                 env.update(console)
             stack.start_service(name, env, log_path=log)
         if not stack.wait_ready(stop=stop):
@@ -144,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
 CONSOLE_TOKEN_FILE = "console-token"
 
 
-def _console_env(data_dir: Path) -> dict[str, str]:
+def console_env(data_dir: Path) -> dict[str, str]:
     """The console's port, and a development sign-in token (kept in a file only its owner can
     read) unless the environment configures how operators sign in."""
     data_dir.mkdir(parents=True, exist_ok=True)

@@ -22,6 +22,7 @@ import yaml
 from continuity.simulate import demo_environment
 from continuity.simulate.runner import GENERATION
 from continuity.stack import Stack
+from continuity.up import console_env
 from tests.deploy.conftest import DEPLOY, REPO, SERVICES, free_port, require_tool
 from tests.deploy.test_metric_references import exported_series
 
@@ -52,7 +53,8 @@ def targets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
     try:
         stack.start_servers(redis_appendonly=False)
         for name in SERVICES:
-            stack.start_service(name, demo_environment(), log_path=data / f"{name}.log")
+            env = {**demo_environment(), **(console_env(data) if name == "console" else {})}
+            stack.start_service(name, env, log_path=data / f"{name}.log")
         stack.wait_ready()
         fleet = subprocess.run(
             [

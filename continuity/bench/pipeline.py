@@ -186,6 +186,8 @@ async def measure(d: Deployment, args: argparse.Namespace, baseline_pid: int) ->
     nc = await nats.connect(servers=server_list(d.stack.nats_url), pending_size=64 * 1024 * 1024)
     js = nc.jetstream()
     await seed_sessions(d.stack.redis_url)
+    stored = await js.stream_info(subjects.EVENTS_STREAM)  # as the server has it, not as asked
+    placed = 1 + len(stored.cluster.replicas or []) if stored.cluster is not None else 1
     decisions, echoes = Outcomes(), Outcomes()
     actions: Counter[str] = Counter()
     counting = False
@@ -258,6 +260,7 @@ async def measure(d: Deployment, args: argparse.Namespace, baseline_pid: int) ->
         "production": args.production,
         **{k: v for k, v in one.items() if k not in ("replicas", "scaling")},
         "decisions": dict(sorted(actions.items())),
+        "events_stream": {"num_replicas": stored.config.num_replicas, "placed_on_servers": placed},
         "steps": steps,
     }
 

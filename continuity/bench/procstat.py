@@ -27,12 +27,17 @@ class Usage:
 NOTHING = Usage(0.0, 0, 0)
 
 
-def cpu_s(pid: int) -> float:
-    with open(f"/proc/{pid}/stat", "rb") as f:
-        stat = f.read()
-    # The command name (field 2) is in parentheses and may hold spaces: count after its end.
+def stat_cpu_s(stat: bytes) -> float:
+    """utime + stime of one /proc/<pid>/stat line, in seconds."""
+    # The command name (field 2) is in parentheses and may hold spaces and parentheses: count
+    # from the last closing one.
     fields = stat[stat.rindex(b")") + 2 :].split()
     return (int(fields[11]) + int(fields[12])) * _TICK_S  # fields 14 and 15 of proc(5)
+
+
+def cpu_s(pid: int) -> float:
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        return stat_cpu_s(f.read())
 
 
 def syscalls(pid: int) -> tuple[int, int]:

@@ -37,7 +37,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--production",
         action="store_true",
-        help="a 3-node JetStream cluster (streams on 3 replicas) and Redis with AOF everysec",
+        help="embedded 3-node JetStream cluster (streams on 3 replicas) and Redis with AOF everysec; "
+        "NATS_URL and REDIS_URL are not used",
     )
 
 
@@ -123,7 +124,8 @@ def describe(result: dict[str, Any]) -> list[str]:
     """The lines that say what ran where, printed under every report."""
     f = result["servers"]
     return [
-        f"  servers: NATS {f['nats']} (streams on {f['stream_replicas']} replica(s)), "
+        f"  servers: NATS {result['nats_version']} {f['nats']} "
+        f"(streams on {f['stream_replicas']} replica(s)), "
         f"Redis {f['redis_version']} appendonly {f['redis_appendonly']} "
         f"appendfsync {f['redis_appendfsync']}",
         f"  machine: {result['cores']} cores, load average {result['load_average_start']} at start, "

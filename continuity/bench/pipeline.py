@@ -251,6 +251,8 @@ async def measure(d: Deployment, args: argparse.Namespace, baseline_pid: int) ->
         counting = False
         first = steps[0]["events_per_s"] if steps else 0.0
         steps.append(step_figures(replicas, rounds, first))
+    version = nc.connected_server_version
+    nats_version = f"{version.major}.{version.minor}.{version.patch}"
     await nc.close()
     one = steps[0]
     return {
@@ -261,6 +263,7 @@ async def measure(d: Deployment, args: argparse.Namespace, baseline_pid: int) ->
         **{k: v for k, v in one.items() if k not in ("replicas", "scaling")},
         "decisions": dict(sorted(actions.items())),
         "events_stream": {"num_replicas": stored.config.num_replicas, "placed_on_servers": placed},
+        "nats_version": nats_version,
         "steps": steps,
     }
 

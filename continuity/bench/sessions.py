@@ -151,6 +151,8 @@ async def measure(d: Deployment, args: argparse.Namespace, echo_pid: int) -> dic
         int(await r.memory_usage(keys.session(session(i).key), samples=0) or 0)
         for i in range(0, sessions, 97)
     ]
+    version = nc.connected_server_version
+    nats_version = f"{version.major}.{version.minor}.{version.patch}"
     await r.aclose()
     await nc.close()
     return {
@@ -160,6 +162,7 @@ async def measure(d: Deployment, args: argparse.Namespace, echo_pid: int) -> dic
         "production": args.production,
         **{k: v for k, v in steps[0].items() if k not in ("replicas", "decide_scaling")},
         "bytes_per_session": round(statistics.mean(sizes)),
+        "nats_version": nats_version,
         "steps": steps,
     }
 

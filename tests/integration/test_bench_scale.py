@@ -54,6 +54,7 @@ def test_bench_pipeline_measures_one_and_two_classifier_replicas() -> None:
     # Every measured event got its one direct decision, at both replica counts.
     assert result["decisions"] == {"operator": 300, "retry_same_session": 300}
     assert result["production"] is False
+    assert result["nats_version"].count(".") == 2
     assert result["servers"]["nats"] == "1 server"
     assert result["events_stream"] == {"num_replicas": 1, "placed_on_servers": 1}
     machine_facts(result)

@@ -156,6 +156,12 @@ class Outcomes:
             future.set_result(None)
 
 
+async def _placement(js: JetStreamContext, stream: str) -> dict[str, int]:
+    info = await js.stream_info(stream)
+    servers = 1 + len(info.cluster.replicas or []) if info.cluster is not None else 1
+    return {"num_replicas": info.config.num_replicas or 1, "placed_on_servers": servers}
+
+
 def step_figures(replicas: int, rounds: dict[str, list[Figures]], first_per_s: float) -> dict[str, Any]:
     """The figures of one replica count: median rounds, and costs over all its rounds."""
     base, pipe = median(rounds["baseline"]), median(rounds["pipeline"])
@@ -186,8 +192,10 @@ async def measure(d: Deployment, args: argparse.Namespace, baseline_pid: int) ->
     nc = await nats.connect(servers=server_list(d.stack.nats_url), pending_size=64 * 1024 * 1024)
     js = nc.jetstream()
     await seed_sessions(d.stack.redis_url)
-    stored = await js.stream_info(subjects.EVENTS_STREAM)  # as the server has it, not as asked
-    placed = 1 + len(stored.cluster.replicas or []) if stored.cluster is not None else 1
+    placement = {  # as the servers have them, not as asked for
+        "events_stream": await _placement(js, subjects.EVENTS_STREAM),
+        "baseline_stream": await _placement(js, BASELINE_IN_STREAM),
+    }
     decisions, echoes = Outcomes(), Outcomes()
     actions: Counter[str] = Counter()
     counting = False
@@ -262,7 +270,7 @@ async def measure(d: Deployment, args: argparse.Namespace, baseline_pid: int) ->
         "production": args.production,
         **{k: v for k, v in one.items() if k not in ("replicas", "scaling")},
         "decisions": dict(sorted(actions.items())),
-        "events_stream": {"num_replicas": stored.config.num_replicas, "placed_on_servers": placed},
+        **placement,
         "nats_version": nats_version,
         "steps": steps,
     }
@@ -287,6 +295,8 @@ def report(result: dict[str, Any]) -> str:
     lines += [
         f"  classifier / baseline throughput  {result['ratio']:.3f}  (1 replica; target >= 0.6)",
         f"  decisions: {decided}",
+        f"  streams as stored: events on {result['events_stream']['placed_on_servers']} server(s), "
+        f"baseline on {result['baseline_stream']['placed_on_servers']}",
         "  CPU ms/event: utime+stime of the classifier processes (or the baseline process) per event",
         *describe(result),
     ]

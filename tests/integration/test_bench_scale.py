@@ -57,6 +57,8 @@ def test_bench_pipeline_measures_one_and_two_classifier_replicas() -> None:
     assert result["nats_version"].count(".") == 2
     assert result["servers"]["nats"] == "1 server"
     assert result["events_stream"] == {"num_replicas": 1, "placed_on_servers": 1}
+    assert result["baseline_stream"] == result["events_stream"]
+    assert result["servers"]["redis_version"].count(".") == 2
     machine_facts(result)
 
 
@@ -87,6 +89,7 @@ def test_bench_pipeline_production_runs_on_a_jetstream_cluster_and_redis_with_ao
     assert result["decisions"] == {"operator": 100, "retry_same_session": 100}
     # As the servers report them, not as they were asked for.
     assert result["events_stream"] == {"num_replicas": 3, "placed_on_servers": 3}
+    assert result["baseline_stream"] == result["events_stream"]
     servers = result["servers"]
     assert servers["nats"] == "3-node JetStream cluster"
     assert (servers["redis_appendonly"], servers["redis_appendfsync"]) == ("yes", "everysec")

@@ -1,7 +1,9 @@
 """`continuity bench pipeline`: events per second from publish to decision, end to end through
-JetStream and Redis with one classifier process, next to a baseline measured in the same run: a
-plain JetStream consumer process that fetches, acknowledges and publishes one message per event
-with no logic (`python -m continuity.bench.pipeline NATS_URL`).
+JetStream and Redis with 1..N classifier processes (`--replicas N`), next to a baseline
+measured in the same run: a plain JetStream consumer process that fetches, acknowledges and
+publishes one message per event with no logic (`python -m continuity.bench.pipeline NATS_URL
+[STREAM_REPLICAS]`). Each replica count also gets the CPU milliseconds and system calls per
+event of the classifier processes and of the baseline process (`procstat`).
 
 Both are driven the same way: N concurrent senders, each publishing one event and waiting for
 its outcome (a decision, or the baseline's message) before the next, so the latency figures are
@@ -39,9 +41,9 @@ from nats.js.api import (
 )
 from nats.js.errors import NotFoundError
 
-from continuity.bench.stats import Figures, load, ratio
+from continuity.bench.deployment import Deployment, add_arguments, deployment, describe, machine
+from continuity.bench.stats import Figures, costs, load, median, ratio
 from continuity.simulate.keys import DEMO_KEYS, DEMO_KEYS_ENV
-from continuity.stack import Stack
 from shared import keys, subjects
 from shared.bus.connection import server_list
 from shared.contracts import CommandResult, ResumeFailed, SessionRef
@@ -75,7 +77,8 @@ def register(kinds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--events", type=int, default=5000, help="events per measurement (default 5000)")
     p.add_argument("--concurrency", type=int, default=256, help="events in flight (default 256)")
     p.add_argument("--rounds", type=int, default=3, help="rounds; the median round is reported (default 3)")
-    p.add_argument("--profile", type=Path, help="record the classifier with py-spy into this file")
+    p.add_argument("--profile", type=Path, help="record the first classifier with py-spy into this file")
+    add_arguments(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=main)
 
@@ -153,15 +156,53 @@ class Outcomes:
             future.set_result(None)
 
 
-async def measure(nats_url: str, redis_url: str, args: argparse.Namespace) -> dict[str, Any]:
-    nc = await nats.connect(servers=server_list(nats_url), pending_size=64 * 1024 * 1024)
+async def _placement(js: JetStreamContext, stream: str) -> dict[str, int]:
+    info = await js.stream_info(stream)
+    servers = 1 + len(info.cluster.replicas or []) if info.cluster is not None else 1
+    return {"num_replicas": info.config.num_replicas or 1, "placed_on_servers": servers}
+
+
+def step_figures(replicas: int, rounds: dict[str, list[Figures]], first_per_s: float) -> dict[str, Any]:
+    """The figures of one replica count: median rounds, and costs over all its rounds."""
+    base, pipe = median(rounds["baseline"]), median(rounds["pipeline"])
+    service, raw = costs(rounds["pipeline"]), costs(rounds["baseline"])
+    return {
+        "replicas": replicas,
+        "events_per_s": round(pipe.per_s),
+        "p50_ms": round(pipe.p50_ms, 3),
+        "p99_ms": round(pipe.p99_ms, 3),
+        "baseline_per_s": round(base.per_s),
+        "baseline_p50_ms": round(base.p50_ms, 3),
+        "baseline_p99_ms": round(base.p99_ms, 3),
+        "ratio": ratio(pipe.per_s, base.per_s),
+        "p99_ratio": ratio(pipe.p99_ms, base.p99_ms),
+        "scaling": ratio(pipe.per_s, first_per_s or pipe.per_s),
+        "cpu_ms_per_event": service["cpu_ms_per_op"],
+        "writes_per_event": service["writes_per_op"],
+        "reads_per_event": service["reads_per_op"],
+        "baseline_cpu_ms_per_event": raw["cpu_ms_per_op"],
+        "baseline_writes_per_event": raw["writes_per_op"],
+        "baseline_reads_per_event": raw["reads_per_op"],
+        "rounds_per_s": [round(f.per_s) for f in rounds["pipeline"]],
+        "baseline_rounds_per_s": [round(f.per_s) for f in rounds["baseline"]],
+    }
+
+
+async def measure(d: Deployment, args: argparse.Namespace, baseline_pid: int) -> dict[str, Any]:
+    nc = await nats.connect(servers=server_list(d.stack.nats_url), pending_size=64 * 1024 * 1024)
     js = nc.jetstream()
-    await seed_sessions(redis_url)
+    await seed_sessions(d.stack.redis_url)
+    placement = {  # as the servers have them, not as asked for
+        "events_stream": await _placement(js, subjects.EVENTS_STREAM),
+        "baseline_stream": await _placement(js, BASELINE_IN_STREAM),
+    }
     decisions, echoes = Outcomes(), Outcomes()
     actions: Counter[str] = Counter()
+    counting = False
 
     async def on_decision(msg: Msg) -> None:
-        actions[msgspec.json.decode(msg.data)["action"]] += 1
+        if counting:
+            actions[msgspec.json.decode(msg.data)["action"]] += 1
         await decisions.on_message(msg)
 
     await js.subscribe(
@@ -188,6 +229,7 @@ async def measure(nats_url: str, redis_url: str, args: argparse.Namespace) -> di
         events = [event(prefix, i) for i in range(total)]
         payloads = [_encode(e) for e in events]
         outcomes = decisions if kind == "pipeline" else echoes
+        pids = d.pids("classifier") if kind == "pipeline" else [baseline_pid]
 
         async def op(i: int) -> None:
             e = events[i]
@@ -200,34 +242,37 @@ async def measure(nats_url: str, redis_url: str, args: argparse.Namespace) -> di
             await js.publish(subject, payloads[i], headers={"Nats-Msg-Id": e.event_id})
             await asyncio.wait_for(future, 60)
 
-        return await load(kind, op, total=total, concurrency=args.concurrency)
+        return await load(kind, op, total=total, concurrency=args.concurrency, pids=pids)
 
     warmup = min(1000, args.events)
-    await one_round("baseline", warmup)
-    await one_round("pipeline", warmup)
-    actions.clear()
-    rounds: dict[str, list[Figures]] = {"baseline": [], "pipeline": []}
-    for _ in range(args.rounds):
-        for kind in ("baseline", "pipeline"):  # alternating, so drift hits both alike
-            rounds[kind].append(await one_round(kind, args.events))
+    steps: list[dict[str, Any]] = []
+    for replicas in range(1, args.replicas + 1):
+        await d.scale_async("classifier", replicas, classifier_env())
+        if replicas == 1:
+            await one_round("baseline", warmup)
+        await one_round("pipeline", warmup)  # a new replica warms up too
+        counting = True
+        rounds: dict[str, list[Figures]] = {"baseline": [], "pipeline": []}
+        for _ in range(args.rounds):
+            for kind in ("baseline", "pipeline"):  # alternating, so drift hits both alike
+                rounds[kind].append(await one_round(kind, args.events))
+        counting = False
+        first = steps[0]["events_per_s"] if steps else 0.0
+        steps.append(step_figures(replicas, rounds, first))
+    version = nc.connected_server_version
+    nats_version = f"{version.major}.{version.minor}.{version.patch}"
     await nc.close()
-    median = {k: sorted(v, key=lambda f: f.per_s)[len(v) // 2] for k, v in rounds.items()}
-    base, pipe = median["baseline"], median["pipeline"]
+    one = steps[0]
     return {
         "events": args.events,
         "concurrency": args.concurrency,
         "rounds": args.rounds,
-        "events_per_s": round(pipe.per_s),
-        "p50_ms": round(pipe.p50_ms, 3),
-        "p99_ms": round(pipe.p99_ms, 3),
-        "baseline_per_s": round(base.per_s),
-        "baseline_p50_ms": round(base.p50_ms, 3),
-        "baseline_p99_ms": round(base.p99_ms, 3),
-        "ratio": ratio(pipe.per_s, base.per_s),
-        "p99_ratio": ratio(pipe.p99_ms, base.p99_ms),
+        "production": args.production,
+        **{k: v for k, v in one.items() if k not in ("replicas", "scaling")},
         "decisions": dict(sorted(actions.items())),
-        "rounds_per_s": [round(f.per_s) for f in rounds["pipeline"]],
-        "baseline_rounds_per_s": [round(f.per_s) for f in rounds["baseline"]],
+        **placement,
+        "nats_version": nats_version,
+        "steps": steps,
     }
 
 
@@ -235,43 +280,60 @@ def report(result: dict[str, Any]) -> str:
     decided = ", ".join(f"{a} {n}" for a, n in result["decisions"].items())
     lines = [
         f"pipeline benchmark: {result['events']} events x {result['rounds']} rounds, "
-        f"{result['concurrency']} in flight, one classifier process (median round)",
-        f"  {'':<34}{'events/s':>10}{'p50 ms':>10}{'p99 ms':>10}",
-        f"  {'baseline: fetch, ack, publish':<34}{result['baseline_per_s']:>10}"
-        f"{result['baseline_p50_ms']:>10}{result['baseline_p99_ms']:>10}",
-        f"  {'classifier: event → decision':<34}{result['events_per_s']:>10}"
-        f"{result['p50_ms']:>10}{result['p99_ms']:>10}",
-        f"  classifier / baseline throughput  {result['ratio']:.3f}  (target >= 0.5)",
+        f"{result['concurrency']} in flight (median round)",
+        f"  {'':<34}{'events/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'CPU ms/event':>14}{'writes/event':>14}",
+    ]
+    for s in result["steps"]:
+        lines += [
+            f"  {'baseline: fetch, ack, publish':<34}{s['baseline_per_s']:>10}"
+            f"{s['baseline_p50_ms']:>10}{s['baseline_p99_ms']:>10}"
+            f"{s['baseline_cpu_ms_per_event']:>14}{s['baseline_writes_per_event']:>14}",
+            f"  {'classifier x' + str(s['replicas']) + ': event → decision':<34}{s['events_per_s']:>10}"
+            f"{s['p50_ms']:>10}{s['p99_ms']:>10}{s['cpu_ms_per_event']:>14}{s['writes_per_event']:>14}",
+            f"  {'':<34}ratio to baseline {s['ratio']:.3f}, to 1 replica {s['scaling']:.3f}",
+        ]
+    lines += [
+        f"  classifier / baseline throughput  {result['ratio']:.3f}  (1 replica; target >= 0.6)",
         f"  decisions: {decided}",
+        f"  streams as stored: events on {result['events_stream']['placed_on_servers']} server(s), "
+        f"baseline on {result['baseline_stream']['placed_on_servers']}",
+        "  CPU ms/event: utime+stime of the classifier processes (or the baseline process) per event",
+        *describe(result),
     ]
     return "\n".join(lines)
 
 
+def classifier_env() -> dict[str, str]:
+    return {"CONTINUITY_RUNNER_KEYS": DEMO_KEYS_ENV, "CONTINUITY_LOG_LEVEL": "WARNING"}
+
+
 def main(args: argparse.Namespace) -> int:
-    if args.events < 1 or args.concurrency < 1 or args.rounds < 1:
-        print("error: --events, --concurrency and --rounds must be at least 1", file=sys.stderr)
+    if args.events < 1 or args.concurrency < 1 or args.rounds < 1 or args.replicas < 1:
+        print("error: --events, --concurrency, --rounds and --replicas must be at least 1", file=sys.stderr)
         return 2
-    with tempfile.TemporaryDirectory(prefix="continuity-bench-") as tmp:
-        stack = Stack(data_dir=Path(tmp))
+    started = machine()
+    with (
+        tempfile.TemporaryDirectory(prefix="continuity-bench-") as tmp,
+        deployment(Path(tmp), args.production) as d,
+    ):
         baseline: subprocess.Popen[bytes] | None = None
         profiler: subprocess.Popen[bytes] | None = None
         try:
-            stack.start_servers(redis_appendonly=False)
-            env = {"CONTINUITY_RUNNER_KEYS": DEMO_KEYS_ENV, "CONTINUITY_LOG_LEVEL": "WARNING"}
-            classifier = stack.start_service("classifier", env, log_path=Path(tmp) / "classifier.log")
+            # The classifier first: it creates the streams the bench subscribes to.
+            d.scale("classifier", 1, classifier_env())
             baseline = subprocess.Popen(
-                [sys.executable, "-m", "continuity.bench.pipeline", stack.nats_url], stdout=subprocess.PIPE
+                [sys.executable, "-m", "continuity.bench.pipeline", d.stack.nats_url, str(d.stream_replicas)],
+                stdout=subprocess.PIPE,
             )
             assert baseline.stdout is not None
             baseline.stdout.readline()  # "ready"
-            stack.wait_ready()
             if args.profile is not None:
                 profiler = subprocess.Popen(
                     [
                         str(Path(sys.executable).parent / "py-spy"),
                         "record",
                         "--pid",
-                        str(classifier.proc.pid),
+                        str(d.pids("classifier")[0]),
                         "--format",
                         "raw",
                         "--output",
@@ -284,7 +346,7 @@ def main(args: argparse.Namespace) -> int:
                 )
             import uvloop
 
-            result = uvloop.run(measure(stack.nats_url, stack.redis_url, args))
+            result = uvloop.run(measure(d, args, baseline.pid))
         finally:
             if profiler is not None:
                 profiler.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
@@ -292,7 +354,13 @@ def main(args: argparse.Namespace) -> int:
             if baseline is not None:
                 baseline.terminate()
                 baseline.wait()
-            stack.stop()
+        result["servers"] = d.facts
+    ended = machine()
+    result.update(
+        cores=started["cores"],
+        load_average_start=started["load_average"],
+        load_average_end=ended["load_average"],
+    )
     print(msgspec.json.encode(result).decode() if args.json else report(result))
     return 0
 
@@ -300,14 +368,15 @@ def main(args: argparse.Namespace) -> int:
 # ---- the baseline consumer process -------------------------------------------------------------
 
 
-def _stream(name: str, subject: str) -> StreamConfig:
-    """Stored like Continuity's streams: file-backed, with the same duplicate window."""
+def _stream(name: str, subject: str, replicas: int) -> StreamConfig:
+    """Stored like Continuity's streams: file-backed, with the same duplicate window and
+    replicas."""
     return StreamConfig(
         name=name,
         subjects=[f"{subject}.>"],
         retention=RetentionPolicy.LIMITS,
         storage=StorageType.FILE,
-        num_replicas=1,
+        num_replicas=replicas,
         duplicate_window=120.0,
         discard=DiscardPolicy.OLD,
     )
@@ -321,13 +390,13 @@ async def _ensure(js: JetStreamContext, config: StreamConfig) -> None:
         await js.add_stream(config)
 
 
-async def baseline_consumer(url: str) -> None:
+async def baseline_consumer(url: str, replicas: int = 1) -> None:
     """Fetch, publish one message per event, acknowledge: the classifier's loop minus its logic
     (same batch size, same ack policy, a batch's messages handled concurrently)."""
     nc: Client = await nats.connect(servers=server_list(url))
     js = nc.jetstream()
-    await _ensure(js, _stream(BASELINE_IN_STREAM, BASELINE_IN))
-    await _ensure(js, _stream(BASELINE_OUT_STREAM, BASELINE_OUT))
+    await _ensure(js, _stream(BASELINE_IN_STREAM, BASELINE_IN, replicas))
+    await _ensure(js, _stream(BASELINE_OUT_STREAM, BASELINE_OUT, replicas))
     await js.add_consumer(
         BASELINE_IN_STREAM,
         ConsumerConfig(
@@ -336,6 +405,7 @@ async def baseline_consumer(url: str) -> None:
             deliver_policy=DeliverPolicy.ALL,
             ack_wait=30,
             max_ack_pending=4096,
+            num_replicas=replicas,
         ),
     )
     sub = await js.pull_subscribe_bind(BASELINE_DURABLE, BASELINE_IN_STREAM)
@@ -364,4 +434,4 @@ async def baseline_consumer(url: str) -> None:
 if __name__ == "__main__":
     import uvloop
 
-    uvloop.run(baseline_consumer(sys.argv[1]))
+    uvloop.run(baseline_consumer(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 1))

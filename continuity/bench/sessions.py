@@ -1,5 +1,7 @@
-"""`continuity bench sessions`: decide and commit through the session-store, next to a NATS
-micro echo service and a Redis EVALSHA of a trivial script, all measured in the same run."""
+"""`continuity bench sessions`: decide and commit through 1..N session-store processes
+(`--replicas N`), next to a NATS micro echo service process and a Redis EVALSHA of a trivial
+script, all measured in the same run, with the CPU milliseconds and system calls per request of
+the session-store processes and of the echo process (`procstat`)."""
 
 from __future__ import annotations
 
@@ -16,8 +18,8 @@ import msgspec
 import nats
 import redis.asyncio as aioredis
 
-from continuity.bench.stats import Figures, load, ratio
-from continuity.stack import Stack
+from continuity.bench.deployment import Deployment, add_arguments, deployment, describe, machine
+from continuity.bench.stats import Figures, costs, load, median, ratio
 from shared import keys, subjects
 from shared.bus.connection import server_list
 from shared.client import ContinuityClient
@@ -33,6 +35,7 @@ def register(kinds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--concurrency", type=int, default=64, help="concurrent requesters")
     p.add_argument("--sessions", type=int, default=2000, help="session records to decide on")
     p.add_argument("--rounds", type=int, default=3, help="rounds; the median round is reported")
+    add_arguments(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=main)
 
@@ -67,10 +70,45 @@ def decide_request(i: int) -> DecideRequest:
     )
 
 
-async def measure(nats_url: str, redis_url: str, args: argparse.Namespace) -> dict[str, Any]:
-    nc = await nats.connect(servers=server_list(nats_url))
+def step_figures(replicas: int, rounds: dict[str, list[Figures]], first_per_s: float) -> dict[str, Any]:
+    """The figures of one replica count: median rounds, and costs over all its rounds."""
+    echo_f, decide_f, commit_f, evalsha_f = (median(rounds[k]) for k in KINDS)
+    decide_c, commit_c, echo_c = costs(rounds["decide"]), costs(rounds["commit"]), costs(rounds["echo"])
+    return {
+        "replicas": replicas,
+        "echo_per_s": round(echo_f.per_s),
+        "echo_p50_ms": round(echo_f.p50_ms, 3),
+        "echo_p99_ms": round(echo_f.p99_ms, 3),
+        "decide_per_s": round(decide_f.per_s),
+        "decide_p50_ms": round(decide_f.p50_ms, 3),
+        "decide_p99_ms": round(decide_f.p99_ms, 3),
+        "commit_per_s": round(commit_f.per_s),
+        "commit_p50_ms": round(commit_f.p50_ms, 3),
+        "commit_p99_ms": round(commit_f.p99_ms, 3),
+        "evalsha_per_s": round(evalsha_f.per_s),
+        "evalsha_p99_ms": round(evalsha_f.p99_ms, 3),
+        "decide_ratio": ratio(decide_f.per_s, echo_f.per_s),
+        "decide_p99_ratio": ratio(decide_f.p99_ms, echo_f.p99_ms),
+        "commit_ratio": ratio(commit_f.per_s, evalsha_f.per_s),
+        "decide_scaling": ratio(decide_f.per_s, first_per_s or decide_f.per_s),
+        "decide_cpu_ms_per_request": decide_c["cpu_ms_per_op"],
+        "decide_writes_per_request": decide_c["writes_per_op"],
+        "commit_cpu_ms_per_request": commit_c["cpu_ms_per_op"],
+        "commit_writes_per_request": commit_c["writes_per_op"],
+        "echo_cpu_ms_per_request": echo_c["cpu_ms_per_op"],
+        "echo_writes_per_request": echo_c["writes_per_op"],
+        "decide_rounds_per_s": [round(f.per_s) for f in rounds["decide"]],
+        "echo_rounds_per_s": [round(f.per_s) for f in rounds["echo"]],
+    }
+
+
+KINDS = ("echo", "decide", "commit", "evalsha")
+
+
+async def measure(d: Deployment, args: argparse.Namespace, echo_pid: int) -> dict[str, Any]:
+    nc = await nats.connect(servers=server_list(d.stack.nats_url))
     client = ContinuityClient(nc, timeout=30)
-    r = aioredis.Redis.from_url(redis_url, max_connections=args.concurrency * 2)
+    r = aioredis.Redis.from_url(d.stack.redis_url, max_connections=args.concurrency * 2)
     sessions = args.sessions
     await asyncio.gather(*(client.commit(commit_request(i)) for i in range(sessions)))
     decide_payloads = [msgspec.json.encode(decide_request(i)) for i in range(sessions)]
@@ -93,41 +131,39 @@ async def measure(nats_url: str, redis_url: str, args: argparse.Namespace) -> di
         return await r.evalsha(sha, 0)  # type: ignore[misc]
 
     kinds = {"echo": echo, "decide": decide, "commit": commit, "evalsha": evalsha}
-    for op in kinds.values():  # warm up connections, caches and pools
-        await load("warmup", op, total=min(2000, args.requests), concurrency=args.concurrency)
-    rounds: dict[str, list[Figures]] = {k: [] for k in kinds}
-    for _ in range(args.rounds):
-        for name, op in kinds.items():
-            rounds[name].append(await load(name, op, total=args.requests, concurrency=args.concurrency))
-    median = {k: sorted(v, key=lambda f: f.per_s)[len(v) // 2] for k, v in rounds.items()}
+    steps: list[dict[str, Any]] = []
+    for replicas in range(1, args.replicas + 1):
+        await d.scale_async("session-store", replicas, {"CONTINUITY_LOG_LEVEL": "WARNING"})
+        service = d.pids("session-store")
+        pids = {"echo": [echo_pid], "decide": service, "commit": service, "evalsha": []}
+        for name, op in kinds.items():  # warm up connections, caches, pools and the new replica
+            if replicas == 1 or name in ("decide", "commit"):
+                await load("warmup", op, total=min(2000, args.requests), concurrency=args.concurrency)
+        rounds: dict[str, list[Figures]] = {k: [] for k in kinds}
+        for _ in range(args.rounds):
+            for name, op in kinds.items():
+                rounds[name].append(
+                    await load(name, op, total=args.requests, concurrency=args.concurrency, pids=pids[name])
+                )
+        first = steps[0]["decide_per_s"] if steps else 0.0
+        steps.append(step_figures(replicas, rounds, first))
     sizes = [
         int(await r.memory_usage(keys.session(session(i).key), samples=0) or 0)
         for i in range(0, sessions, 97)
     ]
+    version = nc.connected_server_version
+    nats_version = f"{version.major}.{version.minor}.{version.patch}"
     await r.aclose()
     await nc.close()
-    echo_f, decide_f, commit_f, evalsha_f = (median[k] for k in kinds)
     return {
         "requests": args.requests,
         "concurrency": args.concurrency,
         "rounds": args.rounds,
-        "echo_per_s": round(echo_f.per_s),
-        "echo_p50_ms": round(echo_f.p50_ms, 3),
-        "echo_p99_ms": round(echo_f.p99_ms, 3),
-        "decide_per_s": round(decide_f.per_s),
-        "decide_p50_ms": round(decide_f.p50_ms, 3),
-        "decide_p99_ms": round(decide_f.p99_ms, 3),
-        "commit_per_s": round(commit_f.per_s),
-        "commit_p50_ms": round(commit_f.p50_ms, 3),
-        "commit_p99_ms": round(commit_f.p99_ms, 3),
-        "evalsha_per_s": round(evalsha_f.per_s),
-        "evalsha_p99_ms": round(evalsha_f.p99_ms, 3),
-        "decide_ratio": ratio(decide_f.per_s, echo_f.per_s),
-        "decide_p99_ratio": ratio(decide_f.p99_ms, echo_f.p99_ms),
-        "commit_ratio": ratio(commit_f.per_s, evalsha_f.per_s),
+        "production": args.production,
+        **{k: v for k, v in steps[0].items() if k not in ("replicas", "decide_scaling")},
         "bytes_per_session": round(statistics.mean(sizes)),
-        "decide_rounds_per_s": [round(f.per_s) for f in rounds["decide"]],
-        "echo_rounds_per_s": [round(f.per_s) for f in rounds["echo"]],
+        "nats_version": nats_version,
+        "steps": steps,
     }
 
 
@@ -135,44 +171,63 @@ def report(result: dict[str, Any]) -> str:
     lines = [
         f"session-store benchmark: {result['requests']} requests x {result['rounds']} rounds, "
         f"{result['concurrency']} concurrent requesters (median round)",
-        f"  {'':<22}{'per second':>12}{'p50 ms':>10}{'p99 ms':>10}",
-        f"  {'baseline: micro echo':<22}{result['echo_per_s']:>12}{result['echo_p50_ms']:>10}"
-        f"{result['echo_p99_ms']:>10}",
-        f"  {'decide':<22}{result['decide_per_s']:>12}{result['decide_p50_ms']:>10}"
-        f"{result['decide_p99_ms']:>10}",
-        f"  {'baseline: EVALSHA':<22}{result['evalsha_per_s']:>12}{'':>10}{result['evalsha_p99_ms']:>10}",
-        f"  {'commit':<22}{result['commit_per_s']:>12}{result['commit_p50_ms']:>10}"
-        f"{result['commit_p99_ms']:>10}",
-        f"  decide / echo throughput   {result['decide_ratio']:.3f}  (target >= 0.5)",
+        f"  {'':<26}{'per second':>12}{'p50 ms':>10}{'p99 ms':>10}{'CPU ms/req':>12}{'writes/req':>12}",
+    ]
+    for s in result["steps"]:
+        k = s["replicas"]
+        lines += [
+            f"  {'baseline: micro echo':<26}{s['echo_per_s']:>12}{s['echo_p50_ms']:>10}"
+            f"{s['echo_p99_ms']:>10}{s['echo_cpu_ms_per_request']:>12}{s['echo_writes_per_request']:>12}",
+            f"  {f'decide, {k} replica(s)':<26}{s['decide_per_s']:>12}{s['decide_p50_ms']:>10}"
+            f"{s['decide_p99_ms']:>10}{s['decide_cpu_ms_per_request']:>12}{s['decide_writes_per_request']:>12}",
+            f"  {'baseline: EVALSHA':<26}{s['evalsha_per_s']:>12}{'':>10}{s['evalsha_p99_ms']:>10}",
+            f"  {f'commit, {k} replica(s)':<26}{s['commit_per_s']:>12}{s['commit_p50_ms']:>10}"
+            f"{s['commit_p99_ms']:>10}{s['commit_cpu_ms_per_request']:>12}{s['commit_writes_per_request']:>12}",
+            f"  {'':<26}decide / echo {s['decide_ratio']:.3f}, "
+            f"decide to 1 replica {s['decide_scaling']:.3f}, commit / EVALSHA {s['commit_ratio']:.3f}",
+        ]
+    lines += [
+        f"  decide / echo throughput   {result['decide_ratio']:.3f}  (1 replica; target >= 0.6)",
         f"  decide / echo p99          {result['decide_p99_ratio']:.3f}  (target <= 3)",
         f"  commit / EVALSHA           {result['commit_ratio']:.3f}  (target >= 0.5)",
         f"  Redis bytes per session    {result['bytes_per_session']}  (target <= 512)",
+        "  CPU ms/req: utime+stime of the session-store processes (or the echo process) per request",
+        *describe(result),
     ]
     return "\n".join(lines)
 
 
 def main(args: argparse.Namespace) -> int:
-    with tempfile.TemporaryDirectory(prefix="continuity-bench-") as tmp:
-        stack = Stack(data_dir=Path(tmp))
+    if min(args.requests, args.concurrency, args.sessions, args.rounds, args.replicas) < 1:
+        print("error: --requests, --concurrency, --sessions, --rounds and --replicas must be at least 1",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    started = machine()
+    with (
+        tempfile.TemporaryDirectory(prefix="continuity-bench-") as tmp,
+        deployment(Path(tmp), args.production) as d,
+    ):
         echo: subprocess.Popen[bytes] | None = None
         try:
-            stack.start_servers(redis_appendonly=False)
-            stack.start_service(
-                "session-store", {"CONTINUITY_LOG_LEVEL": "WARNING"}, log_path=Path(tmp) / "service.log"
-            )
+            d.scale("session-store", 1, {"CONTINUITY_LOG_LEVEL": "WARNING"})
             echo = subprocess.Popen(
-                [sys.executable, "-m", "continuity.bench.echo", stack.nats_url], stdout=subprocess.PIPE
+                [sys.executable, "-m", "continuity.bench.echo", d.stack.nats_url], stdout=subprocess.PIPE
             )
             assert echo.stdout is not None
             echo.stdout.readline()  # "ready"
-            stack.wait_ready()
             import uvloop
 
-            result = uvloop.run(measure(stack.nats_url, stack.redis_url, args))
+            result = uvloop.run(measure(d, args, echo.pid))
         finally:
             if echo is not None:
                 echo.terminate()
                 echo.wait()
-            stack.stop()
+        result["servers"] = d.facts
+    ended = machine()
+    result.update(
+        cores=started["cores"],
+        load_average_start=started["load_average"],
+        load_average_end=ended["load_average"],
+    )
     print(msgspec.json.encode(result).decode() if args.json else report(result))
     return 0

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+
+from continuity.bench import procstat
+from continuity.bench.procstat import Usage
 
 
 @dataclass(frozen=True)
@@ -15,6 +18,8 @@ class Figures:
     seconds: float
     p50_ms: float
     p99_ms: float
+    used: Usage = procstat.NOTHING
+    """What the measured processes spent during the round (`load`'s `pids`)."""
 
     @property
     def per_s(self) -> float:
@@ -28,8 +33,16 @@ def percentile(sorted_values: list[float], q: float) -> float:
     return sorted_values[index]
 
 
-async def load(name: str, op: Callable[[int], Awaitable[object]], *, total: int, concurrency: int) -> Figures:
-    """Run `op(i)` for i in range(total) from `concurrency` workers; time each call."""
+async def load(
+    name: str,
+    op: Callable[[int], Awaitable[object]],
+    *,
+    total: int,
+    concurrency: int,
+    pids: Sequence[int] = (),
+) -> Figures:
+    """Run `op(i)` for i in range(total) from `concurrency` workers; time each call, and take
+    what the processes `pids` spent meanwhile."""
     latencies: list[float] = []
     counter = iter(range(total))
 
@@ -39,13 +52,31 @@ async def load(name: str, op: Callable[[int], Awaitable[object]], *, total: int,
             await op(i)
             latencies.append(time.perf_counter() - started)
 
+    before = procstat.usage(pids)
     started = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
     elapsed = time.perf_counter() - started
+    used = procstat.usage(pids) - before
     latencies.sort()
     return Figures(
-        name, total, elapsed, percentile(latencies, 0.50) * 1000, percentile(latencies, 0.99) * 1000
+        name, total, elapsed, percentile(latencies, 0.50) * 1000, percentile(latencies, 0.99) * 1000, used
     )
+
+
+def median(rounds: Sequence[Figures]) -> Figures:
+    """The round of median throughput."""
+    return sorted(rounds, key=lambda f: f.per_s)[len(rounds) // 2]
+
+
+def costs(rounds: Sequence[Figures], prefix: str = "") -> dict[str, float]:
+    """CPU milliseconds, write and read system calls per operation, over all `rounds`."""
+    ops = sum(f.requests for f in rounds)
+    used = sum((f.used for f in rounds), procstat.NOTHING)
+    return {
+        f"{prefix}cpu_ms_per_op": procstat.per_op_ms(used, ops),
+        f"{prefix}writes_per_op": procstat.per_op(used.writes, ops),
+        f"{prefix}reads_per_op": procstat.per_op(used.reads, ops),
+    }
 
 
 def ratio(a: float, b: float) -> float:

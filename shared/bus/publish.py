@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from typing import Any
 
+import msgspec
+import nats.errors
+import nats.js.errors
 from nats.js import JetStreamContext
 
 from shared import metrics
@@ -36,6 +40,15 @@ _NEWLINES = str.maketrans({"\r": " ", "\n": " "})
 # A sender's message id is kept only as visible ASCII of a bounded length: anything else could
 # not be sent back unchanged as a header, so it is left out rather than altered.
 _PLAIN_ID = re.compile(r"[!-~]{1,1024}\Z")
+
+
+class _PubAckReply(msgspec.Struct):
+    """The one field of JetStream's publish reply that matters here: an error, if any."""
+
+    error: dict[str, Any] | None = None
+
+
+_decode_ack = msgspec.json.Decoder(_PubAckReply).decode
 
 
 class PayloadTooLarge(Exception):
@@ -80,7 +93,23 @@ async def publish(
     Raises `PayloadTooLarge`, sending nothing, for a message the server would refuse."""
     headers = {"Nats-Msg-Id": msg_id}
     check_size(js, payload, headers)
-    await js.publish(subject, payload, timeout=timeout, headers=headers)
+    await _stored(js, subject, payload, headers, timeout)
+
+
+async def _stored(
+    js: JetStreamContext, subject: str, payload: bytes, headers: dict[str, str], timeout: float
+) -> None:
+    """`js.publish` minus what nobody here reads: the same request and the same errors (no
+    stream: `NoStreamResponseError`; an error reply: an `APIError`; no reply in time:
+    `nats.errors.TimeoutError`), without building a `PubAck` from `json.loads` and dataclass
+    fields: about a tenth of the client's CPU per JetStream publish."""
+    try:
+        msg = await js._nc.request(subject, payload, timeout=timeout, headers=headers)
+    except nats.errors.NoRespondersError:
+        raise nats.js.errors.NoStreamResponseError from None
+    reply = _decode_ack(msg.data)
+    if reply.error is not None:
+        nats.js.errors.APIError.from_error(reply.error)  # raises the error's own class
 
 
 async def dead_letter(
@@ -114,5 +143,5 @@ async def dead_letter(
         payload = payload[:room]
         headers[DEAD_TRUNCATED_HEADER] = "true"  # shorter than "false": the room still holds
     check_size(js, payload, headers)
-    await js.publish(dead_subject, payload, timeout=5.0, headers=headers)
+    await _stored(js, dead_subject, payload, headers, 5.0)
     metrics.labelled(metrics.DEAD_LETTERS, reason).inc()

@@ -26,27 +26,35 @@ class Decisions:
     def seen(self) -> list[Decision]:
         return [d for d, _ in self.items]
 
-    async def read(self, quiet_s: float = 0.2) -> list[Decision]:
-        """Everything stored so far: fetches until none arrives for `quiet_s`."""
+    async def _fetch(self, timeout: float) -> bool:
+        """One fetch of what is stored; False when nothing arrived within `timeout`."""
         if self._sub is None:
             self._sub = await self.js.pull_subscribe(
                 subjects.decisions(self.runner_id), stream=subjects.DECISIONS_STREAM
             )
-        while True:
-            try:
-                msgs = await self._sub.fetch(100, timeout=quiet_s)
-            except (nats.errors.TimeoutError, TimeoutError):  # nats-py raises either
-                return self.seen
-            for m in msgs:
-                await m.ack()
-                msg_id = (m.headers or {}).get("Nats-Msg-Id")
-                self.items.append((msgspec.json.decode(m.data, type=Decision), msg_id))
+        try:
+            msgs = await self._sub.fetch(100, timeout=timeout)
+        except (nats.errors.TimeoutError, TimeoutError):  # nats-py raises either
+            return False
+        for m in msgs:
+            await m.ack()
+            msg_id = (m.headers or {}).get("Nats-Msg-Id")
+            self.items.append((msgspec.json.decode(m.data, type=Decision), msg_id))
+        return True
+
+    async def read(self, quiet_s: float = 0.2) -> list[Decision]:
+        """Everything stored so far: fetches until none arrives for `quiet_s`."""
+        while await self._fetch(quiet_s):
+            pass
+        return self.seen
 
     async def wait(self, count: int, timeout: float = 10.0) -> list[Decision]:
-        """Until at least `count` decisions were stored, failing the test at the deadline."""
+        """Until at least `count` decisions were stored, failing the test at the deadline; it
+        returns as soon as they are there, even while more keep arriving."""
 
         async def enough() -> bool:
-            return len(await self.read(0.2)) >= count
+            await self._fetch(0.2)
+            return len(self.items) >= count
 
         await wait_for(enough, timeout=timeout, what=f"{count} decisions for {self.runner_id}")
         return self.seen

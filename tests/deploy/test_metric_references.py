@@ -9,11 +9,11 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-import prometheus_client
 import yaml
 
 import shared.metrics  # noqa: F401  (registers every metric)
 from tests.deploy.conftest import DEPLOY
+from tests.support.metrics import exported_series
 
 DASHBOARD = DEPLOY / "grafana" / "dashboards" / "continuity.json"
 RULES = sorted((DEPLOY / "prometheus" / "rules").glob("*.yml"))
@@ -46,22 +46,6 @@ _PROMQL_WORDS = {
     "inf",
     "nan",
 }
-
-
-def exported_series() -> dict[str, dict[str, set[str]]]:
-    """Sample name -> its label names, for every continuity_* sample the registry can expose
-    (a counter's _total, a histogram's _bucket/_sum/_count, a gauge's own name)."""
-    series: dict[str, dict[str, set[str]]] = {}
-    registered = prometheus_client.REGISTRY._collector_to_names
-    for collector, names in registered.items():
-        labels = set(getattr(collector, "_labelnames", ()))
-        for name in names:
-            if not name.startswith("continuity_") or name.endswith("_created"):
-                continue
-            if f"{name}_total" in names or f"{name}_bucket" in names:
-                continue  # a counter's or histogram's family name is never a sample name
-            series[name] = {"labels": labels | ({"le"} if name.endswith("_bucket") else set())}
-    return series
 
 
 def metric_names(expr: str) -> set[str]:

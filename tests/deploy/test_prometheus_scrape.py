@@ -24,7 +24,7 @@ from continuity.simulate.runner import GENERATION
 from continuity.stack import Stack
 from continuity.up import console_env
 from tests.deploy.conftest import DEPLOY, REPO, SERVICES, free_port, require_tool
-from tests.deploy.test_metric_references import exported_series
+from tests.support.metrics import exported_series
 
 DEADLINE_S = 30.0
 JOB = "continuity"

@@ -30,9 +30,9 @@ from shared.config import Config
 from shared.contracts import SessionRef
 from shared.outbox import OutboxEntry
 from shared.slots import key_slot
-from tests.cluster_support import dead_letters_of, decisions_per_run, publish_events, read_all, wait_decided
-from tests.sessions_helpers import commit_req, decide_req
 from tests.support import make_config, running, wait_for
+from tests.support.cluster import dead_letters_of, decisions_per_run, publish_events, read_all, wait_decided
+from tests.support.sessions import commit_req, decide_req
 
 pytestmark = pytest.mark.asyncio
 

@@ -18,8 +18,8 @@ from shared.client import ContinuityClient
 from shared.config import Config
 from shared.contracts import GetRequest
 from shared.session_record import V1_FIELDS, generation_binding
-from tests.sessions_helpers import commit_req, decide_req, new_session
 from tests.support import RunningApp, running
+from tests.support.sessions import commit_req, decide_req, new_session
 
 
 @pytest.fixture

@@ -37,8 +37,8 @@ from shared.contracts import ErrorInfo, ResumeFailed
 from shared.pipeline import PipelinedRedis
 from shared.times import now_rfc3339
 from shared.tls import client_context, nats_context
-from tests.sessions_helpers import commit_req, decide_req, new_session
 from tests.support import ServiceProcess, make_config, running, wait_for
+from tests.support.sessions import commit_req, decide_req, new_session
 
 pytestmark = pytest.mark.asyncio
 

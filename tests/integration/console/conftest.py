@@ -21,7 +21,8 @@ from services.console.config import ConsoleConfig
 from services.console.service import ConsoleApp
 from services.reconciliation.service import ReconciliationApp
 from services.session_store.service import SessionStoreApp
-from tests.integration.console.helpers import (
+from tests.support import make_config, running
+from tests.support.console import (
     ARTIFACTS,
     CHROMIUM_ARGS,
     DEV_ACTOR,
@@ -30,7 +31,6 @@ from tests.integration.console.helpers import (
     Consoles,
     Runs,
 )
-from tests.support import make_config, running
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,8 @@ import pytest
 from playwright.async_api import Browser, Page, expect
 
 from shared import subjects
-from tests.integration.console.helpers import DEV_ACTOR, DEV_TOKEN, GENERATION, Consoles, Runs
 from tests.support import wait_for
+from tests.support.console import DEV_ACTOR, DEV_TOKEN, GENERATION, Consoles, Runs
 
 pytestmark = pytest.mark.asyncio
 

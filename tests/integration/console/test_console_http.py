@@ -12,7 +12,7 @@ import aiohttp
 import pytest
 from prometheus_client import REGISTRY
 
-from tests.integration.console.helpers import DEV_TOKEN, GENERATION, HEADER, Consoles, Runs
+from tests.support.console import DEV_TOKEN, GENERATION, HEADER, Consoles, Runs
 
 pytestmark = pytest.mark.asyncio
 CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')

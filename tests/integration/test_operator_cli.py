@@ -20,7 +20,7 @@ from services.reconciliation.service import ReconciliationApp
 from services.session_store.service import SessionStoreApp
 from shared.client import ContinuityClient
 from tests.support import make_config, running
-from tests.test_reconciliation import classify, new_run, seed_reconcile
+from tests.support.reconciliation import classify, new_run, seed_reconcile
 
 pytestmark = pytest.mark.asyncio
 

@@ -14,8 +14,8 @@ from shared import keys
 from shared.bus.streams import ensure_streams
 from shared.config import Config
 from shared.runs.names import decision_id
-from tests.support import running, wait_for
-from tests.test_reconciliation import DecisionTap, classify, new_run, reconcile_work
+from tests.support import Decisions, running, wait_for
+from tests.support.reconciliation import classify, new_run, reconcile_work
 
 pytestmark = pytest.mark.asyncio
 
@@ -41,7 +41,7 @@ async def test_a_resolution_recorded_but_not_published_is_published_once_by_the_
     assert step.code == "resolved"
     expected = decision_id(run.run_id, 1, "continue_fresh")
     assert await redis_client.hexists(keys.outbox(sk), expected)  # type: ignore[misc]
-    tap = DecisionTap(js, run.runner_id)
+    tap = Decisions(js, run.runner_id)
     assert await tap.continued(quiet_s=0.3) == []
 
     app = ReconciliationApp(gauge_interval_s=0.2, outbox_grace_s=0.2, sweep_interval_s=0.1)

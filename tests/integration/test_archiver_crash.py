@@ -16,17 +16,16 @@ from continuity.servers import NatsServer, RedisServer
 from shared import keys
 from shared.bus.streams import ensure_streams
 from shared.contracts import ArchiveCommand, ArchiveResult
-from tests.support import ServiceProcess, wait_for
-from tests.test_archiver_support import (
+from tests.support import (
     Decisions,
     FakeRunner,
+    ServiceProcess,
     new_runner_id,
     new_session,
-    publish_work,
     save_session,
-    wait_idle,
-    work_item,
+    wait_for,
 )
+from tests.support.archiver import publish_work, wait_idle, work_item
 
 pytestmark = pytest.mark.asyncio
 

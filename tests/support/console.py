@@ -15,8 +15,8 @@ from shared import subjects
 from shared.client import ContinuityClient
 from shared.contracts import Decision, ErrorInfo, ResumeFailed, SessionRef, ToolCall
 from shared.times import now_rfc3339
-from tests.sessions_helpers import commit_req, new_session
 from tests.support import read_stream, wait_for
+from tests.support.sessions import commit_req, new_session
 
 DEV_TOKEN = "console-development-token"
 DEV_ACTOR = "dev-alice"

@@ -22,14 +22,16 @@ from shared.runs.decisions import decision_audit
 from shared.runs.index import audit_trail, session_of_run
 from shared.runs.steps import RunStep, record_step, run_fields
 from shared.times import now_rfc3339
-from tests.support import RunningApp, make_config, running
-from tests.test_classifier_helpers import (
+from tests.support import (
     KEYS,
     Bus,
+    RunningApp,
     header,
-    new_runner,
+    make_config,
+    new_runner_id,
     new_session,
     resume_failed,
+    running,
     seed_session,
     tool_call,
 )
@@ -88,7 +90,7 @@ def seconds(rfc3339: str) -> float:
 async def test_attach_refusal_stops_for_an_operator_and_leaves_the_session_as_it_was(
     bus: Bus, r: aioredis.Redis
 ) -> None:
-    runner, session = new_runner(), new_session()
+    runner, session = new_runner_id(), new_session()
     before = await seed_session(r, session, "allow_replacement_after_resume_failure", epoch=4)
     event = resume_failed(runner, session=session, classification="provider_attach_refused")
     decided = counter(
@@ -128,7 +130,7 @@ async def test_attach_refusal_stops_for_an_operator_and_leaves_the_session_as_it
 async def test_a_pending_side_effect_opens_a_reconciliation_never_a_replacement(
     bus: Bus, r: aioredis.Redis, source: str
 ) -> None:
-    runner, session = new_runner(), new_session()
+    runner, session = new_runner_id(), new_session()
     before = await seed_session(r, session, "allow_replacement_after_resume_failure")
     if source == "classification":
         call = None
@@ -155,7 +157,7 @@ async def test_a_pending_side_effect_opens_a_reconciliation_never_a_replacement(
 
 
 async def test_a_typed_source_reconciliation_error_stops_for_an_operator(bus: Bus, r: aioredis.Redis) -> None:
-    runner, session = new_runner(), new_session()
+    runner, session = new_runner_id(), new_session()
     await seed_session(r, session, "allow_replacement_after_resume_failure")
     error = ErrorInfo(
         type="NativeRunnerSourceReconciliationRequiredError",
@@ -176,7 +178,7 @@ async def test_a_typed_source_reconciliation_error_stops_for_an_operator(bus: Bu
 
 
 async def test_the_same_words_in_a_message_without_the_type_stay_unclassified(bus: Bus) -> None:
-    runner = new_runner()
+    runner = new_runner_id()
     error = ErrorInfo(
         type="Error",
         code="runner_resume_failed",
@@ -196,7 +198,7 @@ async def test_the_same_words_in_a_message_without_the_type_stay_unclassified(bu
 async def test_a_transport_drop_with_a_replacement_policy_asks_for_an_archive(
     bus: Bus, r: aioredis.Redis
 ) -> None:
-    runner, session = new_runner(), new_session()
+    runner, session = new_runner_id(), new_session()
     before = await seed_session(r, session, "allow_replacement_after_resume_failure")
     event = resume_failed(runner, session=session, attempt=2, error=ErrorInfo(type="Error", code="eof"))
 
@@ -227,7 +229,7 @@ async def test_a_transport_drop_with_a_replacement_policy_asks_for_an_archive(
 
 @pytest.mark.parametrize("with_record", [False, True])
 async def test_same_session_only_retries_with_backoff(bus: Bus, r: aioredis.Redis, with_record: bool) -> None:
-    runner, session = new_runner(), new_session()
+    runner, session = new_runner_id(), new_session()
     if with_record:
         await seed_session(r, session, "same_session_only", epoch=2)
     event = resume_failed(runner, session=session, attempt=2)
@@ -251,7 +253,7 @@ async def test_same_session_only_retries_with_backoff(bus: Bus, r: aioredis.Redi
 
 
 async def test_the_third_attempt_is_exhausted_whatever_the_policy(bus: Bus, r: aioredis.Redis) -> None:
-    runner, session = new_runner(), new_session()
+    runner, session = new_runner_id(), new_session()
     await seed_session(r, session, "allow_replacement_after_resume_failure")
     event = resume_failed(runner, session=session, attempt=3)
 
@@ -266,7 +268,7 @@ async def test_the_third_attempt_is_exhausted_whatever_the_policy(bus: Bus, r: a
 
 @pytest.mark.parametrize("elapsed", [True, False])
 async def test_governed_wait_policy(bus: Bus, r: aioredis.Redis, elapsed: bool) -> None:
-    runner, session = new_runner(), new_session()
+    runner, session = new_runner_id(), new_session()
     await seed_session(r, session, "allow_replacement_after_governed_wait")
     event = resume_failed(runner, session=session, governed_wait_elapsed=elapsed)
 
@@ -282,7 +284,7 @@ async def test_governed_wait_policy(bus: Bus, r: aioredis.Redis, elapsed: bool) 
 
 
 async def test_an_unknown_policy_value_is_treated_as_same_session_only(bus: Bus, r: aioredis.Redis) -> None:
-    runner, session = new_runner(), new_session()
+    runner, session = new_runner_id(), new_session()
     await seed_session(r, session, "allow_replacement_always")
     event = resume_failed(runner, session=session)
 
@@ -296,7 +298,7 @@ async def test_an_unknown_policy_value_is_treated_as_same_session_only(bus: Bus,
 
 
 async def test_every_live_key_is_accepted(bus: Bus) -> None:
-    runner = new_runner()
+    runner = new_runner_id()
     first = resume_failed(runner, classification="provider_attach_refused", key_id="k1")
     second = resume_failed(runner, classification="provider_attach_refused", key_id="k2")
     await bus.publish(first)
@@ -316,7 +318,7 @@ async def test_every_live_key_is_accepted(bus: Bus) -> None:
 async def test_an_unverifiable_command_result_is_quarantined_without_a_decision(
     bus: Bus, r: aioredis.Redis, key_id: str, key: bytes, reason: str
 ) -> None:
-    runner, session = new_runner(), new_session()
+    runner, session = new_runner_id(), new_session()
     await seed_session(r, session, "allow_replacement_after_resume_failure")
     event = resume_failed(
         runner, session=session, classification="provider_attach_refused", key_id=key_id, key=key
@@ -341,7 +343,7 @@ async def test_an_unverifiable_command_result_is_quarantined_without_a_decision(
 
 
 async def test_a_signature_over_another_attempt_does_not_verify(bus: Bus) -> None:
-    runner = new_runner()
+    runner = new_runner_id()
     event = resume_failed(runner, classification="provider_attach_refused", attempt=1)
     replayed = msgspec.structs.replace(event, attempt=2, event_id=f"ev-{uuid.uuid4().hex}")
     await bus.settled(await bus.publish(replayed))
@@ -354,7 +356,7 @@ async def test_a_signature_over_another_attempt_does_not_verify(bus: Bus) -> Non
 
 
 async def test_redelivered_resent_and_competing_events_make_one_decision(bus: Bus, r: aioredis.Redis) -> None:
-    runner, session = new_runner(), new_session()
+    runner, session = new_runner_id(), new_session()
     await seed_session(r, session, "same_session_only")
     first = resume_failed(runner, session=session, pending=tool_call())
     duplicates_before = counter("continuity_events_total", type="resume_failed", outcome="duplicate")
@@ -384,7 +386,7 @@ async def test_redelivered_resent_and_competing_events_make_one_decision(bus: Bu
 
 
 async def test_an_event_moving_a_run_to_another_session_is_invalid(bus: Bus, r: aioredis.Redis) -> None:
-    runner = new_runner()
+    runner = new_runner_id()
     first = resume_failed(runner)
     await bus.settled(await bus.publish(first))
     elsewhere = msgspec.structs.replace(first, event_id=f"ev-{uuid.uuid4().hex}", session=new_session())
@@ -396,7 +398,7 @@ async def test_an_event_moving_a_run_to_another_session_is_invalid(bus: Bus, r: 
 
 
 async def test_a_burst_of_copies_in_one_batch_makes_one_decision(bus: Bus) -> None:
-    runner = new_runner()
+    runner = new_runner_id()
     event = resume_failed(runner, classification="provider_attach_refused")
     seq = 0
     for _ in range(8):
@@ -410,7 +412,7 @@ async def test_a_crash_between_record_and_publish_is_repaired_on_redelivery(
 ) -> None:
     """A delivery recorded its step and died before publishing; the redelivery finds the slot
     taken, makes no second decision, and publishes what was recorded."""
-    runner, session = new_runner(), new_session()
+    runner, session = new_runner_id(), new_session()
     event = resume_failed(runner, session=session, classification="provider_attach_refused")
     decision = Decision(
         decision_id=f"{event.run_id}:1:operator",
@@ -451,11 +453,11 @@ async def test_a_crash_between_record_and_publish_is_repaired_on_redelivery(
 
 
 async def test_bad_input_is_dead_lettered_and_the_service_keeps_deciding(bus: Bus) -> None:
-    runner = new_runner()
+    runner = new_runner_id()
     subject = subjects.event(runner, "resume_failed")
     valid = resume_failed(runner)
     as_dict = msgspec.to_builtins(valid)
-    mismatch = msgspec.json.encode({**as_dict, "runner_id": new_runner(), "event_id": "ev-mismatch"})
+    mismatch = msgspec.json.encode({**as_dict, "runner_id": new_runner_id(), "event_id": "ev-mismatch"})
     missing = msgspec.json.encode(
         {k: v for k, v in as_dict.items() if k != "run_id"} | {"event_id": "ev-miss"}
     )
@@ -496,7 +498,7 @@ async def test_bad_input_is_dead_lettered_and_the_service_keeps_deciding(bus: Bu
 
 
 async def test_a_subject_without_a_runner_and_type_is_dead_lettered(bus: Bus) -> None:
-    runner = new_runner()
+    runner = new_runner_id()
     event = resume_failed(runner)
     await bus.settled(
         await bus.publish(msgspec.json.encode(event), subject=f"continuity.events.{runner}.resume_failed.x")

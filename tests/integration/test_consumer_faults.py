@@ -8,8 +8,7 @@ import pytest
 
 from continuity.servers import NatsServer, RedisServer
 from services.classifier.service import ClassifierApp
-from tests.support import make_config, running, wait_for
-from tests.test_classifier_helpers import Bus, new_runner, resume_failed
+from tests.support import Bus, make_config, new_runner_id, resume_failed, running, wait_for
 
 pytestmark = pytest.mark.asyncio
 
@@ -18,7 +17,7 @@ async def test_classifier_rebinds_after_a_nats_restart(fresh_servers: tuple[Nats
     n, r = fresh_servers
     app = ClassifierApp()
     async with running(app, make_config(n.url, r.url)):
-        runner = new_runner()
+        runner = new_runner_id()
         nc = await nats.connect(n.url, max_reconnect_attempts=-1, reconnect_time_wait=0.2)
         bus = Bus(nc.jetstream())
         before = resume_failed(runner)

@@ -14,8 +14,8 @@ from shared import keys
 from shared.client import ContinuityClient, RequestError
 from shared.config import Config
 from shared.contracts import GetRequest, RejectRequest, SessionRef
-from tests.sessions_helpers import CWD, commit_req, decide_req, new_session
 from tests.support import RunningApp, running
+from tests.support.sessions import CWD, commit_req, decide_req, new_session
 
 pytestmark = pytest.mark.asyncio
 

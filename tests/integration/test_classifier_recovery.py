@@ -20,17 +20,20 @@ from shared import keys, subjects
 from shared.bus.publish import DEAD_REASON_HEADER
 from shared.bus.streams import ensure_streams
 from shared.contracts import ResumeFailed
-from tests.support import ServiceProcess, make_config, running, wait_for
-from tests.test_classifier_helpers import (
+from tests.support import (
     KEYS,
     KEYS_ENV,
     Bus,
+    ServiceProcess,
     header,
-    new_runner,
+    make_config,
+    new_runner_id,
     new_session,
     resume_failed,
+    running,
     seed_session,
     tool_call,
+    wait_for,
 )
 
 pytestmark = pytest.mark.asyncio
@@ -66,7 +69,7 @@ async def test_an_event_waits_out_a_redis_outage_and_is_decided_once(
     )
     bus = Bus(nc.jetstream())
     async with running(ClassifierApp(), config):
-        runner, session = new_runner(), new_session()
+        runner, session = new_runner_id(), new_session()
         event = resume_failed(runner, session=session, classification="provider_attach_refused")
         redis_server.stop()
         seq = await bus.publish(event)
@@ -90,7 +93,7 @@ async def test_an_event_that_outlasts_its_deliveries_moves_to_exhausted(
     config = make_config(nats_server.url, redis_server.url, runner_keys=KEYS, max_deliver=2, nak_delay_s=0.05)
     bus = Bus(nc.jetstream())
     async with running(ClassifierApp(), config):
-        runner = new_runner()
+        runner = new_runner_id()
         event = resume_failed(runner)
         redis_server.stop()
         await bus.settled(await bus.publish(event))
@@ -121,7 +124,7 @@ def classifier_process(fresh_servers: Servers, tmp_path: Path) -> Iterator[Servi
 
 async def stream_events(r: aioredis.Redis, count: int) -> list[tuple[ResumeFailed, str]]:
     """Events of every kind, with the output each one should produce exactly once."""
-    runners = [new_runner() for _ in range(4)]
+    runners = [new_runner_id() for _ in range(4)]
     events: list[tuple[ResumeFailed, str]] = []
     for i in range(count):
         runner, session = runners[i % 4], new_session()

@@ -11,7 +11,6 @@ import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 
 import msgspec
 import nats.errors
@@ -28,155 +27,26 @@ from services.session_store.service import SessionStoreApp
 from shared import keys, subjects
 from shared.client import ContinuityClient, RequestError
 from shared.contracts import (
-    Decision,
     ListRequest,
-    ReconcileWork,
     ResolveRequest,
     RetryRequest,
     RunRequest,
-    SessionRef,
-    ToolCall,
 )
-from shared.contracts.types import Action, ActionOutcome, DecisionReason, FailureClass, RecordedOutcome
-from shared.outbox import Outbox
-from shared.runs import decisions
-from shared.runs.index import index_run
-from shared.runs.names import classifier_slot, decision_id
-from shared.runs.steps import record_step
-from shared.times import now_rfc3339, rfc3339_from_epoch
-from tests.sessions_helpers import commit_req, decide_req, new_session
-from tests.support import make_config, running, wait_for
+from shared.contracts.types import ActionOutcome
+from shared.times import rfc3339_from_epoch
+from tests.support import Decisions, make_config, running, wait_for
+from tests.support.reconciliation import (
+    Run,
+    classify,
+    new_run,
+    publish_work,
+    reconcile_work,
+    seed_reconcile,
+    wait_until_opened,
+)
+from tests.support.sessions import commit_req, decide_req
 
 pytestmark = pytest.mark.asyncio
-
-REASONS: dict[Action, DecisionReason] = {
-    "reconcile": "native_provider_side_effect_pending",
-    "operator": "native_provider_state_incompatible",
-    "retry_same_session": "native_session_interrupted",
-}
-
-
-# Seeding, as the classifier does it ------------------------------------------------------
-
-
-@dataclass
-class Run:
-    run_id: str
-    runner_id: str
-    session: SessionRef
-    attempt: int
-
-
-def new_run(attempt: int = 1) -> Run:
-    return Run(
-        run_id=f"run-{uuid.uuid4().hex[:12]}",
-        runner_id=f"r{uuid.uuid4().hex[:10]}",
-        session=new_session(),
-        attempt=attempt,
-    )
-
-
-async def classify(r: aioredis.Redis, js: JetStreamContext, run: Run, action: Action) -> Decision:
-    """Record and publish one classifier decision for `run`."""
-    failure_class: FailureClass | None = "provider_side_effect_pending" if action == "reconcile" else None
-    decision = decisions.decision(run, action, REASONS[action], time.time(), failure_class=failure_class)
-    step = decisions.decision_step(
-        decision, classifier_slot(run.attempt), "classifier", native_session_id="ns-1"
-    )
-    await index_run(r, run.run_id, run.session.key)
-    assert await record_step(r, run.session.key, run.run_id, step) is None
-    await Outbox(r, js).flush(run.session.key, step.outbox)
-    return decision
-
-
-def reconcile_work(
-    run: Run, *, recorded: RecordedOutcome | None = None, opened_at: str | None = None
-) -> ReconcileWork:
-    return ReconcileWork(
-        runner_id=run.runner_id,
-        run_id=run.run_id,
-        attempt=run.attempt,
-        session=run.session,
-        native_session_id="ns-1",
-        tool_call=ToolCall(
-            tool_call_id=f"call-{run.run_id}",
-            tool_name="paperclip_call_assigned_tool",
-            started_at="2026-11-30T12:00:00.000Z",
-            recorded_outcome=recorded,
-        ),
-        recorded_outcome=recorded,
-        decision_id=decision_id(run.run_id, run.attempt, "reconcile"),
-        opened_at=opened_at or now_rfc3339(),
-    )
-
-
-async def publish_work(js: JetStreamContext, work: ReconcileWork, msg_id: str | None = None) -> None:
-    await js.publish(
-        subjects.WORK_RECONCILE,
-        msgspec.json.encode(work),
-        headers={"Nats-Msg-Id": msg_id or f"work:{work.run_id}:{work.attempt}:reconcile"},
-    )
-
-
-async def seed_reconcile(
-    r: aioredis.Redis,
-    js: JetStreamContext,
-    client: ContinuityClient,
-    run: Run | None = None,
-    **work_kw: object,
-) -> Run:
-    """A run stopped on a pending side effect, its saved session committed and then held, and
-    its reconciliation record opened by the service."""
-    run = run or new_run()
-    await client.commit(commit_req(run.session))
-    await classify(r, js, run, "reconcile")
-    await publish_work(js, reconcile_work(run, **work_kw))  # type: ignore[arg-type]
-    await wait_until_opened(client, run.run_id)
-    # The record is readable a moment before the index lists it: wait for both, as the ack does.
-    name = member(run.session.key, run.run_id)
-
-    async def listed() -> bool:
-        return await r.zscore(open_index(run.run_id), name) is not None
-
-    await wait_for(listed, what=f"reconciliation of {run.run_id} listed")
-    return run
-
-
-async def wait_until_opened(client: ContinuityClient, run_id: str) -> None:
-    async def opened() -> bool:
-        try:
-            await client.reconciliation(run_id)
-        except RequestError as err:
-            assert err.code == "not_found"
-            return False
-        return True
-
-    await wait_for(opened, what=f"reconciliation of {run_id} opened")
-
-
-class DecisionTap:
-    """Every decision JetStream stored for one runner, read through an ephemeral consumer."""
-
-    def __init__(self, js: JetStreamContext, runner_id: str) -> None:
-        self._js = js
-        self._subject = subjects.decisions(runner_id)
-        self._sub: JetStreamContext.PullSubscription | None = None
-        self.seen: list[Decision] = []
-
-    async def read(self, quiet_s: float = 0.2) -> list[Decision]:
-        if self._sub is None:
-            self._sub = await self._js.pull_subscribe(self._subject, stream=subjects.DECISIONS_STREAM)
-        while True:
-            try:
-                msgs = await self._sub.fetch(100, timeout=quiet_s)
-            except (nats.errors.TimeoutError, TimeoutError):  # nats-py raises either
-                return self.seen
-            for m in msgs:
-                self.seen.append(msgspec.json.decode(m.data, type=Decision))
-                await m.ack()
-
-    async def continued(self, quiet_s: float = 0.2) -> list[Decision]:
-        return [d for d in await self.read(quiet_s) if d.action == "continue_fresh"]
 
 
 async def expect_error(call: object, status: int, code: str) -> None:
@@ -306,7 +176,7 @@ async def test_resolve_continues_fresh_and_leaves_the_saved_session_held_and_unc
     )
     assert (reply.status, reply.decision_id) == ("delivered", f"{run.run_id}:1:continue_fresh")
 
-    tap = DecisionTap(js, run.runner_id)
+    tap = Decisions(js, run.runner_id)
     await wait_for(lambda: _has_continue(tap), what="continue_fresh published")
     continued = await tap.continued()
     assert len(continued) == 1
@@ -345,7 +215,7 @@ async def test_resolve_continues_fresh_and_leaves_the_saved_session_held_and_unc
     assert trail[-1].at == record.resolution.resolved_at
 
 
-async def _has_continue(tap: DecisionTap) -> bool:
+async def _has_continue(tap: Decisions) -> bool:
     return bool(await tap.continued(quiet_s=0.05))
 
 
@@ -360,7 +230,7 @@ async def test_resolve_again_is_already_delivered_or_a_conflict(
     await expect_error(client.resolve(other), 409, "execution_reconciliation_conflict")
     record = await client.reconciliation(run.run_id)
     assert record.resolution is not None and record.resolution.actor == "bob"
-    tap = DecisionTap(js, run.runner_id)
+    tap = Decisions(js, run.runner_id)
     assert len(await tap.continued(quiet_s=0.5)) == 1
 
 
@@ -442,7 +312,7 @@ async def test_twenty_concurrent_resolves_have_exactly_one_winner(
         assert res.code == expected
     record = await client.reconciliation(run.run_id)
     assert record.resolution is not None and record.resolution.actor == winner.actor
-    tap = DecisionTap(js, run.runner_id)
+    tap = Decisions(js, run.runner_id)
     await wait_for(lambda: _has_continue(tap), what="continue_fresh published")
     continued = await tap.continued(quiet_s=0.5)
     assert len(continued) == 1 and continued[0].reconciled_outcome == winner.action_outcome
@@ -497,7 +367,7 @@ async def test_operator_retry_continues_fresh_once(
         client.retry(RetryRequest(run_id=run.run_id, actor="erin")), 409, "operator_retry_already_delivered"
     )
 
-    tap = DecisionTap(js, run.runner_id)
+    tap = Decisions(js, run.runner_id)
     await wait_for(lambda: _has_continue(tap), what="continue_fresh published")
     continued = await tap.continued(quiet_s=0.5)
     assert len(continued) == 1
@@ -531,7 +401,7 @@ async def test_retry_is_refused_while_a_reconciliation_is_pending(
     await expect_error(
         client.retry(RetryRequest(run_id=run.run_id, actor="a")), 409, "operator_retry_already_delivered"
     )
-    tap = DecisionTap(js, run.runner_id)
+    tap = Decisions(js, run.runner_id)
     assert [d.reason for d in await tap.continued(quiet_s=0.5)] == ["execution_reconciled"]
 
 

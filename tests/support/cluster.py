@@ -13,22 +13,15 @@ from nats.js import JetStreamContext
 
 from shared import subjects
 from shared.contracts import ResumeFailed, SessionRef
-from shared.times import now_rfc3339
-from tests.support import wait_for
+from tests.support.runner import resume_failed
+from tests.support.streams import read_stream
+from tests.support.waiting import wait_for
 
 
 def event(runner: str, run_id: str) -> ResumeFailed:
     """An unclassified resume failure of a session of its own: it gets one decision."""
-    return ResumeFailed(
-        type="resume_failed",
-        event_id=f"ev-{uuid.uuid4().hex}",
-        runner_id=runner,
-        run_id=run_id,
-        attempt=1,
-        session=SessionRef(tenant="acme", conversation_id=f"conv-{run_id}", agent_id="codex"),
-        native_session_id="ns-saved-1",
-        occurred_at=now_rfc3339(),
-    )
+    session = SessionRef(tenant="acme", conversation_id=f"conv-{run_id}", agent_id="codex")
+    return resume_failed(runner, run_id=run_id, session=session)
 
 
 async def publish_until_stored(js: JetStreamContext, subject: str, data: bytes, msg_id: str) -> int:
@@ -59,17 +52,8 @@ async def publish_events(js: JetStreamContext, runner: str, count: int) -> list[
     return runs
 
 
-async def read_all(js: JetStreamContext, stream: str, subject: str) -> list[Any]:
-    """Every message stored on `subject`, through a fresh consumer."""
-    sub = await js.pull_subscribe(subject, stream=stream)
-    try:
-        pending = (await sub.consumer_info()).num_pending or 0
-        msgs: list[Any] = []
-        while len(msgs) < pending:
-            msgs.extend(await sub.fetch(pending - len(msgs), timeout=5))
-        return msgs
-    finally:
-        await sub.unsubscribe()
+# Every message stored on a subject, through a fresh consumer: the one stream reader.
+read_all = read_stream
 
 
 async def read_settled(js: JetStreamContext, stream: str, subject: str) -> list[Any]:

@@ -24,19 +24,18 @@ from shared.outbox import OutboxEntry
 from shared.redaction import ARCHIVE_FAILED
 from shared.runs import index, steps
 from shared.times import now_rfc3339
-from tests.support import running, wait_for
-from tests.test_archiver_support import (
+from tests.support import (
     Decisions,
     FakeRunner,
     answer_with,
     never_answer,
     new_runner_id,
     new_session,
-    publish_work,
+    running,
     save_session,
-    wait_idle,
-    work_item,
+    wait_for,
 )
+from tests.support.archiver import publish_work, wait_idle, work_item
 
 pytestmark = pytest.mark.asyncio
 

@@ -15,7 +15,7 @@ import shared.metrics  # noqa: F401 - registers the metrics
 from shared import contracts, subjects
 from shared.contracts import limits, types
 
-DOC = (Path(__file__).resolve().parents[1] / "docs" / "contract-v1.md").read_text()
+DOC = (Path(__file__).resolve().parents[2] / "docs" / "contract-v1.md").read_text()
 WORDS = set(re.findall(r"[A-Za-z0-9_.$<>:-]+", DOC))
 
 CLOSED_SETS = [name for name in dir(types) if typing.get_origin(getattr(types, name)) is typing.Literal]

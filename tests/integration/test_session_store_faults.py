@@ -15,8 +15,8 @@ from continuity.servers import NatsServer, RedisServer, free_port
 from services.session_store.service import SessionStoreApp
 from shared.client import ContinuityClient, RequestError
 from shared.contracts import GetRequest
-from tests.sessions_helpers import commit_req, decide_req, new_session
 from tests.support import ServiceProcess, make_config, running, wait_for
+from tests.support.sessions import commit_req, decide_req, new_session
 
 pytestmark = pytest.mark.asyncio
 

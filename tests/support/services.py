@@ -1,23 +1,20 @@
-"""Helpers of the tests: configuration, waiting on conditions, services run in-process."""
+"""Services under test: their configuration, in-process (`running`) or as processes of their own
+(`ServiceProcess`), and their HTTP probes."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import os
-import signal
 import subprocess
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from nats.aio.msg import Msg
-from nats.js import JetStreamContext
-
-from continuity.servers import NatsServer, nats_server_binary
 from continuity.stack import spawn_service
 from shared.config import Config
 from shared.runtime import App, serve
+from tests.support.waiting import wait_for
 
 
 def make_config(nats_url: str, redis_url: str, **overrides: Any) -> Config:
@@ -32,26 +29,6 @@ def make_config(nats_url: str, redis_url: str, **overrides: Any) -> Config:
     from dataclasses import replace
 
     return replace(base, **overrides)
-
-
-async def wait_for(
-    predicate: Callable[[], Awaitable[bool]] | Callable[[], bool],
-    timeout: float = 10.0,
-    interval: float = 0.02,
-    what: str = "condition",
-) -> None:
-    """Poll `predicate` until it holds, failing the test at the deadline."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        result = predicate()
-        if asyncio.iscoroutine(result):
-            result = await result
-        if result:
-            return
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(interval)  # poll interval of a deadline-bounded wait
 
 
 class RunningApp:
@@ -131,41 +108,3 @@ async def http_status(port: int, path: str) -> int:
         return int(status_line.split()[1])
     finally:
         writer.close()
-
-
-class ConfiguredNatsServer(NatsServer):
-    """A NATS server (JetStream) started from a configuration file, which a test can rewrite
-    and have the running server reload (SIGHUP), as an operator would."""
-
-    def __init__(self, data_dir: Path, settings: str = "") -> None:
-        super().__init__(data_dir)
-        self.config_path = data_dir / "nats.conf"
-        self._write(settings)
-
-    def _write(self, settings: str) -> None:
-        store = self.data_dir / "jetstream"
-        self.config_path.write_text(
-            f'host: "127.0.0.1"\nport: {self.port}\njetstream {{ store_dir: "{store}" }}\n{settings}\n'
-        )
-
-    def command(self) -> list[str]:
-        return [nats_server_binary(), "-c", str(self.config_path)]
-
-    def reload(self, settings: str) -> None:
-        assert self.proc is not None
-        self._write(settings)
-        self.proc.send_signal(signal.SIGHUP)
-
-
-async def read_stream(js: JetStreamContext, stream: str, subject: str) -> list[Msg]:
-    """Every message stored in `stream` on `subject` (wildcards allowed), through an ephemeral
-    consumer of its own that leaves the stream as it was."""
-    sub = await js.pull_subscribe(subject, stream=stream)
-    try:
-        pending = (await sub.consumer_info()).num_pending or 0
-        msgs: list[Msg] = []
-        while len(msgs) < pending:
-            msgs.extend(await sub.fetch(pending - len(msgs), timeout=5))
-        return msgs
-    finally:
-        await sub.unsubscribe()

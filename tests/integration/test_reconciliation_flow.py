@@ -21,9 +21,9 @@ from shared.client import ContinuityClient, RequestError
 from shared.config import Config
 from shared.contracts import ResolveRequest, ResumeFailed, RetryRequest, ToolCall
 from shared.times import now_rfc3339
-from tests.sessions_helpers import commit_req, decide_req
-from tests.support import running, wait_for
-from tests.test_reconciliation import DecisionTap, new_run, wait_until_opened
+from tests.support import Decisions, running, wait_for
+from tests.support.reconciliation import new_run, wait_until_opened
+from tests.support.sessions import commit_req, decide_req
 
 pytestmark = [
     pytest.mark.asyncio,
@@ -87,7 +87,7 @@ async def test_a_pending_tool_call_is_reconciled_then_continued_fresh(
     reply = await client.resolve(
         ResolveRequest(run_id=run.run_id, action_outcome="not_performed", evidence="no ticket", actor="ops")
     )
-    tap = DecisionTap(js, run.runner_id)
+    tap = Decisions(js, run.runner_id)
 
     async def continued() -> bool:
         return any(d.action == "continue_fresh" for d in await tap.read(quiet_s=0.05))

@@ -1,0 +1,122 @@
+"""The simulator's fleet against the four real services (in-process, real NATS and Redis); its
+checker alone is tested in tests/unit/test_simulate_checker.py."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import sys
+import threading
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from continuity.servers import NatsServer, RedisServer
+from continuity.simulate import run_demo
+from continuity.simulate.fleet import Fleet, Settings
+from continuity.simulate.keys import DEMO_KEYS, DEMO_KEYS_ENV
+from continuity.stack import Stack
+from services.archiver.service import ArchiverApp
+from services.classifier.service import ClassifierApp
+from services.reconciliation.service import ReconciliationApp
+from services.session_store.service import SessionStoreApp
+from tests.support import make_config, running
+
+ARCHIVE_TIMEOUT_S = 1.0
+
+# ---- the fleet against the real services -----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def sim_nats(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
+    """A NATS server of this module's own: its work-queue consumers cannot clash with others'."""
+    server = NatsServer(tmp_path_factory.mktemp("simulate-nats"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+async def services(sim_nats: NatsServer, redis_server: RedisServer) -> AsyncIterator[str]:
+    config = make_config(
+        sim_nats.url,
+        redis_server.url,
+        runner_keys=DEMO_KEYS,
+        archive_timeout_s=ARCHIVE_TIMEOUT_S,
+        retry_backoff_s=0.1,
+    )
+    apps = (SessionStoreApp(), ClassifierApp(), ArchiverApp(), ReconciliationApp())
+    async with contextlib.AsyncExitStack() as stack:
+        for app in apps:
+            await stack.enter_async_context(running(app, config))
+        yield sim_nats.url
+
+
+def fleet_settings(url: str, **overrides: object) -> Settings:
+    base = Settings(
+        runners=3,
+        events=70,
+        rate=200.0,
+        archive_fail_rate=0.25,
+        archive_timeout_rate=0.15,
+        seed=11,
+        nats_url=url,
+        deadline_s=10.0,
+        archive_timeout_s=ARCHIVE_TIMEOUT_S,
+        settle_s=0.3,
+    )
+    for key, value in overrides.items():
+        setattr(base, key, value)
+    return base
+
+
+async def test_a_mixed_fleet_finds_no_contradiction_against_the_services(services: str) -> None:
+    result = await Fleet(fleet_settings(services)).run()
+
+    assert [c.text for c in result.checker.contradictions] == []
+    assert not result.warnings and not result.interrupted
+    actions = {action for action, _ in result.checker.decisions}
+    assert {"retry_same_session", "open_replacement", "operator", "reconcile", "continue_fresh"} <= actions
+    assert ("retry_same_session", "runner_continuity_break_archive_failed") in result.checker.decisions
+    assert result.operator_acts.get("resolve", 0) > 0 and result.operator_acts.get("retry", 0) > 0
+    dead = {subject for subject, _ in result.checker.dead_letters}
+    assert dead == {"continuity.dead.quarantine", "continuity.dead.invalid"}
+    assert all(story.done for story in result.stories) and len(result.stories) == 70
+
+
+async def test_the_fleet_reports_services_that_do_not_share_its_keys(services: str) -> None:
+    other = {"sim-k1": b"another-key-the-services-never-saw!!"}
+    settings = fleet_settings(services, events=3, mix={"refusal": 1}, keys=other, deadline_s=2.0)
+    result = await Fleet(settings).run()
+
+    texts = [c.text for c in result.checker.contradictions]
+    assert len(texts) == 3 and all("services started with the simulator's keys" in t for t in texts), texts
+
+
+async def test_simulate_command_prints_one_json_object_and_exits_0(services: str) -> None:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "continuity", "simulate",
+        "--nats-url", services, "--events", "25", "--rate", "100", "--runners", "2",
+        "--archive-timeout", str(ARCHIVE_TIMEOUT_S), "--deadline", "10", "--keys", DEMO_KEYS_ENV,
+        "--seed", "3", "--json",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err.decode()[-2000:]
+    report = json.loads(out)
+    assert report["ok"] is True and report["contradictions"] == []
+    assert report["runs"] == 25 and report["events"] >= 25
+    assert b"decisions" in err  # live progress on stderr
+
+
+async def test_run_demo_narrates_and_returns_0(
+    services: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stack = Stack(data_dir=tmp_path, nats_url=services)
+    code = await asyncio.to_thread(run_demo, stack, 2.0, threading.Event())
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "What Continuity did with each kind of failure" in out
+    assert "contradictions: 0" in out

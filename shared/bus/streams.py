@@ -10,6 +10,7 @@ stream or consumer is left to an operator's explicit `continuity streams apply`.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import math
 from collections.abc import Callable
@@ -309,7 +310,7 @@ async def check(
     for config in configs:
         assert config.name is not None
         try:
-            info = await js.stream_info(config.name)
+            info = await js.stream_info(config.name or "")
         except NotFoundError:
             missing.append(config.name)
             continue
@@ -340,6 +341,7 @@ async def apply(
         elif any(d.kind == "stream" and d.stream == config.name for d in drifts):
             await js.update_stream(config)
             changed.append(f"updated stream {config.name}")
+            await _settled(js, config)
     for spec in consumers:
         # Here the replica count is explicit: the operator asked for this one.
         wanted = dataclasses.replace(spec.config, num_replicas=spec.replicas)
@@ -350,3 +352,15 @@ async def apply(
             await js.add_consumer(spec.stream, wanted)  # an update of the existing durable
             changed.append(f"updated consumer {spec.stream}/{spec.durable}")
     return changed
+
+
+async def _settled(js: JetStreamContext, config: StreamConfig, timeout_s: float = 30.0) -> None:
+    """Wait until the cluster reports the stream's new replica count: a consumer's replicas are
+    checked against it, and a cluster applies a stream update a moment after accepting it."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while loop.time() < deadline:
+        info = await js.stream_info(config.name or "")
+        if info.config.num_replicas == config.num_replicas:
+            return
+        await asyncio.sleep(0.2)  # poll interval of a deadline-bounded wait

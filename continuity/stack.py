@@ -28,7 +28,9 @@ class StartError(Exception):
 
 
 @dataclass
-class ServiceProcess:
+class StackService:
+    """A service process `continuity up` started: its metrics port and its log."""
+
     name: str
     metrics_port: int
     proc: subprocess.Popen[bytes]
@@ -71,7 +73,7 @@ class Stack:
     redis_url: str = ""
     nats: NatsServer | None = None
     redis: RedisServer | None = None
-    services: list[ServiceProcess] = field(default_factory=list)
+    services: list[StackService] = field(default_factory=list)
     ready_services: set[str] = field(default_factory=set)
 
     def start_servers(self, *, redis_appendonly: bool = True) -> None:
@@ -101,10 +103,10 @@ class Stack:
 
     def start_service(
         self, name: str, extra_env: dict[str, str] | None = None, log_path: Path | None = None
-    ) -> ServiceProcess:
+    ) -> StackService:
         port = free_port()
         env = self.service_env({"CONTINUITY_METRICS_PORT": str(port), **(extra_env or {})})
-        service = ServiceProcess(name, port, spawn_service(name, env, log_path), log_path)
+        service = StackService(name, port, spawn_service(name, env, log_path), log_path)
         self.services.append(service)
         return service
 

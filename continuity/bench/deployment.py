@@ -23,7 +23,7 @@ from typing import Any
 import redis
 
 from continuity.servers import NatsCluster, RedisServer
-from continuity.stack import ServiceProcess, Stack
+from continuity.stack import Stack, StackService
 
 PRODUCTION_STREAM_REPLICAS = 3
 MEANING = (
@@ -56,7 +56,7 @@ class Deployment:
     def service_env(self, extra: dict[str, str]) -> dict[str, str]:
         return {"CONTINUITY_STREAM_REPLICAS": str(self.stream_replicas), **extra}
 
-    def replicas(self, name: str) -> list[ServiceProcess]:
+    def replicas(self, name: str) -> list[StackService]:
         return [s for s in self.stack.services if s.name == name]
 
     def pids(self, name: str) -> list[int]:

@@ -36,14 +36,23 @@ from shared.logs import Log
 from shared.outbox import Outbox
 
 from . import wire
+from .runs_index import RunsIndex
 from .store import BadCursor, Continuation, ReconciliationStore
 
 log = Log("continuity.reconciliation")
 
 
 class ReconciliationHandlers:
-    def __init__(self, store: ReconciliationStore, outbox: Outbox, *, gauge_interval_s: float = 10.0) -> None:
+    def __init__(
+        self,
+        store: ReconciliationStore,
+        outbox: Outbox,
+        *,
+        gauge_interval_s: float = 10.0,
+        runs: RunsIndex | None = None,
+    ) -> None:
         self.store = store
+        self.runs = runs
         self._outbox = outbox
         self._gauge_interval_s = gauge_interval_s
         self._refresh = asyncio.Event()
@@ -151,7 +160,8 @@ class ReconciliationHandlers:
         self._refresh.set()
 
     async def refresh_gauges(self, stop: asyncio.Event) -> None:
-        """Keeps the open-reconciliation gauges current; refreshed at once after a change."""
+        """Keeps the open-reconciliation gauges current, refreshed at once after a change, and
+        trims the listing and the runs index of runs whose records expired."""
         while not stop.is_set():
             try:
                 # Listing entries of an earlier release's single sets, then the expired ones.
@@ -162,6 +172,11 @@ class ReconciliationHandlers:
                 metrics.RECONCILIATION_OLDEST_OPEN.set(oldest)
             except Exception as exc:  # Redis away: keep the last values, try again next round
                 log.warning("gauge_refresh_failed", error_type=type(exc).__name__)
+            if self.runs is not None:
+                try:
+                    await self.runs.trim()
+                except Exception as exc:  # Redis away: the next round goes on
+                    log.warning("runs_index_trim_failed", error_type=type(exc).__name__)
             # Until the interval is over, the records changed, or the drain began.
             wake = [asyncio.ensure_future(self._refresh.wait()), asyncio.ensure_future(stop.wait())]
             await asyncio.wait(wake, timeout=self._gauge_interval_s, return_when=asyncio.FIRST_COMPLETED)

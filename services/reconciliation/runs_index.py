@@ -19,11 +19,19 @@ run decided again meanwhile moves to its new time (it may be listed again, furth
 Entries may be stale (the run's last decision is recorded but not yet indexed, or the run
 record expired): each listed run is checked against its run record, a run whose record has
 another status is left out of that page, and an entry whose record is gone is removed.
+
+Retention (contract section 9.9): the index keeps a run as long as its run record, no longer.
+`trim`, run by the service's refresher, looks at the entries decided more than a retention ago
+(a record is kept a retention after its last step, so only those can have expired) and removes
+the ones whose run record is gone; never by time alone, since a run waiting on a person keeps
+its record, and so its entry, until its next step. A round looks at a bounded slice of each
+bucket and the next round goes on after it, so runs kept long never hold the rest back.
 """
 
 from __future__ import annotations
 
 import heapq
+import time
 import zlib
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -42,8 +50,9 @@ from shared.contracts.types import RunStatus
 from shared.decoding import InvalidInput, decode
 from shared.logs import Log
 from shared.runs.decisions import STATUS_BY_ACTION
+from shared.runs.retention import DEFAULT, Retention
 
-from .store import PAGE_ITEMS_BYTES, BadCursor, decode_cursor, encode_cursor
+from .store import PAGE_ITEMS_BYTES, TRIM_BATCH, BadCursor, decode_cursor, encode_cursor
 
 log = Log("continuity.reconciliation.runs_index")
 
@@ -145,8 +154,11 @@ class _BucketReader:
 
 
 class RunsIndex:
-    def __init__(self, client: aioredis.Redis) -> None:
+    def __init__(self, client: aioredis.Redis, retention: Retention = DEFAULT) -> None:
         self.redis = client
+        self.retention = retention
+        self._trim_offsets = [0] * BUCKETS
+        """Where each bucket's next trim round starts among its entries old enough to expire."""
 
     # Keeping it --------------------------------------------------------------------------
 
@@ -177,9 +189,37 @@ class RunsIndex:
             return
         await self.apply(decision)
 
-    async def _forget(self, entry: RunEntry) -> None:
+    async def _forget(self, entry: RunEntry) -> bool:
         """Drop an entry whose run record is gone (expired), unless a newer decision came."""
-        await _FORGET(self.redis, bucket_keys(bucket_of(entry.run_id)), [entry.run_id, version_of(entry)])
+        return bool(
+            await _FORGET(self.redis, bucket_keys(bucket_of(entry.run_id)), [entry.run_id, version_of(entry)])
+        )
+
+    async def trim(self, now: float | None = None, batch: int = TRIM_BATCH) -> int:
+        """One round of retention: of at most `batch` entries per bucket decided more than a
+        retention before `now`, remove those whose run record is gone; returns how many."""
+        cutoff = repr((time.time() if now is None else now) - self.retention.run_s)
+        removed = 0
+        for bucket in range(BUCKETS):
+            offset = self._trim_offsets[bucket]
+            reader = _BucketReader(self.redis, bucket, None, "-inf", cutoff)
+            reader.offset = offset
+            rows = await reader.slice(batch)
+            known = [row for row in rows if row.entry is not None]
+            gone = 0
+            if known:
+                pipe = self.redis.pipeline(transaction=False)
+                for row in known:
+                    assert row.entry is not None
+                    pipe.exists(keys.run(row.entry.session.key, row.entry.run_id))
+                for row, found in zip(known, await store.call(pipe.execute()), strict=True):
+                    assert row.entry is not None
+                    if not found:
+                        gone += int(await self._forget(row.entry))
+            removed += gone
+            # The removed entries no longer count before the next slice; at the end, start over.
+            self._trim_offsets[bucket] = 0 if reader.done else offset + len(rows) - gone
+        return removed
 
     # Listing -----------------------------------------------------------------------------
 

@@ -41,9 +41,10 @@ def build(
     sweep_interval_s: float = 2.0,
 ) -> ServiceSpec:
     outbox = Outbox(ctx.redis, ctx.js, grace_s=outbox_grace_s)
-    store = ReconciliationStore(ctx.redis, Retention.from_config(ctx.config))
-    h = ReconciliationHandlers(store, outbox, gauge_interval_s=gauge_interval_s)
-    runs = RunsIndex(ctx.redis)
+    retention = Retention.from_config(ctx.config)
+    store = ReconciliationStore(ctx.redis, retention)
+    runs = RunsIndex(ctx.redis, retention)
+    h = ReconciliationHandlers(store, outbox, gauge_interval_s=gauge_interval_s, runs=runs)
     return ServiceSpec(
         name=NAME,
         version=VERSION,

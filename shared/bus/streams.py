@@ -127,7 +127,8 @@ class ConsumerSpec:
 
 
 def service_consumers(replicas: int, ack_wait_s: float) -> list[ConsumerSpec]:
-    """The durable consumers of the classifier, the archiver and the reconciliation service."""
+    """The durable consumers of the classifier, the archiver and the reconciliation service (its
+    work items, and the decisions that keep its runs index)."""
     return [
         ConsumerSpec(
             subjects.EVENTS_STREAM,
@@ -142,6 +143,11 @@ def service_consumers(replicas: int, ack_wait_s: float) -> list[ConsumerSpec]:
         ConsumerSpec(
             subjects.WORK_STREAM,
             durable_config(subjects.RECONCILIATION_CONSUMER, subjects.WORK_RECONCILE, ack_wait_s),
+            replicas,
+        ),
+        ConsumerSpec(
+            subjects.DECISIONS_STREAM,
+            durable_config(subjects.RUNS_INDEX_CONSUMER, subjects.DECISIONS_ALL, ack_wait_s),
             replicas,
         ),
     ]

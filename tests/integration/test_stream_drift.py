@@ -1,7 +1,8 @@
 """Streams and consumers are never weakened by a service: on a 3-node JetStream cluster a
 service started with the default replica count leaves R3 streams and consumers R3, reports the
 difference (log line, metric, `continuity streams check`), and only `continuity streams apply`
-changes them. Limits are checked the same way on a single server."""
+changes them. Limits are checked the same way on a single server, and every service's consumers
+(the reconciliation service's runs index among them) are checked and applied."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from prometheus_client import REGISTRY
 
 from continuity.servers import NatsServer, RedisServer, free_port
 from services.classifier.service import ClassifierApp
+from services.reconciliation.service import ReconciliationApp
 from shared import subjects
 from shared.bus import streams
 from tests.support import make_config, running, wait_for
@@ -171,6 +173,7 @@ async def test_streams_check_reports_r1_streams_and_apply_makes_them_r3(
             "CONTINUITY_EVENTS/classifier",
             "CONTINUITY_WORK/archiver",
             "CONTINUITY_WORK/reconciliation",
+            "CONTINUITY_DECISIONS/continuity:runs-index",
         ]
     )
     assert all(line[1:] == ["num_replicas", "1", "3"] for line in lines), out
@@ -257,7 +260,11 @@ async def test_limits_of_an_existing_stream_are_kept_reported_and_applied_on_req
         (subjects.EVENTS_STREAM, subjects.CLASSIFIER_CONSUMER, "ack_wait"),
         (subjects.EVENTS_STREAM, subjects.CLASSIFIER_CONSUMER, "max_ack_pending"),
     }
-    assert shown["missing"] == ["CONTINUITY_WORK/archiver", "CONTINUITY_WORK/reconciliation"]
+    assert shown["missing"] == [
+        "CONTINUITY_WORK/archiver",
+        "CONTINUITY_WORK/reconciliation",
+        "CONTINUITY_DECISIONS/continuity:runs-index",
+    ]
 
     code, out, err = await cli("apply", "--yes", nats_url=server.url)
     assert code == 0, err
@@ -268,3 +275,35 @@ async def test_limits_of_an_existing_stream_are_kept_reported_and_applied_on_req
     ).config.ack_wait == 30.0
     code, out, err = await cli("check", nats_url=server.url)
     assert code == 0 and "match the configuration" in out, out + err
+
+
+async def test_the_runs_index_consumer_is_checked_and_applied_like_every_service_consumer(
+    single: tuple[NatsServer, JetStreamContext], redis_server: RedisServer
+) -> None:
+    server, js = single
+    runs_index = f"{subjects.DECISIONS_STREAM}/{subjects.RUNS_INDEX_CONSUMER}"
+    # As the reconciliation service creates it, it matches what check and apply expect.
+    async with running(ReconciliationApp(), make_config(server.url, redis_server.url)):
+        configs = streams.stream_configs(1, 120.0)
+        missing, drifts = await streams.check(js, configs, streams.service_consumers(1, 30.0))
+        assert runs_index not in missing
+        assert [d for d in drifts if d.consumer == subjects.RUNS_INDEX_CONSUMER] == []
+
+    await js.delete_consumer(subjects.DECISIONS_STREAM, subjects.RUNS_INDEX_CONSUMER)
+    await js.add_consumer(
+        subjects.DECISIONS_STREAM,
+        ConsumerConfig(
+            durable_name=subjects.RUNS_INDEX_CONSUMER, ack_wait=5.0, filter_subject=subjects.DECISIONS_ALL
+        ),
+    )
+    code, out, err = await cli("check", "--json", nats_url=server.url)
+    assert code == 1, err
+    shown = json.loads(out)
+    assert {d["field"] for d in shown["drift"] if d["consumer"] == subjects.RUNS_INDEX_CONSUMER} == {
+        "ack_wait",
+        "max_ack_pending",
+    }
+    code, out, err = await cli("apply", "--yes", nats_url=server.url)
+    assert code == 0 and f"updated consumer {runs_index}" in out, out + err
+    info = await js.consumer_info(subjects.DECISIONS_STREAM, subjects.RUNS_INDEX_CONSUMER)
+    assert info.config.ack_wait == 30.0

@@ -22,7 +22,7 @@ DEV_TOKEN = "console-development-token"
 DEV_ACTOR = "dev-alice"
 HEADER = "X-Forwarded-User"
 GENERATION = "gen-never-shown-7c1e"
-ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts" / "console"
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts" / "console"
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",

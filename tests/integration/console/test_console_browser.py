@@ -138,7 +138,12 @@ async def test_every_page_renders_and_is_keyboard_and_phone_ready(
 
     # A phone: nothing wider than the screen but the tables' own scroll boxes.
     await page.set_viewport_size({"width": 390, "height": 844})
-    for path, name in (("/", "overview-phone"), (f"/runs/{run.run_id}", "run-phone")):
+    phone = (
+        ("/", "overview-phone"),
+        ("/runs?status=operator", "runs-phone"),
+        (f"/runs/{run.run_id}", "run-phone"),
+    )
+    for path, name in phone:
         await page.goto(path)
         width = await page.evaluate("document.documentElement.scrollWidth")
         assert width <= 390, (path, width)

@@ -34,29 +34,30 @@ from services.console.identity import (
     origin_allowed,
     proxy_identity,
 )
-from services.console.streams import DecisionFeed, DecisionLine, recent_dead_letters, recent_decisions
+from services.console.runs_query import CURSOR_MESSAGE, REASONS, RUN_STATUSES, QueryError, count_label, parse
+from services.console.streams import DecisionFeed, recent_dead_letters, recent_decisions
 from shared import metrics
 from shared.client import ContinuityClient, RequestError
 from shared.contracts import GetRequest, ListRequest, ResolveRequest, RetryRequest
 from shared.contracts.limits import EVIDENCE_CHARS
+from shared.contracts.runs import RunsListRequest
 from shared.contracts.types import TOKEN_PATTERN, ActionOutcome
 from shared.logs import Log
-from shared.runs.decisions import STATUS_BY_ACTION
 
 log = Log("continuity.console")
 HERE = Path(__file__).parent
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 _TOKEN = re.compile(TOKEN_PATTERN)
 OUTCOMES = ("completed", "not_performed", "mixed")
-RUN_STATUSES = ("running", "retrying", "replacing", "operator", "reconciling", "continued")
 # What the middleware learns about a request, for its handler and its response.
 SESSION = web.RequestKey("session", Session)
 ACTOR: web.RequestKey[str | None] = web.RequestKey("actor", str)  # type: ignore[arg-type]
 FORM: web.RequestKey[MultiDictProxy[Any]] = web.RequestKey("form", MultiDictProxy)  # type: ignore[arg-type]
 NEW_COOKIE = web.RequestKey("new_cookie", str)
 PUBLIC_PAGES = frozenset({"login", "login_post", "static"})
-RECENT_DECISIONS = 500
-"""Decisions read back from the stream for the runs list and the counts by status."""
+STATUS_COUNT_CAP = 100
+"""The overview counts each status's runs up to this many, and shows more as `100+`."""
+LIVE_SHOWN = 10
 DEAD_SHOWN = 100
 FORM_BYTES = 16 * 1024
 """The largest form accepted: evidence is at most 2000 characters."""
@@ -109,14 +110,6 @@ def age(rfc3339: str, now: datetime | None = None) -> str:
     if seconds < 172800:
         return f"{seconds // 3600}h"
     return f"{seconds // 86400}d"
-
-
-def age_seconds(text: str) -> int | None:
-    """`30s`, `15m`, `2h`, `3d` as seconds; None for anything else."""
-    match = re.fullmatch(r"(\d{1,6})([smhd])", text.strip())
-    if not match:
-        return None
-    return int(match.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[match.group(2)]
 
 
 def safe_next(target: str | None) -> str:
@@ -282,25 +275,32 @@ class Console:
         return run_id
 
     async def overview(self, request: web.Request) -> web.Response:
-        open_list, decisions, dead = await asyncio.gather(
-            self.client.reconciliations_upto(ListRequest(status="open", limit=50)),
-            recent_decisions(self.js, RECENT_DECISIONS),
-            recent_dead_letters(self.js, DEAD_SHOWN),
+        # One short listing per status: a count up to the cap, and the cap's `+` beyond it.
+        counting = asyncio.gather(
+            *(
+                self.client.runs_upto(RunsListRequest(status=status, limit=STATUS_COUNT_CAP + 1))
+                for status in RUN_STATUSES
+            )
         )
-        runs = latest_per_run(decisions)
-        by_status = Counter(status_of(line) for line in runs)
+        reading = asyncio.gather(
+            self.client.reconciliations_upto(ListRequest(status="open", limit=50)),
+            recent_dead_letters(self.js, DEAD_SHOWN),
+            recent_decisions(self.js, LIVE_SHOWN),
+        )
+        (open_list, dead, recent), counted = await asyncio.gather(reading, counting)
         dead_reasons = Counter(d.reason for d in dead)
-        live = list(self.feed.latest) or list(reversed(decisions[-10:]))
+        live = list(self.feed.latest) or list(reversed(recent))
         return self._page(
             request,
             "overview.html",
             reconciliations=open_list.items,
-            by_status=[(s, by_status.get(s, 0)) for s in RUN_STATUSES],
-            runs_seen=len(runs),
-            window=RECENT_DECISIONS,
+            by_status=[
+                (s, count_label(len(page.items), STATUS_COUNT_CAP))
+                for s, page in zip(RUN_STATUSES, counted, strict=True)
+            ],
             dead_reasons=sorted(dead_reasons.items()),
             dead_count=len(dead),
-            live=live[:10],
+            live=live[:LIVE_SHOWN],
         )
 
     async def runs(self, request: web.Request) -> web.Response:
@@ -310,26 +310,28 @@ class Console:
             if not _TOKEN.match(run_id):
                 raise Failure(400, "That is not a run id.")
             raise web.HTTPSeeOther(f"/runs/{quote(run_id, safe='')}")
-        filters = {k: q.get(k, "").strip() for k in ("status", "runner_id", "tenant", "reason", "age")}
-        if filters["status"] and filters["status"] not in RUN_STATUSES:
-            raise Failure(400, "Unknown status.")
-        max_age = age_seconds(filters["age"]) if filters["age"] else None
-        if filters["age"] and max_age is None:
-            raise Failure(400, "Age is a number and a unit: 30s, 15m, 2h or 3d.")
-        limit = min(max(int(q.get("limit", "100")) if q.get("limit", "").isdigit() else 100, 1), 1000)
-        decisions = await recent_decisions(self.js, RECENT_DECISIONS)
-        rows = [line for line in reversed(latest_per_run(decisions)) if matches(line, filters, max_age)][
-            :limit
-        ]
+        try:
+            query = parse(q)
+        except QueryError as bad:
+            raise Failure(400, bad.message) from None
+        try:
+            page = await self.client.runs_upto(query.request())
+        except RequestError as err:
+            # Every filter was checked above: what the index refuses is a cursor it never gave.
+            if err.code == "invalid_field" and query.cursor is not None:
+                raise Failure(400, CURSOR_MESSAGE) from None
+            raise
         return self._page(
             request,
             "runs.html",
-            rows=rows,
-            filters=filters,
+            rows=page.items,
+            filters=query.filters,
             statuses=RUN_STATUSES,
-            limit=limit,
-            window=RECENT_DECISIONS,
-            status_of=status_of,
+            reasons=REASONS,
+            limit=query.limit,
+            paged=query.cursor is not None,
+            first_page=query.link(),
+            next_page=query.link(page.next_cursor) if page.next_cursor else None,
         )
 
     async def run(self, request: web.Request) -> web.Response:
@@ -450,39 +452,3 @@ class Console:
     async def logout(self, request: web.Request) -> web.Response:
         _, request[NEW_COOKIE] = self.sessions.issue(None, time.time())
         raise web.HTTPSeeOther("/login" if self.config.dev_token else "/")
-
-
-def status_of(line: DecisionLine) -> str:
-    """A run's status after this decision, as the run record has it."""
-    return _STATUS.get(line.action, "running")
-
-
-_STATUS: dict[str, str] = {str(action): str(status) for action, status in STATUS_BY_ACTION.items()}
-
-
-def latest_per_run(decisions: list[DecisionLine]) -> list[DecisionLine]:
-    """The last decision of each run, in the order of those last decisions (oldest first)."""
-    last: dict[str, DecisionLine] = {}
-    for line in decisions:
-        last.pop(line.run_id, None)
-        last[line.run_id] = line
-    return list(last.values())
-
-
-def matches(line: DecisionLine, filters: dict[str, str], max_age_s: int | None) -> bool:
-    if filters["status"] and status_of(line) != filters["status"]:
-        return False
-    if filters["runner_id"] and line.runner_id != filters["runner_id"]:
-        return False
-    if filters["reason"] and line.reason != filters["reason"]:
-        return False
-    if filters["tenant"] and line.tenant != filters["tenant"]:
-        return False
-    if max_age_s is not None:
-        try:
-            then = datetime.fromisoformat(line.decided_at.replace("Z", "+00:00"))
-        except ValueError:
-            return False
-        if (datetime.now(UTC) - then).total_seconds() < max_age_s:
-            return False
-    return True

@@ -13,7 +13,7 @@ from nats.aio.client import Client
 
 from shared import subjects
 from shared.client import ContinuityClient
-from shared.contracts import Decision, ErrorInfo, ResumeFailed, SessionRef, ToolCall
+from shared.contracts import Decision, ErrorInfo, ResumeFailed, RunsListRequest, SessionRef, ToolCall
 from shared.times import now_rfc3339
 from tests.support import read_stream, wait_for
 from tests.support.sessions import commit_req, new_session
@@ -22,7 +22,7 @@ DEV_TOKEN = "console-development-token"
 DEV_ACTOR = "dev-alice"
 HEADER = "X-Forwarded-User"
 GENERATION = "gen-never-shown-7c1e"
-ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts" / "console"
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts" / "console"  # tests/artifacts/console
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -56,8 +56,11 @@ class Runs:
         self.js = nc.jetstream()
         self.client = ContinuityClient(nc)
 
-    async def _event(self, **fields: Any) -> Run:
-        run = Run(f"run-{uuid.uuid4().hex[:12]}", f"r{uuid.uuid4().hex[:10]}", new_session())
+    async def _event(self, tenant: str | None = None, **fields: Any) -> Run:
+        session = new_session()
+        if tenant is not None:
+            session = msgspec.structs.replace(session, tenant=tenant)
+        run = Run(f"run-{uuid.uuid4().hex[:12]}", f"r{uuid.uuid4().hex[:10]}", session)
         await self.client.commit(commit_req(run.session, compatibility_generation=GENERATION))
         event = ResumeFailed(
             type="resume_failed",
@@ -77,12 +80,13 @@ class Runs:
         )
         return run
 
-    async def reconciling(self) -> Run:
+    async def reconciling(self, tenant: str | None = None) -> Run:
         """A run stopped on a pending tool call, its reconciliation open."""
         run = await self._event(
+            tenant,
             pending_tool_call=ToolCall(
                 tool_call_id="call-1", tool_name="paperclip_call_assigned_tool", started_at=now_rfc3339()
-            )
+            ),
         )
         await self.wait_status(run, "reconciling")
 
@@ -95,10 +99,10 @@ class Runs:
         await wait_for(opened, what="the reconciliation opened")
         return run
 
-    async def stopped(self) -> Run:
+    async def stopped(self, tenant: str | None = None) -> Run:
         """A run stopped for an operator (a replay conflict)."""
         run = await self._event(
-            error=ErrorInfo(type="runner_error", code="native_event_replay_conflict", message="x")
+            tenant, error=ErrorInfo(type="runner_error", code="native_event_replay_conflict", message="x")
         )
         await self.wait_status(run, "operator")
         return run
@@ -111,6 +115,16 @@ class Runs:
                 return False
 
         await wait_for(reached, what=f"run {run.run_id} {status}")
+
+    async def indexed(self, run: Run, status: str) -> None:
+        """Wait until `continuity.runs.list` lists the run with `status` (the index follows the
+        decisions stream, so it may lag the run's record by a moment)."""
+
+        async def listed() -> bool:
+            page = await self.client.runs(RunsListRequest(runner_id=run.runner_id, limit=10))
+            return [(r.run_id, r.status) for r in page.items] == [(run.run_id, status)]
+
+        await wait_for(listed, what=f"run {run.run_id} {status} in the runs index")
 
     async def decisions(self, run: Run) -> list[Decision]:
         """What the runner reads from CONTINUITY_DECISIONS."""

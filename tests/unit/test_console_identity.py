@@ -16,7 +16,8 @@ from services.console.identity import (
     origin_allowed,
     proxy_identity,
 )
-from services.console.web import age_seconds, safe_next
+from services.console.runs_query import age_seconds
+from services.console.web import safe_next
 from shared.config import ConfigError
 
 KEY = b"k" * 32

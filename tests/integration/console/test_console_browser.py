@@ -1,10 +1,12 @@
 """The console in headless Chromium (Debian's package, driven by Playwright) against the real
 services: an operator signs in, resolves a reconciliation and retries a stopped run, and the
 runner reads `continue_fresh` from CONTINUITY_DECISIONS; a decision appears live on the
-overview. A screenshot of every page is kept under tests/artifacts/console/."""
+overview; the runs page filters the runs index and pages through it. A screenshot of every page
+is kept under tests/artifacts/console/."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -121,10 +123,8 @@ async def test_every_page_renders_and_is_keyboard_and_phone_ready(
     assert "{not json" not in await page.content()  # a runner's bytes are not shown
     await shot(page, artifacts, "dead-letters")
 
-    await page.goto(f"/runs?runner_id={run.runner_id}")
-    await expect(page.get_by_role("link", name=run.run_id)).to_be_visible()
-    await shot(page, artifacts, "runs")
-    await page.goto("/runs?status=operator")
+    await runs.indexed(run, "operator")
+    await page.goto(f"/runs?runner_id={run.runner_id}&status=operator")
     await expect(page.get_by_role("link", name=run.run_id)).to_be_visible()
 
     # The first Tab reaches the skip link, which moves the focus to the content.
@@ -138,7 +138,12 @@ async def test_every_page_renders_and_is_keyboard_and_phone_ready(
 
     # A phone: nothing wider than the screen but the tables' own scroll boxes.
     await page.set_viewport_size({"width": 390, "height": 844})
-    for path, name in (("/", "overview-phone"), (f"/runs/{run.run_id}", "run-phone")):
+    phone = (
+        ("/", "overview-phone"),
+        ("/runs?status=operator", "runs-phone"),
+        (f"/runs/{run.run_id}", "run-phone"),
+    )
+    for path, name in phone:
         await page.goto(path)
         width = await page.evaluate("document.documentElement.scrollWidth")
         assert width <= 390, (path, width)
@@ -165,3 +170,48 @@ async def test_a_cross_site_form_is_refused_in_the_browser(
     await expect(other.get_by_role("alert")).to_contain_text("did not come from this console")
     assert (await runs.client.run(run.run_id)).status == "operator"
     await other.close()
+
+
+async def test_the_runs_page_filters_the_index_and_pages_with_its_links(
+    page: Page, runs: Runs, artifacts: Path
+) -> None:
+    tenant = f"t-{uuid.uuid4().hex[:10]}"
+    made = [await runs.stopped(tenant) for _ in range(3)]
+    other = await runs.reconciling(tenant)
+    for run in made:
+        await runs.indexed(run, "operator")
+    await runs.indexed(other, "reconciling")
+
+    await page.goto("/")
+    await page.locator("#by-status").locator("..").get_by_role("link", name="operator").click()
+    await expect(page.get_by_label("Status")).to_have_value("operator")
+    await page.get_by_label("Tenant").fill(tenant)
+    await page.get_by_label("Per page").fill("2")
+    await page.get_by_label("Newer than").fill("1h")
+    await page.get_by_role("button", name="Filter").click()
+    rows = page.locator("#runs tbody tr")
+    await expect(rows).to_have_count(2)
+    for row, run in zip(await rows.all(), made[:2], strict=True):  # oldest last decision first
+        await expect(row).to_contain_text(run.run_id)
+        await expect(row).to_contain_text("operator")
+    await shot(page, artifacts, "runs")
+
+    await page.get_by_role("link", name="Next page").click()
+    await expect(rows).to_have_count(1)
+    await expect(rows.first).to_contain_text(made[2].run_id)
+    await expect(page.get_by_role("link", name="Next page")).to_have_count(0)
+    await expect(page.get_by_label("Tenant")).to_have_value(tenant)  # the filters travel with the cursor
+    await expect(page.get_by_label("Status")).to_have_value("operator")
+    assert GENERATION not in page.url
+    await shot(page, artifacts, "runs-page-2")
+
+    await page.get_by_role("link", name="First page").click()
+    await expect(rows).to_have_count(2)
+    await page.get_by_label("Status").select_option("reconciling")
+    await page.get_by_role("button", name="Filter").click()
+    await expect(rows).to_have_count(1)
+    await expect(rows.first).to_contain_text(other.run_id)
+    await page.get_by_label("Newer than").fill("")
+    await page.get_by_label("Older than").fill("1h")
+    await page.get_by_role("button", name="Filter").click()
+    await expect(page.get_by_text("No run matches.")).to_be_visible()

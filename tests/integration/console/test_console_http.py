@@ -5,17 +5,26 @@ never a form field."""
 
 from __future__ import annotations
 
+import html
 import re
+import uuid
 from collections.abc import AsyncIterator
+from urllib.parse import parse_qs, urlsplit
 
 import aiohttp
 import pytest
 from prometheus_client import REGISTRY
 
+from services.console.runs_query import RUN_STATUSES, count_label
+from services.console.web import STATUS_COUNT_CAP
+from shared.contracts import RunsListRequest
+from tests.support import wait_for
 from tests.support.console import DEV_TOKEN, GENERATION, HEADER, Consoles, Runs
 
 pytestmark = pytest.mark.asyncio
 CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
+ROW_LINK = re.compile(r'<td><a href="/runs/([^"]+)">')
+NEXT = re.compile(r'<a href="([^"]+)" rel="next">')
 
 
 @pytest.fixture
@@ -144,3 +153,96 @@ async def test_bad_run_ids_and_unknown_runs_are_clear_errors(
         assert r.status == 400
     async with http.get(f"{consoles.url}/runs/run-unknown-1", headers={HEADER: "proxy-fay"}) as r:
         assert r.status == 404 and "No such run" in await r.text()
+
+
+async def runs_page(http: aiohttp.ClientSession, url: str) -> tuple[list[str], str | None]:
+    """The run ids a runs page lists, in order, and its "next page" link."""
+    async with http.get(url, headers={HEADER: "proxy-gus"}) as r:
+        text = await r.text()
+        assert r.status == 200, text
+    table = text.split('<table id="runs">', 1)[1].split("</table>", 1)[0] if 'id="runs"' in text else ""
+    found = NEXT.search(text)
+    return ROW_LINK.findall(table), html.unescape(found.group(1)) if found else None
+
+
+async def test_the_runs_page_lists_the_index_with_the_clis_filters_and_pages_with_its_cursor(
+    consoles: Consoles, http: aiohttp.ClientSession, runs: Runs
+) -> None:
+    tenant = f"t-{uuid.uuid4().hex[:10]}"
+    stopped = [await runs.stopped(tenant) for _ in range(3)]
+    pending = await runs.reconciling(tenant)
+    for run in stopped:
+        await runs.indexed(run, "operator")
+    await runs.indexed(pending, "reconciling")
+    everyone = [r.run_id for r in (*stopped, pending)]
+    base = consoles.url
+
+    first, next_link = await runs_page(http, f"{base}/runs?tenant={tenant}&limit=3")
+    assert first == everyone[:3] and next_link is not None  # oldest last decision first
+    target = urlsplit(next_link)
+    assert target.path == "/runs"
+    query = parse_qs(target.query)
+    assert sorted(query) == ["cursor", "limit", "tenant"]  # the filters and the opaque cursor only
+    assert GENERATION not in next_link and pending.session.conversation_id not in next_link
+    second, after = await runs_page(http, f"{base}{next_link}")
+    assert second == everyone[3:] and after is None
+
+    by = f"{base}/runs?tenant={tenant}"
+    assert (await runs_page(http, f"{by}&status=operator"))[0] == everyone[:3]
+    assert (await runs_page(http, f"{by}&status=reconciling"))[0] == [pending.run_id]
+    assert (await runs_page(http, f"{by}&reason=native_provider_side_effect_pending"))[0] == [pending.run_id]
+    assert (await runs_page(http, f"{by}&runner_id={stopped[1].runner_id}"))[0] == [stopped[1].run_id]
+    assert (await runs_page(http, f"{by}&newer_than=1h"))[0] == everyone
+    assert (await runs_page(http, f"{by}&older_than=1h"))[0] == []
+    assert (await runs_page(http, f"{base}/runs?tenant=t-nobody-{uuid.uuid4().hex[:6]}"))[0] == []
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ("status=bogus-status", "Unknown status."),
+        ("runner_id=bad%20runner", "A runner id is"),
+        ("tenant=" + "t" * 200, "A tenant is"),
+        ("tenant=%3Cscript%3E", "A tenant is"),
+        ("reason=bogus-reason", "Unknown reason."),
+        ("older_than=15", "Ages are a number and a unit"),
+        ("newer_than=2weeks", "Ages are a number and a unit"),
+        ("cursor=bogus-cursor", "start again from the first page"),
+        ("cursor=" + "c" * 2000, "start again from the first page"),
+    ],
+)
+async def test_bad_runs_filters_and_cursors_are_clear_errors_that_repeat_nothing(
+    consoles: Consoles, http: aiohttp.ClientSession, query: str, message: str
+) -> None:
+    async with http.get(f"{consoles.url}/runs?{query}", headers={HEADER: "proxy-hal"}) as r:
+        text = await r.text()
+        assert r.status == 400 and message in text
+    value = query.split("=", 1)[1]
+    assert (len(value) < 5 or value not in text) and "bogus" not in text and "<script>" not in text
+
+
+def counts(text: str) -> dict[str, str]:
+    return dict(re.findall(r'<td class="num" id="count-([a-z]+)">([0-9]+\+?)</td>', text))
+
+
+async def test_the_overview_counts_runs_by_status_from_the_index(
+    consoles: Consoles, http: aiohttp.ClientSession, runs: Runs
+) -> None:
+    async def shown() -> dict[str, str]:
+        async with http.get(f"{consoles.url}/", headers={HEADER: "proxy-ivy"}) as r:
+            assert r.status == 200
+            return counts(await r.text())
+
+    before = await shown()
+    assert sorted(before) == sorted(RUN_STATUSES)
+    for status in RUN_STATUSES:
+        listed = await runs.client.runs_upto(RunsListRequest(status=status, limit=1000))
+        assert before[status] == count_label(len(listed.items), STATUS_COUNT_CAP), status
+    assert not before["operator"].endswith("+"), "this module makes fewer than 100 stopped runs"
+    run = await runs.stopped()
+    await runs.indexed(run, "operator")
+
+    async def one_more() -> bool:
+        return (await shown())["operator"] == str(int(before["operator"]) + 1)
+
+    await wait_for(one_more, what="the overview counting the new stopped run")

@@ -42,6 +42,10 @@ export class InternalError extends ContinuityError {}
 export class Unavailable extends ContinuityError {}
 /** No answer within `requestTimeout`: the request may or may not have been applied. */
 export class RequestTimeout extends ContinuityError {}
+/** 403 `permission_denied`: the NATS server's authorization refused a publication or a
+ * subscription (not a contract code: no service saw it). Under the shipped authorization a
+ * runner may only use its own subjects. Raised as soon as the server says so. */
+export class PermissionDenied extends ContinuityError {}
 
 type ErrorClass = new (status: number, code: string, message: string) => ContinuityError;
 

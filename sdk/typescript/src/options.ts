@@ -31,6 +31,10 @@ export interface ConnectOptions {
   publishAttempts?: number;
   /** ...and at most this many seconds in all; defaults 30 and 60. */
   publishDeadline?: number;
+  /** Look the decisions consumer `<runnerId>` up and create it when missing (default true; a
+   * lookup the server refuses binds it as it is). `false` binds it without any JetStream API
+   * call, as the shipped NATS authorization requires: an operator creates the consumer. */
+  createConsumer?: boolean;
   /** Seconds JetStream waits for a decision's acknowledgement before delivering it again, when
    * this runner creates its consumer; default 30. */
   ackWait?: number;
@@ -51,6 +55,7 @@ export interface Settings {
   publishDeadlineMs: number;
   nakDelayMs: number;
   ackWaitMs: number;
+  createConsumer: boolean;
   onPublishRetry: ((eventId: string, attempt: number, error: Error) => void) | null;
 }
 
@@ -79,6 +84,7 @@ export function settingsOf(options: ConnectOptions): Settings {
     publishDeadlineMs: positive(options.publishDeadline, 60, "publishDeadline") * 1000,
     nakDelayMs: positive(options.nakDelay, 1, "nakDelay") * 1000,
     ackWaitMs: positive(options.ackWait, 30, "ackWait") * 1000,
+    createConsumer: options.createConsumer ?? true,
     onPublishRetry: options.onPublishRetry ?? null,
   };
 }

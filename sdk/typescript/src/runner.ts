@@ -18,6 +18,8 @@ import {
   jetstreamManager,
   JetStreamApiCodes,
   JetStreamApiError,
+  type Consumer,
+  type ConsumerInfo,
   type ConsumerMessages,
   type JetStreamClient,
   type JsMsg,
@@ -40,7 +42,8 @@ import {
   type SessionView,
   type ToolCall,
 } from "./contract.js";
-import { ContinuityError, errorFor, InvalidRequest, RequestTimeout, Unavailable } from "./errors.js";
+import { denied, Denials, permissionViolation } from "./denials.js";
+import { ContinuityError, errorFor, InvalidRequest, NotFound, RequestTimeout, Unavailable } from "./errors.js";
 import { natsOptions, settingsOf, type ConnectOptions, type Settings } from "./options.js";
 import { sign } from "./signing.js";
 
@@ -55,6 +58,8 @@ export const subjects = {
   event: (runnerId: string, type: string) => `continuity.events.${runnerId}.${type}`,
   decisions: (runnerId: string) => `continuity.decisions.${runnerId}`,
   archive: (runnerId: string) => `continuity.runner.${runnerId}.archive`,
+  /** The pull request of the runner's consumer (a fetch). */
+  decisionsNext: (runnerId: string) => `$JS.API.CONSUMER.MSG.NEXT.${DECISIONS_STREAM}.${runnerId}`,
 };
 
 /** Archive output sent back is cut to this many characters (the archiver keeps at most 512). */
@@ -137,6 +142,7 @@ function checkAttempt(value: unknown): void {
 export class Runner {
   readonly runnerId: string;
   private readonly js: JetStreamClient;
+  private readonly denials: Denials;
   private readonly active = new Set<ConsumerMessages>();
   private readonly subscriptions = new Set<Subscription>();
   private closing = false;
@@ -147,6 +153,7 @@ export class Runner {
   ) {
     this.runnerId = settings.runnerId;
     this.js = jetstream(nc, { timeout: settings.requestTimeoutMs });
+    this.denials = new Denials(nc);
   }
 
   // ---- session-store requests (contract 3) -----------------------------------------------------
@@ -284,6 +291,8 @@ export class Runner {
         });
         return;
       } catch (err) {
+        const violation = permissionViolation(err);
+        if (violation !== null) throw denied(violation); // sending it again would be refused again
         const error = err instanceof Error ? err : new Error(String(err));
         if (this.closing || attempt >= publishAttempts || Date.now() + backoff >= deadline) {
           throw new Unavailable(503, "unavailable", `the event was not acknowledged after ${attempt} publishes`);
@@ -298,13 +307,38 @@ export class Runner {
   // ---- decisions (contract 4.5) ----------------------------------------------------------------
 
   /**
-   * The runner's decisions, from its durable pull consumer `<runnerId>` on `CONTINUITY_DECISIONS`
-   * (bound when it exists; created, filtered to this runner, only when missing). Each delivery
-   * must be acknowledged (`ack`) or given back (`nak`).
+   * The runner's decisions, from its durable pull consumer `<runnerId>` on `CONTINUITY_DECISIONS`.
+   * With `createConsumer` (the default) it is looked up and bound, created (filtered to this
+   * runner) only when missing, and bound as it is when the lookup is refused; with
+   * `createConsumer: false` it is bound without any JetStream API call. Throws `PermissionDenied`
+   * as soon as the server refuses the fetch. Each delivery must be acknowledged (`ack`) or given
+   * back (`nak`).
    */
   async *decisions(): AsyncGenerator<Delivery> {
-    const consumer = await this.bindDecisions();
-    const messages = await consumer.consume({ max_messages: 64 });
+    const { consumer, bound } = await this.bindDecisions();
+    const state: { refused: ContinuityError | null; messages: ConsumerMessages | null } = {
+      refused: null,
+      messages: null,
+    };
+    // A refused fetch is a publication without a reply: without this the loop would wait forever.
+    const unwatch = this.denials.watch(subjects.decisionsNext(this.runnerId), (error) => {
+      state.refused = error;
+      state.messages?.stop();
+    });
+    try {
+      // `bind`: no consumer lookups after missed heartbeats either.
+      state.messages = await consumer.consume({ max_messages: 64, bind: bound });
+      yield* this.deliveries(state.messages);
+    } catch (err) {
+      const violation = permissionViolation(err);
+      throw violation === null ? err : denied(violation);
+    } finally {
+      unwatch();
+    }
+    if (state.refused !== null) throw state.refused;
+  }
+
+  private async *deliveries(messages: ConsumerMessages): AsyncGenerator<Delivery> {
     this.active.add(messages);
     try {
       for await (const msg of messages) {
@@ -346,24 +380,50 @@ export class Runner {
     }
   }
 
-  private async bindDecisions() {
+  private async bindDecisions(): Promise<{ consumer: Consumer; bound: boolean }> {
     const name = this.runnerId;
+    if (!this.settings.createConsumer) return { consumer: this.boundConsumer(), bound: true };
     try {
-      return await this.js.consumers.get(DECISIONS_STREAM, name);
+      return { consumer: await this.js.consumers.get(DECISIONS_STREAM, name), bound: false };
     } catch (err) {
+      // Not permitted to look it up (the shipped authorization): an operator created it.
+      if (permissionViolation(err) !== null) return { consumer: this.boundConsumer(), bound: true };
       if (!(err instanceof JetStreamApiError) || err.code !== JetStreamApiCodes.ConsumerNotFound) throw err;
     }
     const jsm = await jetstreamManager(this.nc, { checkAPI: false, timeout: this.settings.requestTimeoutMs });
     // Creating with the same configuration is idempotent, so two processes may race here.
-    await jsm.consumers.add(DECISIONS_STREAM, {
-      durable_name: name,
+    try {
+      await jsm.consumers.add(DECISIONS_STREAM, {
+        durable_name: name,
+        name,
+        filter_subject: subjects.decisions(name),
+        ack_policy: AckPolicy.Explicit,
+        deliver_policy: DeliverPolicy.All,
+        ack_wait: this.settings.ackWaitMs * 1_000_000, // nanoseconds
+      });
+    } catch (err) {
+      if (permissionViolation(err) === null) throw err;
+      throw new NotFound(404, "not_found", `no consumer ${name} on ${DECISIONS_STREAM}, and not permitted to create it`);
+    }
+    return { consumer: await this.js.consumers.get(DECISIONS_STREAM, name), bound: false };
+  }
+
+  /** The consumer `<runnerId>` as the operator creates it, bound without asking the server. */
+  private boundConsumer(): Consumer {
+    const name = this.runnerId;
+    // Only the stream and the consumer's name are used to fetch; the rest documents what it is.
+    const info = {
+      stream_name: DECISIONS_STREAM,
       name,
-      filter_subject: subjects.decisions(name),
-      ack_policy: AckPolicy.Explicit,
-      deliver_policy: DeliverPolicy.All,
-      ack_wait: this.settings.ackWaitMs * 1_000_000, // nanoseconds
-    });
-    return await this.js.consumers.get(DECISIONS_STREAM, name);
+      config: {
+        name,
+        durable_name: name,
+        filter_subject: subjects.decisions(name),
+        ack_policy: AckPolicy.Explicit,
+        deliver_policy: DeliverPolicy.All,
+      },
+    } as unknown as ConsumerInfo;
+    return this.js.consumers.getConsumerFromInfo(info);
   }
 
   // ---- the archive move (contract 5.1) ---------------------------------------------------------
@@ -459,6 +519,8 @@ function parseArchiveRequest(data: Uint8Array): ArchiveRequest | null {
 
 function requestFailure(subject: string, err: unknown): ContinuityError {
   if (err instanceof ContinuityError) return err;
+  const violation = permissionViolation(err);
+  if (violation !== null) return denied(violation);
   const noResponders =
     err instanceof NoRespondersError ||
     (err instanceof RequestError && err.isNoResponders()) ||

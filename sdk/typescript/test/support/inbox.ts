@@ -41,15 +41,18 @@ export interface DeadLetter {
   body: Record<string, unknown> | null;
 }
 
-/** A plain connection of the test itself (no runner permissions apply on the test servers). */
+/** A plain connection of the test itself (the operator's, under the shipped authorization). */
 export class Observer {
   private constructor(
     readonly nc: NatsConnection,
     readonly jsm: JetStreamManager,
   ) {}
 
-  static async open(url: string): Promise<Observer> {
-    const nc = await natsConnect({ servers: url, maxReconnectAttempts: -1, reconnectTimeWait: 250 });
+  /** `credentials`: a user and password (the client does not read them from the URL). */
+  static async open(url: string, credentials: { user: string; pass: string } | null = null): Promise<Observer> {
+    const nc = await natsConnect({
+      servers: url, maxReconnectAttempts: -1, reconnectTimeWait: 250, ...(credentials ?? {}),
+    });
     return new Observer(nc, await jetstreamManager(nc));
   }
 

@@ -2,11 +2,22 @@
  * Real servers for the tests: a NATS server with JetStream and a Redis server on free ports, and
  * the four services as `continuity serve <name>` processes (the project's .venv), as production
  * runs them. The server binaries are found the way `continuity up` finds them
- * (continuity/servers.py).
+ * (continuity/servers.py). With `authorization`, the NATS server runs the shipped
+ * deploy/nats files, each service signs in as its own user, and the runners are issued by
+ * `continuity runners add`, as an operator does it.
  */
 
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { existsSync, mkdtempSync, openSync, closeSync, rmSync } from "node:fs";
+import {
+  closeSync,
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { createServer, createConnection } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -28,6 +39,26 @@ function projectRoot(): string {
 
 export const ROOT = projectRoot();
 const VENV_BIN = join(ROOT, ".venv", "bin");
+
+/** The users of deploy/nats/auth.conf that sign in with a password. */
+export const PASSWORD_USERS = [...SERVICES, "operator", "console", "system"] as const;
+export type PasswordUser = (typeof PASSWORD_USERS)[number];
+
+/** The server variable auth.conf reads a user's password from. */
+function passwordVariable(user: PasswordUser): string {
+  return `CONTINUITY_NATS_${user.toUpperCase().replace(/-/g, "_")}_PASSWORD`;
+}
+
+function passwordOf(user: PasswordUser): string {
+  return `test-${user}-password`;
+}
+
+/** Runs `continuity ARGS...` from the project's .venv; throws with its stderr when it fails. */
+function continuity(args: string[]): string {
+  const out = spawnSync(join(VENV_BIN, "continuity"), args, { cwd: ROOT, encoding: "utf8", timeout: 60_000 });
+  if (out.status !== 0) throw new Error(`continuity ${args.slice(0, 2).join(" ")} failed: ${out.stderr}`);
+  return out.stdout + out.stderr;
+}
 
 /** Polls `check` until it returns a value other than undefined/false, or fails at the deadline. */
 export async function waitFor<T>(
@@ -121,6 +152,9 @@ export interface StackOptions {
   /** CONTINUITY_RUNNER_KEYS as key id → key bytes. */
   runnerKeys?: Record<string, Uint8Array>;
   env?: Record<string, string>;
+  /** The shipped NATS authorization, with these runners issued and their consumers created
+   * (seed files in `seeds`). */
+  authorization?: { runners: string[] };
 }
 
 export class Stack {
@@ -130,7 +164,10 @@ export class Stack {
   private nats: Proc | null = null;
   private redis: Proc | null = null;
   private readonly services: { name: string; proc: Proc; metricsPort: number }[] = [];
+  /** Under `authorization`: each issued runner's NKey seed file. */
+  readonly seeds: Record<string, string> = {};
 
+  /** The server's URL without credentials (runners sign in with their seed). */
   get natsUrl(): string {
     return `nats://127.0.0.1:${this.natsPort}`;
   }
@@ -139,12 +176,68 @@ export class Stack {
     return `redis://127.0.0.1:${this.redisPort}/0`;
   }
 
+  /** The URL with a password user's credentials (meaningful under `authorization`). */
+  natsUrlOf(user: PasswordUser): string {
+    return `nats://${user}:${passwordOf(user)}@127.0.0.1:${this.natsPort}`;
+  }
+
+  /** A password user's credentials, for a connection of the test itself. */
+  credentialsOf(user: PasswordUser): { user: string; pass: string } {
+    return { user, pass: passwordOf(user) };
+  }
+
+  /** The folder of the server's authorization files. */
+  get confDir(): string {
+    return join(this.dir, "nats");
+  }
+
+  /** The NATS server's configuration: the shipped files beside a minimal server block. */
+  private authorizedServer(runners: string[]): string[] {
+    mkdirSync(this.confDir);
+    for (const file of ["auth.conf", "runners.conf", "runner-imports.conf"]) {
+      copyFileSync(join(ROOT, "deploy", "nats", file), join(this.confDir, file));
+    }
+    this.issueRunners(runners);
+    const conf = join(this.confDir, "server.conf");
+    writeFileSync(
+      conf,
+      `host: 127.0.0.1\nport: ${this.natsPort}\n` +
+        `jetstream { store_dir: ${JSON.stringify(join(this.dir, "jetstream"))} }\ninclude ./auth.conf\n`,
+    );
+    return ["-c", conf];
+  }
+
+  /** `continuity runners add` for each runner, as the operator does it: its seed file, and its
+   * account and archive import in the server's files, before the server starts. (Added to a
+   * running server by a reload, a runner account's requests found no responders, on nats-server
+   * 2.9 and 2.15 alike.) */
+  private issueRunners(runners: string[]): void {
+    for (const runner of runners) {
+      const seed = join(this.dir, `${runner}.nk`);
+      continuity(["runners", "add", runner, "--seed-file", seed, "--conf-dir", this.confDir]);
+      this.seeds[runner] = seed;
+    }
+  }
+
+  /** Each runner's decisions consumer, created with the operator's credentials once the services
+   * have made the streams. */
+  private createConsumers(runners: string[]): void {
+    for (const runner of runners) {
+      continuity(["runners", "add", runner, "--consumer-only", "--nats-url", this.natsUrlOf("operator")]);
+    }
+  }
+
   async start(options: StackOptions = {}): Promise<void> {
     this.natsPort = await freePort();
     this.redisPort = await freePort();
-    this.nats = new Proc("nats-server", binary("nats_server_binary"), [
-      "-a", "127.0.0.1", "-p", String(this.natsPort), "-js", "-sd", join(this.dir, "jetstream"),
-    ], join(this.dir, "nats.log"));
+    const authorized = options.authorization !== undefined;
+    const natsArgs = authorized
+      ? this.authorizedServer(options.authorization?.runners ?? [])
+      : ["-a", "127.0.0.1", "-p", String(this.natsPort), "-js", "-sd", join(this.dir, "jetstream")];
+    const natsEnv = authorized
+      ? { ...process.env, ...Object.fromEntries(PASSWORD_USERS.map((u) => [passwordVariable(u), passwordOf(u)])) }
+      : process.env;
+    this.nats = new Proc("nats-server", binary("nats_server_binary"), natsArgs, join(this.dir, "nats.log"), natsEnv);
     this.redis = new Proc("redis-server", binary("redis_server_binary"), [
       "--port", String(this.redisPort), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
       "--dir", this.dir, "--protected-mode", "no",
@@ -158,7 +251,7 @@ export class Stack {
       const metricsPort = await freePort();
       const env = {
         ...process.env,
-        NATS_URL: this.natsUrl,
+        NATS_URL: authorized ? this.natsUrlOf(name) : this.natsUrl,
         REDIS_URL: this.redisUrl,
         CONTINUITY_METRICS_HOST: "127.0.0.1",
         CONTINUITY_METRICS_PORT: String(metricsPort),
@@ -171,6 +264,7 @@ export class Stack {
       this.services.push({ name, proc, metricsPort });
     }
     await this.waitReady();
+    if (options.authorization) this.createConsumers(options.authorization.runners);
   }
 
   private async startServer(proc: Proc, port: number): Promise<void> {

@@ -64,14 +64,14 @@ class EventHandler:
             outcome = await self._handle(msg)
         except Reject as rej:
             outcome = "quarantined" if rej.dead_subject == subjects.DEAD_QUARANTINE else "invalid"
-            metrics.labelled(metrics.EVENTS, type_label, outcome).inc()
+            metrics.adder(metrics.EVENTS, type_label, outcome)()
             seq = stream_seq(msg.reply)
             log.warning("event_rejected", reason=rej.reason, outcome=outcome, stream_seq=seq)
             raise
         except Exception:
-            metrics.labelled(metrics.EVENTS, type_label, "transient").inc()
+            metrics.adder(metrics.EVENTS, type_label, "transient")()
             raise
-        metrics.labelled(metrics.EVENTS, type_label, outcome).inc()
+        metrics.adder(metrics.EVENTS, type_label, outcome)()
 
     async def _handle(self, msg: Msg) -> str:
         event = self._validate(msg)
@@ -113,7 +113,7 @@ class EventHandler:
 
         verdict, reason = choice.verdict, choice.reason
         await self._outbox.flush(sk, choice.step.outbox)
-        metrics.labelled(metrics.FAILURE_CLASSES, failure_class).inc()
+        metrics.adder(metrics.FAILURE_CLASSES, failure_class)()
         log.info(
             "event_decided",
             runner_id=event.runner_id,
@@ -125,9 +125,9 @@ class EventHandler:
         )
         if verdict == "archive":
             return "archive_requested"
-        metrics.labelled(metrics.DECISIONS, verdict, reason).inc()
+        metrics.adder(metrics.DECISIONS, verdict, reason)()
         if published_at is not None:
-            metrics.DECISION_LATENCY.observe(max(0.0, time.time() - published_at))
+            metrics.observer(metrics.DECISION_LATENCY)(max(0.0, time.time() - published_at))
         return "decided"
 
     def _validate(self, msg: Msg) -> ResumeFailed:

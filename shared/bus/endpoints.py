@@ -112,16 +112,14 @@ class Endpoints:
         self, name: str, subject: str, request_type: type[Req], handler: Callable[[Req], Awaitable[Any]]
     ) -> None:
         decoder = msgspec.json.Decoder(request_type)
-
-        async def handle(request: Request) -> None:
-            await self._answer(route, request, decoder, handler)
+        answer = self._answer
 
         async def dispatch(request: Request) -> None:
             if not self._reply_allowed(name, request):
                 return
             # Waiting here, not queueing unboundedly, is the back-pressure of a busy replica.
             await self._slots.acquire()
-            task = asyncio.create_task(handle(request))
+            task = asyncio.create_task(answer(route, request, decoder, handler))
             self._inflight.add(task)
             task.add_done_callback(self._done)
 

@@ -8,6 +8,7 @@ upstream message or a compatibility generation.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import functools
 from collections.abc import Callable
 from typing import Any
@@ -110,6 +111,43 @@ def labelled(metric: Any, *values: str) -> Any:
     """The child of `metric` for these label values, cached: `.labels()` locks and hashes on
     every call, which shows on hot paths. Label values are closed codes, so the cache is small."""
     return metric.labels(*values)
+
+
+# prometheus_client checks and dispatches on every `inc` and `observe` (and walks a histogram's
+# buckets in Python); the request path calls them several times per request. These bind, once,
+# the value objects a child itself updates (its `_value`, or its `_sum` and `_buckets`), so the
+# figures are the same: tests/unit/test_metric_writers.py compares them with `inc`/`observe`.
+
+
+@functools.lru_cache(maxsize=4096)
+def adder(metric: Any, *values: str) -> Callable[[], None]:
+    """Adds one to the counter child of `metric` for these label values (or to `metric`)."""
+    child = labelled(metric, *values) if values else metric
+    inc = child._value.inc
+
+    def add() -> None:
+        inc(1)
+
+    return add
+
+
+@functools.lru_cache(maxsize=4096)
+def observer(metric: Any, *values: str) -> Callable[[float], None]:
+    """Observes an amount into the histogram child of `metric` for these label values (or
+    into `metric`)."""
+    child = labelled(metric, *values) if values else metric
+    add_sum = child._sum.inc
+    bounds = tuple(child._upper_bounds)  # ascending, the last +Inf
+    buckets = tuple(value.inc for value in child._buckets)
+    last = len(buckets) - 1
+
+    def observe(amount: float) -> None:
+        add_sum(amount)
+        # The first bucket whose bound is at least `amount`, as `observe` picks it (none for NaN).
+        if amount == amount:
+            buckets[min(bisect.bisect_left(bounds, amount), last)](1)
+
+    return observe
 
 
 def _always() -> bool:

@@ -30,6 +30,10 @@ from shared.logs import Log
 
 log = Log("continuity.outbox")
 
+SWEEP_SCAN_COUNT = 5000
+"""Keys one SCAN step of the sweeper walks (a hint to the server). The sweep visits every key
+either way; larger steps cost this process far fewer round trips per sweep."""
+
 
 class OutboxEntry(msgspec.Struct, kw_only=True):
     subject: str
@@ -100,7 +104,7 @@ class Outbox:
         published = 0
         pending = 0
         cutoff = time.time() - self._grace_s
-        async for key in store.scan_all(self._redis, keys.OUTBOX_PATTERN):
+        async for key in store.scan_all(self._redis, keys.OUTBOX_PATTERN, SWEEP_SCAN_COUNT):
             raw = await self._redis.hgetall(key)  # type: ignore[misc]
             for msg_id, data in raw.items():
                 pending += 1

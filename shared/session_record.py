@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass
+
+import msgspec
 
 from shared.runs.session_hash import fields as hash_fields
 from shared.runs.session_hash import integer, text
@@ -60,8 +61,10 @@ _RAW_STAMP_BYTES = 16
 """The earlier compact form: the binding's first 16 bytes, raw. Still read, never written."""
 
 
-@dataclass(frozen=True)
-class StoredSession:
+class StoredSession(msgspec.Struct, frozen=True, kw_only=True):
+    """Read once per decision: a frozen Struct is built in C, about a fifth of the time a frozen
+    dataclass takes."""
+
     v1: Mapping[str, str]
     revision: int
     epoch: int

@@ -15,6 +15,7 @@ import msgspec
 from nats.aio.msg import Msg
 
 from shared import keys, metrics, store, subjects
+from shared.bus.ack_reply import stored_at, stream_seq
 from shared.bus.consumer import Reject
 from shared.config import Config
 from shared.contracts.events import ResumeFailed
@@ -32,6 +33,7 @@ from .step import SlotView, announced_ids, choose, failure_class_of
 log = Log("continuity.classifier")
 
 EVENT_TYPE = "resume_failed"
+_TYPE_SUFFIX = "." + EVENT_TYPE
 
 _decoder = msgspec.json.Decoder(ResumeFailed)
 
@@ -62,19 +64,20 @@ class EventHandler:
             outcome = await self._handle(msg)
         except Reject as rej:
             outcome = "quarantined" if rej.dead_subject == subjects.DEAD_QUARANTINE else "invalid"
-            metrics.labelled(metrics.EVENTS, type_label, outcome).inc()
-            log.warning("event_rejected", reason=rej.reason, outcome=outcome, stream_seq=_stream_seq(msg))
+            metrics.adder(metrics.EVENTS, type_label, outcome)()
+            seq = stream_seq(msg.reply)
+            log.warning("event_rejected", reason=rej.reason, outcome=outcome, stream_seq=seq)
             raise
         except Exception:
-            metrics.labelled(metrics.EVENTS, type_label, "transient").inc()
+            metrics.adder(metrics.EVENTS, type_label, "transient")()
             raise
-        metrics.labelled(metrics.EVENTS, type_label, outcome).inc()
+        metrics.adder(metrics.EVENTS, type_label, outcome)()
 
     async def _handle(self, msg: Msg) -> str:
         event = self._validate(msg)
         failure_class = failure_class_of(event, self._keys)
         sk = event.session.key
-        published_at = _published_at(msg)
+        published_at = stored_at(msg.reply)  # when JetStream stored the event
         for _ in range(DECIDE_TRIES):
             # One round trip: index the run (unless it is already) and read the session record.
             claimed = index.claim_run(self._redis, event.run_id, sk, self._retention.run_ms)
@@ -110,7 +113,7 @@ class EventHandler:
 
         verdict, reason = choice.verdict, choice.reason
         await self._outbox.flush(sk, choice.step.outbox)
-        metrics.labelled(metrics.FAILURE_CLASSES, failure_class).inc()
+        metrics.adder(metrics.FAILURE_CLASSES, failure_class)()
         log.info(
             "event_decided",
             runner_id=event.runner_id,
@@ -122,16 +125,16 @@ class EventHandler:
         )
         if verdict == "archive":
             return "archive_requested"
-        metrics.labelled(metrics.DECISIONS, verdict, reason).inc()
+        metrics.adder(metrics.DECISIONS, verdict, reason)()
         if published_at is not None:
-            metrics.DECISION_LATENCY.observe(max(0.0, time.time() - published_at))
+            metrics.observer(metrics.DECISION_LATENCY)(max(0.0, time.time() - published_at))
         return "decided"
 
     def _validate(self, msg: Msg) -> ResumeFailed:
         runner = subjects.runner_of_event_subject(msg.subject)
         if runner is None:
             raise Reject(subjects.DEAD_INVALID, "invalid_subject")
-        if msg.subject.rsplit(".", 1)[-1] != EVENT_TYPE:
+        if not msg.subject.endswith(_TYPE_SUFFIX):  # the subject's last token, of four
             raise Reject(subjects.DEAD_INVALID, "unsupported_event_type")
         try:
             event = decode(msg.data, _decoder, max_bytes=MAX_EVENT_BYTES)
@@ -160,19 +163,4 @@ class EventHandler:
 
 def _type_label(subject: str) -> str:
     """A closed metric label: runners choose subject tokens, so unknown types share one."""
-    return EVENT_TYPE if subject.rsplit(".", 1)[-1] == EVENT_TYPE else "other"
-
-
-def _published_at(msg: Msg) -> float | None:
-    """When JetStream stored the event, in epoch seconds."""
-    try:
-        return msg.metadata.timestamp.timestamp()
-    except Exception:
-        return None
-
-
-def _stream_seq(msg: Msg) -> int | None:
-    try:
-        return int(msg.metadata.sequence.stream)
-    except Exception:
-        return None
+    return EVENT_TYPE if subject.endswith(_TYPE_SUFFIX) else "other"

@@ -25,12 +25,12 @@ class SessionRequests:
 
     async def decide(self, req: DecideRequest) -> DecideReply:
         reply = rules.decide(await self.store.load(req.session.key), req)
-        metrics.labelled(metrics.SESSION_DECISIONS, reply.mode, reply.reason or "none").inc()
+        metrics.adder(metrics.SESSION_DECISIONS, reply.mode, reply.reason or "none")()
         return reply
 
     async def commit(self, req: CommitRequest) -> CommitReply:
         result = await self.store.commit(req)
-        metrics.labelled(metrics.SESSION_COMMITS, result.code).inc()
+        metrics.adder(metrics.SESSION_COMMITS, result.code)()
         if result.code != "ok":
             raise CATALOGUE[result.code].error()  # revision_conflict, stale_epoch, session_held
         return CommitReply(revision=result.revision, epoch=result.epoch)

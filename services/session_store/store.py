@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from shared import keys, store
 from shared.contracts.sessions import CommitRequest
+from shared.pipeline import PipelinedRedis
 from shared.runs.retention import DEFAULT, Retention
 from shared.session_record import V1_FIELDS, StoredSession, binding_stamp
 from shared.times import now_rfc3339
@@ -27,9 +28,11 @@ class SessionStore:
     def __init__(self, client: store.Commands, retention: Retention = DEFAULT) -> None:
         self._redis = client
         self._archive_ms = retention.archive_ms
+        # The pipelined client's `send` is its `execute_command` minus a coroutine per call.
+        self._read = client.send if isinstance(client, PipelinedRedis) else client.execute_command
 
     async def load(self, session_key: str) -> StoredSession | None:
-        raw = await store.call(self._redis.execute_command("HGETALL", keys.session(session_key)))
+        raw = await store.call(self._read("HGETALL", keys.session(session_key)))
         return StoredSession.from_hash(raw) if raw else None
 
     async def commit(self, req: CommitRequest) -> CommitResult:

@@ -62,6 +62,18 @@ class _Route:
         self.subject = subject
         self.dispatch = dispatch
         self.micro: Endpoint | None = None
+        self._counters: dict[str, Callable[[], None]] = {}
+        self._durations: Callable[[float], None] | None = None
+
+    def record(self, code: str, seconds: float) -> None:
+        """Count one answered request and its duration (the metric writers, bound once)."""
+        count = self._counters.get(code)
+        if count is None:
+            count = self._counters[code] = metrics.adder(metrics.REQUESTS, self.name, code)
+        count()
+        if self._durations is None:
+            self._durations = metrics.observer(metrics.REQUEST_DURATION, self.name)
+        self._durations(seconds)
 
     def count_error(self, error: ServiceError) -> None:
         # micro counts an error only when the handler it called raises, and then answers it
@@ -100,16 +112,14 @@ class Endpoints:
         self, name: str, subject: str, request_type: type[Req], handler: Callable[[Req], Awaitable[Any]]
     ) -> None:
         decoder = msgspec.json.Decoder(request_type)
-
-        async def handle(request: Request) -> None:
-            await self._answer(route, request, decoder, handler)
+        answer = self._answer
 
         async def dispatch(request: Request) -> None:
             if not self._reply_allowed(name, request):
                 return
             # Waiting here, not queueing unboundedly, is the back-pressure of a busy replica.
             await self._slots.acquire()
-            task = asyncio.create_task(handle(request))
+            task = asyncio.create_task(answer(route, request, decoder, handler))
             self._inflight.add(task)
             task.add_done_callback(self._done)
 
@@ -187,8 +197,7 @@ class Endpoints:
             log.error("request_failed", exc=True, endpoint=name, error_type=type(err).__name__)
             await self._respond_error(route, request, INTERNAL_ERROR.error())
         finally:
-            metrics.labelled(metrics.REQUESTS, name, code).inc()
-            metrics.labelled(metrics.REQUEST_DURATION, name).observe(time.perf_counter() - started)
+            route.record(code, time.perf_counter() - started)
 
     @staticmethod
     async def _respond_error(route: _Route, request: Request, error: ServiceError) -> None:

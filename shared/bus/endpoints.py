@@ -181,6 +181,8 @@ class Endpoints:
         try:
             req = decode(request.data, decoder)  # InvalidInput: a 400 with a sanitized reason
             reply = await handler(req)
+            # A body over the server's max_payload is refused by nats-py before it is sent (a
+            # reply carries no headers), so it costs this request a 500, never the connection.
             await request.respond(_encode(reply))
         except ServiceError as err:
             code = err.code

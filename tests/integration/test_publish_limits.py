@@ -11,12 +11,14 @@ from pathlib import Path
 import msgspec
 import nats
 import pytest
+import redis.asyncio as aioredis
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js.api import StreamConfig
 
-from continuity.servers import NatsServer
-from shared import subjects
+from continuity.servers import NatsServer, RedisServer
+from services.session_store.service import SessionStoreApp
+from shared import keys, subjects
 from shared.bus.consumer import PullConsumer
 from shared.bus.publish import (
     DEAD_COPY_MAX,
@@ -30,7 +32,9 @@ from shared.bus.publish import (
     publish,
 )
 from shared.bus.streams import ensure_streams
-from tests.support import ConfiguredNatsServer, read_stream, wait_for
+from shared.client import ContinuityClient, RequestError
+from shared.contracts import GetRequest
+from tests.support import ConfiguredNatsServer, make_config, new_session, read_stream, running, wait_for
 
 pytestmark = pytest.mark.asyncio
 
@@ -185,3 +189,35 @@ async def test_a_handler_whose_output_cannot_be_published_is_dead_lettered_once(
         assert js_nc.is_connected and consumer.bound
     finally:
         await consumer.drain(5)
+
+
+async def test_a_reply_larger_than_the_servers_limit_is_a_500_and_the_service_stays_connected(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """A record written by another release can hold fields longer than a reply may be on this
+    server: the request gets an internal error instead of the reply that would make the server
+    close the service's connection, and the next request is answered."""
+    server = ConfiguredNatsServer(tmp_path / "nats", "max_payload: 4096")
+    server.start()
+    try:
+        async with running(SessionStoreApp(), make_config(server.url, redis_server.url)) as app:
+            nc = await nats.connect(server.url)
+            redis = aioredis.Redis.from_url(redis_server.url)
+            try:
+                client = ContinuityClient(nc)
+                big, small = new_session(), new_session()
+                for session, cwd in ((big, "/w" * 2100), (small, "/w")):
+                    await redis.hset(  # type: ignore[misc]
+                        keys.session(session.key),
+                        mapping={"native_session_id": "ns-1", "model": "m", "cwd": cwd, "cursor": "c"},
+                    )
+                with pytest.raises(RequestError) as refused:
+                    await client.get(GetRequest(session=big))
+                assert (refused.value.status, refused.value.code) == (500, "internal_error")
+                assert (await client.get(GetRequest(session=small))).cwd == "/w"
+                assert app.app.ready()
+            finally:
+                await redis.aclose()
+                await nc.close()
+    finally:
+        server.stop()

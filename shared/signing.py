@@ -1,15 +1,20 @@
-"""HMAC authentication of a runner's command result (contract section 4.2)."""
+"""HMAC authentication of a runner's command result (contract section 4.2).
+
+The signed lines have one home, the runner SDK's `continuity_runner.signing`: what runners sign
+and what the services verify cannot drift apart."""
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 from collections.abc import Mapping
 from enum import Enum
 
+from continuity_runner.signing import DOMAIN, signing_input
+from continuity_runner.signing import signature as _signature
+
 from shared.contracts.events import CommandResult
 
-DOMAIN = "continuity.command_result.v1"
+__all__ = ["DOMAIN", "Verdict", "sign", "signing_input", "verify"]
 
 
 class Verdict(Enum):
@@ -18,23 +23,9 @@ class Verdict(Enum):
     SIGNATURE_INVALID = "signature_invalid"
 
 
-def signing_input(runner_id: str, run_id: str, attempt: int, result: CommandResult) -> bytes:
-    lines = (
-        DOMAIN,
-        runner_id,
-        run_id,
-        str(attempt),
-        result.command,
-        result.status,
-        result.classification or "",
-        result.issued_at,
-    )
-    return "\n".join(lines).encode("utf-8")
-
-
 def sign(key: bytes, runner_id: str, run_id: str, attempt: int, result: CommandResult) -> str:
     """The lowercase hex signature a runner sends (used by runners, the simulator and tests)."""
-    return hmac.new(key, signing_input(runner_id, run_id, attempt, result), hashlib.sha256).hexdigest()
+    return _signature(key, runner_id, run_id, attempt, result)
 
 
 def verify(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 from datetime import UTC, datetime
+from typing import Protocol
 
 from continuity_runner.contract import CommandResult
 
@@ -16,7 +17,21 @@ def now_rfc3339() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def signing_input(runner_id: str, run_id: str, attempt: int, result: CommandResult) -> bytes:
+class SignedFields(Protocol):
+    """The fields of a command result that its signature covers (any Struct that has them: the
+    services verify with this same function)."""
+
+    @property
+    def command(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def classification(self) -> str | None: ...
+    @property
+    def issued_at(self) -> str: ...
+
+
+def signing_input(runner_id: str, run_id: str, attempt: int, result: SignedFields) -> bytes:
     """The signed lines, joined by `\\n`: domain, runner, run, attempt, command, status,
     classification (empty when none) and issued_at."""
     lines = (
@@ -32,7 +47,7 @@ def signing_input(runner_id: str, run_id: str, attempt: int, result: CommandResu
     return "\n".join(lines).encode("utf-8")
 
 
-def signature(key: bytes, runner_id: str, run_id: str, attempt: int, result: CommandResult) -> str:
+def signature(key: bytes, runner_id: str, run_id: str, attempt: int, result: SignedFields) -> str:
     """Lowercase hex HMAC-SHA256 of `signing_input` under `key`."""
     return hmac.new(key, signing_input(runner_id, run_id, attempt, result), hashlib.sha256).hexdigest()
 

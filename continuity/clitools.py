@@ -272,15 +272,14 @@ async def connect(url: str, timeout: float, refusals: Refusals | None = None) ->
     )
 
 
-async def session(args: argparse.Namespace, action: Callable[[ContinuityClient], Awaitable[Any]]) -> Any:
-    import nats.errors
-
+async def connected(args: argparse.Namespace, refusals: Refusals) -> Any:
+    """A connection for a command, or the `Failure` that names why there is none: a bad TLS
+    setting, refused credentials, a refused certificate, or no server."""
     from shared.config import ConfigError
 
     url = nats_url(args)
-    refusals = Refusals()
     try:
-        nc = await connect(url, args.timeout, refusals)
+        return await connect(url, args.timeout, refusals)
     except ConfigError as err:
         raise Failure(EXIT_BAD_INPUT, "invalid_configuration", str(err)) from None
     except Exception as err:
@@ -296,6 +295,13 @@ async def session(args: argparse.Namespace, action: Callable[[ContinuityClient],
         raise Failure(
             EXIT_UNAVAILABLE, "unavailable", f"cannot connect to NATS at {redacted_url(url)}{why}"
         ) from None
+
+
+async def session(args: argparse.Namespace, action: Callable[[ContinuityClient], Awaitable[Any]]) -> Any:
+    import nats.errors
+
+    refusals = Refusals()
+    nc = await connected(args, refusals)
     client = _NamingClient(nc, timeout=args.timeout)
     try:
         return await refusals.race(action(client))
@@ -308,7 +314,7 @@ async def session(args: argparse.Namespace, action: Callable[[ContinuityClient],
             EXIT_UNAVAILABLE,
             "unavailable",
             f"no {service_for(client.subject)} service is answering {client.subject or 'the request'}"
-            f" at {redacted_url(url)}; is it running (`continuity up`)?",
+            f" at {redacted_url(nats_url(args))}; is it running (`continuity up`)?",
         ) from None
     except (TimeoutError, nats.errors.TimeoutError):
         if refusals.denial is not None:  # the denial came with the timeout: it is the cause

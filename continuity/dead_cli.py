@@ -24,18 +24,14 @@ from nats.js.errors import NotFoundError
 
 from continuity import run_filters
 from continuity.clitools import (
-    EXIT_AUTHENTICATION,
     EXIT_CONFLICT,
     EXIT_NOT_FOUND,
     EXIT_OK,
     EXIT_UNAVAILABLE,
     Failure,
     Refusals,
-    connect,
+    connected,
     connection_parent,
-    is_authentication_failure,
-    nats_url,
-    redacted_url,
     report,
     table,
     to_json,
@@ -84,20 +80,8 @@ def summary(seq: int, subject: str, headers: Mapping[str, str]) -> dict[str, Any
 
 
 async def _with_js(args: argparse.Namespace, work: Callable[[Any], Awaitable[Any]]) -> Any:
-    url = nats_url(args)
     refusals = Refusals()
-    try:
-        nc = await connect(url, args.timeout, refusals)
-    except Exception as err:
-        if refusals.authentication or is_authentication_failure(err):
-            raise Failure(
-                EXIT_AUTHENTICATION,
-                "authentication_failed",
-                f"NATS at {redacted_url(url)} refused the credentials",
-            ) from None
-        raise Failure(
-            EXIT_UNAVAILABLE, "unavailable", f"cannot connect to NATS at {redacted_url(url)}"
-        ) from None
+    nc = await connected(args, refusals)
     try:
         return await refusals.race(work(nc.jetstream(timeout=args.timeout)))
     except Failure:

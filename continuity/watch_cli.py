@@ -18,17 +18,13 @@ from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from continuity import run_filters
 from continuity.clitools import (
-    EXIT_AUTHENTICATION,
     EXIT_BAD_INPUT,
     EXIT_OK,
     EXIT_UNAVAILABLE,
     Failure,
     Refusals,
-    connect,
+    connected,
     connection_parent,
-    is_authentication_failure,
-    nats_url,
-    redacted_url,
     report,
 )
 from shared import subjects
@@ -52,20 +48,8 @@ def header() -> str:
 
 
 async def watch(args: argparse.Namespace) -> None:
-    url = nats_url(args)
     refusals = Refusals()
-    try:
-        nc = await connect(url, args.timeout, refusals)
-    except Exception as err:
-        if refusals.authentication or is_authentication_failure(err):
-            raise Failure(
-                EXIT_AUTHENTICATION,
-                "authentication_failed",
-                f"NATS at {redacted_url(url)} refused the credentials",
-            ) from None
-        raise Failure(
-            EXIT_UNAVAILABLE, "unavailable", f"cannot connect to NATS at {redacted_url(url)}"
-        ) from None
+    nc = await connected(args, refusals)
     try:
         js = nc.jetstream(timeout=args.timeout)
         config = ConsumerConfig(inactive_threshold=60.0)

@@ -1,14 +1,34 @@
 """Cluster fixtures: a Redis Cluster of 3 masters and 3 replicas and a 3-node JetStream
 cluster, on free ports, shared by the whole session; tests that kill a node restart it and
-wait until the cluster has settled again."""
+wait until the cluster has settled again. And a Redis of a module's own, for tests that read
+every key of a kind (every bucket of an index)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
+import redis.asyncio as aioredis
 
-from continuity.servers import NatsCluster, RedisCluster
+from continuity.servers import NatsCluster, RedisCluster, RedisServer
+
+
+@pytest.fixture(scope="module")
+def own_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A Redis of the module's own, so that what other modules wrote is not in the way."""
+    server = RedisServer(tmp_path_factory.mktemp("own-redis"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+async def own_r(own_redis: RedisServer) -> AsyncIterator[aioredis.Redis]:
+    """A client of `own_redis`, emptied for each test."""
+    client = aioredis.Redis.from_url(own_redis.url)
+    await client.flushdb()
+    yield client
+    await client.aclose()
 
 
 @pytest.fixture(scope="session")

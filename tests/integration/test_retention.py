@@ -12,7 +12,6 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import msgspec
@@ -55,21 +54,9 @@ REASONS: dict[Action, DecisionReason] = {
 }
 
 
-@pytest.fixture(scope="module")
-def own_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    """A Redis of this module's own: the listing tests read every bucket."""
-    server = RedisServer(tmp_path_factory.mktemp("retention-redis"))
-    server.start()
-    yield server
-    server.stop()
-
-
 @pytest.fixture
-async def r(own_redis: RedisServer) -> AsyncIterator[aioredis.Redis]:
-    client = aioredis.Redis.from_url(own_redis.url)
-    await client.flushdb()
-    yield client
-    await client.aclose()
+def r(own_r: aioredis.Redis) -> aioredis.Redis:
+    return own_r
 
 
 async def _ttls(client: aioredis.Redis, names: list[str]) -> dict[str, int]:

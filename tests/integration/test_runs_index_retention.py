@@ -8,12 +8,10 @@ from __future__ import annotations
 import dataclasses
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
 
 import pytest
 import redis.asyncio as aioredis
 
-from continuity.servers import RedisServer
 from services.reconciliation.runs_index import RunsIndex, bucket_keys, bucket_of
 from services.reconciliation.service import ReconciliationApp
 from shared import keys
@@ -34,21 +32,9 @@ REASONS: dict[Action, DecisionReason] = {
 }
 
 
-@pytest.fixture(scope="module")
-def own_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    """A Redis of this module's own: a trim round reads every bucket."""
-    server = RedisServer(tmp_path_factory.mktemp("runs-index-redis"))
-    server.start()
-    yield server
-    server.stop()
-
-
 @pytest.fixture
-async def r(own_redis: RedisServer) -> AsyncIterator[aioredis.Redis]:
-    client = aioredis.Redis.from_url(own_redis.url)
-    await client.flushdb()
-    yield client
-    await client.aclose()
+def r(own_r: aioredis.Redis) -> aioredis.Redis:
+    return own_r
 
 
 @dataclasses.dataclass(frozen=True)

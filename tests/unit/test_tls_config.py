@@ -83,3 +83,10 @@ def test_an_encrypted_key_is_refused_instead_of_prompting(certs: Path, tmp_path:
     encrypted.write_bytes(result.stdout)
     with pytest.raises(ConfigError, match="encrypted"):
         client_context("", str(certs / "client.crt"), str(encrypted), prefix="CONTINUITY_NATS_TLS")
+
+
+def test_tls_to_a_redis_cluster_is_refused_as_a_configuration_error() -> None:
+    from shared import store
+
+    with pytest.raises(ConfigError, match="Redis Cluster"):
+        store.connect("rediss://127.0.0.1:7000/0", cluster=True, ssl_context=ssl.create_default_context())

@@ -97,7 +97,7 @@ class EventHandler:
             )
             try:
                 existing = await steps.record_step(
-                    self._redis, sk, event.run_id, choice.step, self._retention
+                    self._redis, sk, event.run_id, choice.step, self._retention, index_fresh=indexed is None
                 )
                 break
             except steps.SessionChanged:

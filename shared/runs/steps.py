@@ -129,15 +129,24 @@ def step_args(step: RunStep, retention: Retention = DEFAULT) -> list[bytes | str
 
 
 async def record_step(
-    client: store.Commands, session_key: str, run_id: str, step: RunStep, retention: Retention = DEFAULT
+    client: store.Commands,
+    session_key: str,
+    run_id: str,
+    step: RunStep,
+    retention: Retention = DEFAULT,
+    *,
+    index_fresh: bool = False,
 ) -> bytes | None:
-    """Record `step`; returns None when recorded, or the slot's existing value for a duplicate."""
+    """Record `step`; returns None when recorded, or the slot's existing value for a duplicate.
+    `index_fresh`: the caller has just indexed the run with the run retention (`claim_run`), so
+    a run record given that same time to live needs no second command for its index."""
     recorded, existing, ttl = await _RECORD_STEP(
         client, step_keys(session_key, run_id), step_args(step, retention)
     )
     if int(recorded) == 2:
         raise SessionChanged(session_key)
-    await follow_run(client, run_id, int(ttl))
+    if not (index_fresh and int(ttl) > 0):
+        await follow_run(client, run_id, int(ttl))
     return None if int(recorded) == 1 else bytes(existing)
 
 

@@ -62,14 +62,16 @@ KEY_ID = "sim-k1"
 _encode = msgspec.json.Encoder().encode
 
 
-class _RunOnly(msgspec.Struct):
-    """The one field both outcomes carry that names the event: the decision's or the echoed
-    event's run_id."""
+class _Outcome(msgspec.Struct):
+    """What the load generator reads of an outcome: the run_id both carry (the decision's or
+    the echoed event's), and a decision's action. Decoded once, into these fields only, so the
+    generator's own cost stays alike for both."""
 
     run_id: str
+    action: str | None = None
 
 
-_run_only = msgspec.json.Decoder(_RunOnly)
+_outcome = msgspec.json.Decoder(_Outcome)
 
 
 def register(kinds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -148,12 +150,13 @@ class Outcomes:
         self.waiting: dict[str, asyncio.Future[None]] = {}
         self.received = 0
 
-    async def on_message(self, msg: Msg) -> None:
-        run_id = _run_only.decode(msg.data).run_id
-        future = self.waiting.pop(run_id, None)
+    async def on_message(self, msg: Msg) -> _Outcome:
+        outcome = _outcome.decode(msg.data)
+        future = self.waiting.pop(outcome.run_id, None)
         self.received += 1
         if future is not None and not future.done():
             future.set_result(None)
+        return outcome
 
 
 async def _placement(js: JetStreamContext, stream: str) -> dict[str, int]:
@@ -201,9 +204,9 @@ async def measure(d: Deployment, args: argparse.Namespace, baseline_pid: int) ->
     counting = False
 
     async def on_decision(msg: Msg) -> None:
+        outcome = await decisions.on_message(msg)
         if counting:
-            actions[msgspec.json.decode(msg.data)["action"]] += 1
-        await decisions.on_message(msg)
+            actions[outcome.action or "?"] += 1
 
     await js.subscribe(
         subjects.DECISIONS_ALL,
@@ -212,10 +215,14 @@ async def measure(d: Deployment, args: argparse.Namespace, baseline_pid: int) ->
         ordered_consumer=True,
         deliver_policy=DeliverPolicy.NEW,
     )
+
+    async def on_echo(msg: Msg) -> None:
+        await echoes.on_message(msg)
+
     await js.subscribe(
         f"{BASELINE_OUT}.>",
         stream=BASELINE_OUT_STREAM,
-        cb=echoes.on_message,
+        cb=on_echo,
         ordered_consumer=True,
         deliver_policy=DeliverPolicy.NEW,
     )

@@ -117,6 +117,7 @@ class PullConsumer:
             max_deliver=config.max_deliver,
             nak_delay_s=config.nak_delay_s,
             ack_wait_s=config.ack_wait_s,
+            batch=config.consumer_in_flight,
             replicas=config.stream_replicas,
         )
 

@@ -31,12 +31,13 @@ from nats.js.api import (
 from nats.js.errors import BadRequestError, NotFoundError
 
 from shared import metrics, subjects
+from shared.config import MAX_IN_FLIGHT
 from shared.logs import Log
 
 log = Log("continuity.streams")
 
 DAY_S = 86400.0
-MAX_ACK_PENDING = 4096
+MAX_ACK_PENDING = MAX_IN_FLIGHT
 
 
 def _stream(

@@ -137,7 +137,8 @@ def decision_step(
 ) -> RunStep:
     """The step recording `decided` in `slot`: its outbox entry (then `also`), the run record,
     the audit entry of `audit_kind` by `actor` and, when the action holds the saved session,
-    the hold of `native_session_id`."""
+    the hold of `native_session_id`. The run record's `last_decision` is the slot value, which
+    the recording script copies there."""
     entry = decision_entry(decided)
     return RunStep(
         slot=slot,
@@ -148,9 +149,10 @@ def decision_step(
             decided.session,
             decided.attempt,
             STATUS_BY_ACTION[decided.action],
-            decided,
+            None,
             decided.decided_at,
         ),
+        slot_is_last_decision=True,
         outbox=[entry, *also],
         audit=decision_audit(decided, actor, audit_kind),
         hold=native_session_id if native_session_id is not None and holds_session(decided.action) else None,

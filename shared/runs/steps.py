@@ -45,6 +45,9 @@ class RunStep(msgspec.Struct, kw_only=True):
     read: tuple[str, int] | None = None
     """The session's checkpoint policy and epoch the step was decided on ('' and 0 without a
     record): when given, the step is recorded only while they are still the stored ones."""
+    slot_is_last_decision: bool = False
+    """The slot value is the decision the run record keeps as `last_decision`: the scripts copy
+    it there, so the decision is sent once, not twice."""
 
 
 class SessionChanged(Exception):
@@ -79,12 +82,24 @@ def outbox_arg(entries: list[OutboxEntry]) -> bytes | str:
     return _encode([[e.msg_id, _encode(e).decode()] for e in entries]) if entries else ""
 
 
+_SLOT_FIELD = b',"last_decision":true}'
+
+
+def run_fields_arg(step: RunStep) -> bytes:
+    """The run fields as the scripts' `hset_json` reads them: a JSON object of strings, where
+    `"last_decision": true` stands for the step's slot value."""
+    encoded = _encode(step.run_fields)
+    if not step.slot_is_last_decision:
+        return encoded
+    return encoded[:-1] + _SLOT_FIELD if len(encoded) > 2 else b'{"last_decision":true}'
+
+
 def _common_args(step: RunStep) -> list[bytes | str]:
     """slot, slot value, run fields, outbox entries, audit entry: every script's middle."""
     return [
         step.slot,
         step.slot_value,
-        _encode(step.run_fields),
+        run_fields_arg(step),
         outbox_arg(step.outbox),
         _encode(step.audit) if step.audit else "",
     ]

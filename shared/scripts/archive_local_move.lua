@@ -3,7 +3,7 @@
 -- open_replacement decision (slot, run record, outbox entry, audit) and the progress.
 -- KEYS: 1 run hash, 2 run decision slots, 3 outbox, 4 audit list, 5 session hash,
 --       6 reconciliation hash, 7 its history list, 8 archive copy, 9 archive progress
--- ARGV: 1 slot, 2 slot value, 3 run fields (JSON object), 4 outbox entries (JSON array),
+-- ARGV: 1 slot, 2 slot value, 3 run fields (JSON object; true: the slot value), 4 outbox entries (JSON array),
 --       5 audit entry (JSON), 6 the epoch the decision was built on, 7 progress fields (JSON),
 --       8 run retention in milliseconds, 9 '1' when the step waits on a person,
 --       10 archive retention in milliseconds
@@ -29,7 +29,7 @@ end
 redis.call('HSET', KEYS[5], 'state', 'archived', 'epoch', string.format('%d', epoch + 1),
   'revision', string.format('%d', (tonumber(cur[2]) or 0) + 1))
 claim_slot(KEYS[2], ARGV[1], ARGV[2])
-hset_json(KEYS[1], ARGV[3])
+hset_json(KEYS[1], ARGV[3], ARGV[2])
 outbox_put(KEYS[3], ARGV[4])
 audit_push(KEYS[4], ARGV[5])
 hset_json(KEYS[9], ARGV[7])

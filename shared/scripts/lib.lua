@@ -11,14 +11,23 @@ local function claim_slot(slots_key, slot, value)
   return false
 end
 
--- HSET every field of a JSON object.
-local function hset_json(key, fields_json)
+-- HSET every field of a JSON object, in one command. A field whose value is JSON true takes
+-- `slot_value`: a run record's last decision is the decision its step records in the slot, so
+-- the caller sends it once (shared/runs/steps.py, run_fields_arg).
+local function hset_json(key, fields_json, slot_value)
   if fields_json == '' then
     return
   end
-  local fields = cjson.decode(fields_json)
-  for name, value in pairs(fields) do
-    redis.call('HSET', key, name, value)
+  local flat = {}
+  for name, value in pairs(cjson.decode(fields_json)) do
+    if value == true then
+      value = slot_value
+    end
+    flat[#flat + 1] = name
+    flat[#flat + 1] = value
+  end
+  if #flat > 0 then
+    redis.call('HSET', key, unpack(flat))
   end
 end
 
@@ -27,8 +36,13 @@ local function outbox_put(outbox_key, entries_json)
   if entries_json == '' then
     return
   end
+  local flat = {}
   for _, entry in ipairs(cjson.decode(entries_json)) do
-    redis.call('HSET', outbox_key, entry[1], entry[2])
+    flat[#flat + 1] = entry[1]
+    flat[#flat + 1] = entry[2]
+  end
+  if #flat > 0 then
+    redis.call('HSET', outbox_key, unpack(flat))
   end
 end
 
@@ -66,7 +80,8 @@ end
 -- the run waits (`waiting` is '1' for a step that stops for an operator or a reconciliation,
 -- and an open reconciliation record always waits). The session's outbox holds entries only
 -- until they are published: it always keeps the retention, refreshed by every write.
--- Returns the run record's remaining time to live (-1: none), which the run index follows.
+-- Returns the run record's time to live in milliseconds (-1: none), which the run index
+-- follows; every caller has just written the run record (`run_keys[1]`), so it exists.
 local function retain_run(retention_ms, waiting, run_keys, reconciliation_key, outbox_key)
   local ttl = tonumber(retention_ms)
   if waiting == '1' or redis.call('HGET', reconciliation_key, 'status') == 'open' then
@@ -74,5 +89,8 @@ local function retain_run(retention_ms, waiting, run_keys, reconciliation_key, o
   end
   retain(ttl, run_keys)
   retain(tonumber(retention_ms), {outbox_key})
-  return redis.call('PTTL', run_keys[1])
+  if ttl > 0 then
+    return ttl
+  end
+  return -1
 end

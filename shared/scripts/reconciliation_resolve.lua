@@ -28,7 +28,7 @@ if claim_slot(KEYS[3], ARGV[3], ARGV[4]) then
 end
 redis.call('HSET', KEYS[1], 'status', 'delivered', 'action_outcome', ARGV[1], 'resolution', ARGV[2],
   'continue_decision_id', ARGV[8])
-hset_json(KEYS[2], ARGV[5])
+hset_json(KEYS[2], ARGV[5], ARGV[4])
 outbox_put(KEYS[4], ARGV[6])
 audit_push(KEYS[5], ARGV[7])
 -- Delivered: the record, its history and the run's records now keep the retention.

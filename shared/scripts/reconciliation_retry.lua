@@ -26,7 +26,7 @@ if run[1] ~= 'operator' then
   return {'not_stopped', run[1] or '', -2}
 end
 claim_slot(KEYS[2], ARGV[2], ARGV[3])
-hset_json(KEYS[1], ARGV[4])
+hset_json(KEYS[1], ARGV[4], ARGV[3])
 outbox_put(KEYS[3], ARGV[5])
 audit_push(KEYS[4], ARGV[6])
 return {'retried', '', retain_run(ARGV[7], ARGV[8], {KEYS[1], KEYS[2], KEYS[4], KEYS[5], KEYS[6]}, KEYS[5], KEYS[3])}

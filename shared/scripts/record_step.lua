@@ -2,7 +2,7 @@
 -- an audit entry, and optionally hold the saved session.
 -- KEYS: 1 run hash, 2 run decision slots, 3 outbox, 4 audit list, 5 session hash,
 --       6 reconciliation hash, 7 its history list
--- ARGV: 1 slot, 2 slot value, 3 run fields (JSON object), 4 outbox entries (JSON array),
+-- ARGV: 1 slot, 2 slot value, 3 run fields (JSON object; true: the slot value), 4 outbox entries (JSON array),
 --       5 audit entry (JSON), 6 the native session id to hold ('' to hold none),
 --       7 '1' when 8 and 9 are the session's checkpoint_policy and epoch the step was decided on,
 --       10 retention in milliseconds, 11 '1' when the step waits on a person
@@ -19,8 +19,8 @@ if ARGV[7] == '1' then
     return {2, '', -2}
   end
 end
-claim_slot(KEYS[2], ARGV[1], ARGV[2])
-hset_json(KEYS[1], ARGV[3])
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])  -- the slot is free: checked above
+hset_json(KEYS[1], ARGV[3], ARGV[2])
 outbox_put(KEYS[3], ARGV[4])
 audit_push(KEYS[4], ARGV[5])
 if ARGV[6] ~= '' then

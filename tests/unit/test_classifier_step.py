@@ -13,6 +13,7 @@ from shared.contracts.events import CommandResult, ErrorInfo, ResumeFailed, Tool
 from shared.contracts.session import SessionRef
 from shared.contracts.types import FailureClass
 from shared.runs.session_hash import NO_SESSION, SavedSession, saved_session
+from shared.runs.steps import run_fields_arg
 from shared.times import rfc3339_from_epoch
 
 NOW = 1_800_000_000.25
@@ -70,7 +71,9 @@ def test_a_retry_waits_the_backoff_of_its_attempt_and_holds_nothing() -> None:
         step.slot_value,
     )
     assert step.run_fields["status"] == "retrying"
-    assert msgspec.json.decode(step.run_fields["last_decision"], type=Decision) == decision
+    # The run record's last decision is the slot value, sent once: the script copies it.
+    assert step.slot_is_last_decision and "last_decision" not in step.run_fields
+    assert msgspec.json.decode(run_fields_arg(step))["last_decision"] is True
     assert step.audit is not None
     assert (step.audit.at, step.audit.actor, step.audit.action, step.audit.decision_id) == (
         decision.decided_at,
@@ -115,6 +118,7 @@ def test_a_replaceable_session_is_archived_first_without_a_runner_decision() -> 
     [entry] = step.outbox
     assert (entry.subject, entry.msg_id) == (subjects.WORK_ARCHIVE, "work:run-1:1:archive")
     assert step.run_fields["status"] == "replacing" and "last_decision" not in step.run_fields
+    assert not step.slot_is_last_decision and b"last_decision" not in run_fields_arg(step)
     assert step.hold is None and step.read == ("allow_replacement_after_resume_failure", 4)
     assert step.audit is not None and (step.audit.action, step.audit.decision_id) == ("archive", None)
 

@@ -27,8 +27,10 @@ def test_values_are_read() -> None:
             "CONTINUITY_METRICS_PORT": "0",
             "CONTINUITY_STREAM_REPLICAS": "3",
             "CONTINUITY_LOG_LEVEL": "debug",
+            "CONTINUITY_CONSUMER_IN_FLIGHT": "32",
         }
     )
+    assert config.consumer_in_flight == 32
     assert (config.nats_url, config.redis_url, config.archive_timeout_s) == (
         "nats://n:4222",
         "redis://r:6379/2",
@@ -52,6 +54,9 @@ def test_several_live_keys_for_rotation() -> None:
         ({"CONTINUITY_ARCHIVE_TIMEOUT_S": "-1"}, "CONTINUITY_ARCHIVE_TIMEOUT_S"),
         ({"CONTINUITY_ARCHIVE_TIMEOUT_S": "soon"}, "CONTINUITY_ARCHIVE_TIMEOUT_S"),
         ({"CONTINUITY_LOG_LEVEL": "loud"}, "CONTINUITY_LOG_LEVEL"),
+        ({"CONTINUITY_CONSUMER_IN_FLIGHT": "0"}, "CONTINUITY_CONSUMER_IN_FLIGHT"),
+        # More in hand than the consumer lets stay unacknowledged could never be fetched.
+        ({"CONTINUITY_CONSUMER_IN_FLIGHT": "4097"}, "CONTINUITY_CONSUMER_IN_FLIGHT"),
     ],
 )
 def test_bad_values_name_the_variable(env: dict[str, str], names: str) -> None:
@@ -81,3 +86,19 @@ def test_serve_refuses_a_bad_configuration_with_a_clear_message() -> None:
     )
     assert result.returncode == 2
     assert "CONTINUITY_STREAM_REPLICAS" in result.stderr and KEY not in result.stderr
+
+
+def test_a_consumer_holds_as_many_messages_as_configured() -> None:
+    from typing import Any, cast
+
+    from shared.bus.consumer import PullConsumer
+
+    async def handler(msg: Any) -> None:
+        return None
+
+    config = Config.from_env({"CONTINUITY_CONSUMER_IN_FLIGHT": "40"})
+    consumer = PullConsumer.from_config(
+        cast(Any, None), config, stream="S", durable="d", filter_subject=None, handler=handler, service="t"
+    )
+    # Slots for 40 messages, fetched at least 10 at a time under load.
+    assert (consumer._batch, consumer._min_fetch) == (40, 10)

@@ -82,7 +82,8 @@ def test_every_script_takes_the_step_in_the_same_order() -> None:
     step.read = ("same_session_only", 3)
     args = steps.step_args(step)
     assert args[:2] == ["2", step.slot_value]
-    assert msgspec.json.decode(args[2]) == step.run_fields
+    # The run fields, with the last decision standing for the slot value the script copies.
+    assert msgspec.json.decode(args[2]) == {**step.run_fields, "last_decision": True}
     assert msgspec.json.decode(args[3]) == [
         [decided.decision_id, msgspec.json.encode(step.outbox[0]).decode()]
     ]

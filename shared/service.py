@@ -55,6 +55,11 @@ class EndpointSpec(Generic[Req, Rep]):
     request_type: type[Req]
     reply_type: type[Rep]
     handler: Callable[[Req], Awaitable[Rep]]
+    pipelined: bool = False
+    """The handler sends its Redis commands when it is called, then returns an awaitable of the
+    reply: requests that arrive together are answered by one task, in order, their commands in
+    one write (shared/bus/endpoints.py). An `async def` handler is not: it sends nothing until
+    it is awaited."""
 
 
 Background = Callable[[asyncio.Event], Coroutine[Any, Any, None]]
@@ -112,7 +117,7 @@ class ServiceApp:
                 reply_prefixes=ctx.config.reply_prefixes,
             )
             for e in spec.endpoints:
-                ep.add(e.name, e.subject, e.request_type, e.handler)
+                ep.add(e.name, e.subject, e.request_type, e.handler, pipelined=e.pipelined)
             await ep.start()
             self._endpoints = ep
         consumers = [

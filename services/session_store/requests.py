@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
 from shared import metrics
 from shared.contracts.errors import CATALOGUE, NOT_FOUND
 from shared.contracts.sessions import (
@@ -14,6 +16,7 @@ from shared.contracts.sessions import (
     RejectRequest,
     SessionView,
 )
+from shared.session_record import StoredSession
 
 from . import rules
 from .store import SessionStore
@@ -23,8 +26,13 @@ class SessionRequests:
     def __init__(self, store: SessionStore) -> None:
         self.store = store
 
-    async def decide(self, req: DecideRequest) -> DecideReply:
-        reply = rules.decide(await self.store.load(req.session.key), req)
+    def decide(self, req: DecideRequest) -> Awaitable[DecideReply]:
+        """A pipelined endpoint: the record's read is sent now, the rules run on its reply."""
+        return self._decided(self.store.read(req.session.key), req)
+
+    @staticmethod
+    async def _decided(stored: Awaitable[StoredSession | None], req: DecideRequest) -> DecideReply:
+        reply = rules.decide(await stored, req)
         metrics.adder(metrics.SESSION_DECISIONS, reply.mode, reply.reason or "none")()
         return reply
 

@@ -34,7 +34,14 @@ def build(ctx: Context) -> ServiceSpec:
         version=VERSION,
         description="Session records and resume decisions",
         endpoints=(
-            EndpointSpec("decide", subjects.SESSIONS_DECIDE, DecideRequest, DecideReply, requests.decide),
+            EndpointSpec(
+                "decide",
+                subjects.SESSIONS_DECIDE,
+                DecideRequest,
+                DecideReply,
+                requests.decide,
+                pipelined=True,
+            ),
             EndpointSpec("commit", subjects.SESSIONS_COMMIT, CommitRequest, CommitReply, requests.commit),
             EndpointSpec("get", subjects.SESSIONS_GET, GetRequest, SessionView, requests.get),
             EndpointSpec("reject", subjects.SESSIONS_REJECT, RejectRequest, RejectReply, requests.reject),

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+from typing import Any
+
 from shared import keys, store
 from shared.contracts.sessions import CommitRequest
 from shared.pipeline import PipelinedRedis
@@ -11,6 +14,11 @@ from shared.times import now_rfc3339
 
 _COMMIT = store.Script("session_commit")
 _REJECT = store.Script("session_reject")
+
+
+async def _stored(raw: Awaitable[Any]) -> StoredSession | None:
+    fields = await store.call(raw)
+    return StoredSession.from_hash(fields) if fields else None
 
 
 class CommitResult:
@@ -32,8 +40,11 @@ class SessionStore:
         self._read = client.send if isinstance(client, PipelinedRedis) else client.execute_command
 
     async def load(self, session_key: str) -> StoredSession | None:
-        raw = await store.call(self._read("HGETALL", keys.session(session_key)))
-        return StoredSession.from_hash(raw) if raw else None
+        return await self.read(session_key)
+
+    def read(self, session_key: str) -> Awaitable[StoredSession | None]:
+        """The record, its HGETALL sent now (a pipelined endpoint's first half)."""
+        return _stored(self._read("HGETALL", keys.session(session_key)))
 
     async def commit(self, req: CommitRequest) -> CommitResult:
         sk = req.session.key

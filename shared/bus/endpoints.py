@@ -11,6 +11,11 @@ service import). Anything else, a JetStream API subject or another runner's subj
 address nobody should be able to make a service write to: the request is dropped unhandled,
 counted as `continuity_requests_total{code="reply_refused"}` and logged without the subject.
 
+A *pipelined* endpoint's handler sends its Redis commands when it is called and returns an
+awaitable of the reply. Its requests that arrive together (one read of the connection) are then
+answered by one task, in order, instead of one task each: their commands share one write, and
+the task wakes once when their replies arrive. Other handlers (`async def`) get a task each.
+
 Endpoints are registered through micro's groups (`continuity.sessions` + `decide`), and errors
 are answered with micro's `respond_error` and counted in `$SRV.STATS` (`num_errors`,
 `last_error`: the status and the closed code, never a message).
@@ -20,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 import msgspec
@@ -107,24 +112,49 @@ class Endpoints:
         self._service: Service | None = None
         self._inflight: set[asyncio.Task[None]] = set()
         self._slots = asyncio.Semaphore(concurrency)
+        self._batch: list[tuple[_Route, Request, float, Awaitable[Any]]] = []
+        self._batch_open = False
 
     def add(
-        self, name: str, subject: str, request_type: type[Req], handler: Callable[[Req], Awaitable[Any]]
+        self,
+        name: str,
+        subject: str,
+        request_type: type[Req],
+        handler: Callable[[Req], Awaitable[Any]],
+        *,
+        pipelined: bool = False,
     ) -> None:
         decoder = msgspec.json.Decoder(request_type)
-        answer = self._answer
 
         async def dispatch(request: Request) -> None:
             if not self._reply_allowed(name, request):
                 return
             # Waiting here, not queueing unboundedly, is the back-pressure of a busy replica.
             await self._slots.acquire()
-            task = asyncio.create_task(answer(route, request, decoder, handler))
-            self._inflight.add(task)
-            task.add_done_callback(self._done)
+            started = time.perf_counter()
+            pending = _start(request.data, decoder, handler)
+            if pipelined:
+                self._batch.append((route, request, started, pending))
+                if not self._batch_open:
+                    self._batch_open = True
+                    self._spawn(self._answer_batch())
+            else:
+                self._spawn(self._answer(route, request, started, pending))
 
         route = _Route(name, subject, dispatch)
         self._routes.append(route)
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self._inflight.add(task)
+        task.add_done_callback(self._inflight.discard)
+
+    async def _answer_batch(self) -> None:
+        # Started in the loop iteration after the first request of the batch: every request
+        # read meanwhile is in it. Later ones open the next batch, answered concurrently.
+        batch, self._batch, self._batch_open = self._batch, [], False
+        for route, request, started, pending in batch:
+            await self._answer(route, request, started, pending)
 
     def _reply_allowed(self, name: str, request: Request) -> bool:
         # nats.micro's Request does not expose the reply subject; its message does.
@@ -134,10 +164,6 @@ class Endpoints:
         metrics.labelled(metrics.REQUESTS, name, REPLY_REFUSED).inc()
         log.warning("request_reply_refused", endpoint=name, has_reply=bool(reply))
         return False
-
-    def _done(self, task: asyncio.Task[None]) -> None:
-        self._inflight.discard(task)
-        self._slots.release()
 
     async def start(self) -> None:
         self._service = await add_service(
@@ -168,19 +194,12 @@ class Endpoints:
         if self._inflight:
             await asyncio.wait(set(self._inflight), timeout=timeout)
 
-    async def _answer(
-        self,
-        route: _Route,
-        request: Request,
-        decoder: msgspec.json.Decoder[Any],
-        handler: Callable[[Any], Awaitable[Any]],
-    ) -> None:
+    async def _answer(self, route: _Route, request: Request, started: float, pending: Awaitable[Any]) -> None:
+        """Await the handler's reply and answer with it, or with the error reply it earned."""
         name = route.name
-        started = time.perf_counter()
         code = "ok"
         try:
-            req = decode(request.data, decoder)  # InvalidInput: a 400 with a sanitized reason
-            reply = await handler(req)
+            reply = await pending  # InvalidInput: a 400 with a sanitized reason
             # A body over the server's max_payload is refused by nats-py before it is sent (a
             # reply carries no headers), so it costs this request a 500, never the connection.
             await request.respond(_encode(reply))
@@ -199,6 +218,7 @@ class Endpoints:
             log.error("request_failed", exc=True, endpoint=name, error_type=type(err).__name__)
             await self._respond_error(route, request, INTERNAL_ERROR.error())
         finally:
+            self._slots.release()
             route.record(code, time.perf_counter() - started)
 
     @staticmethod
@@ -208,3 +228,18 @@ class Endpoints:
             await request.respond_error(str(error.status), error.message, data=error_body(error))
         except Exception as exc:  # the requester may be gone, or NATS down: nothing to answer
             log.debug("reply_failed", error_type=type(exc).__name__)
+
+
+def _start(
+    data: bytes, decoder: msgspec.json.Decoder[Any], handler: Callable[[Any], Awaitable[Any]]
+) -> Awaitable[Any]:
+    """Decode the request and call its handler; what either raises is raised again where the
+    reply is awaited, so that every failure is answered in one place (`_answer`)."""
+    try:
+        return handler(decode(data, decoder))
+    except Exception as err:
+        return _raise(err)
+
+
+async def _raise(err: Exception) -> Any:
+    raise err

@@ -5,7 +5,7 @@ to hide it."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import msgspec
 
@@ -60,6 +60,20 @@ listpack encoding (docs/contract-v1.md, 9.6)."""
 _RAW_STAMP_BYTES = 16
 """The earlier compact form: the binding's first 16 bytes, raw. Still read, never written."""
 
+READ_FIELDS = (
+    *V1_FIELDS,
+    "revision",
+    "epoch",
+    "state",
+    "generation",
+    "compatibility_generation",
+    "generation_binding",
+)
+"""Every field a reader of the record uses, in the order `StoredSession.from_values` takes them
+(HMGET): the version-1 fields, then the version-2 ones, then the contract's long form."""
+_READ_KEYS = tuple(name.encode() for name in READ_FIELDS)
+_V1_COUNT = len(V1_FIELDS)
+
 
 class StoredSession(msgspec.Struct, frozen=True, kw_only=True):
     """Read once per decision: a frozen Struct is built in C, about a fifth of the time a frozen
@@ -75,19 +89,25 @@ class StoredSession(msgspec.Struct, frozen=True, kw_only=True):
     @classmethod
     def from_hash(cls, raw: Mapping[bytes, bytes] | list[bytes]) -> StoredSession:
         """From HGETALL's reply: a mapping (redis-py) or the flat RESP list of names and values."""
-        fields = hash_fields(raw)
-        get = fields.get  # this runs once per decision: kept lean
-        raw_v1 = [get(key, b"") for key in _V1_KEYS]
+        get = hash_fields(raw).get
+        return cls.from_values([get(key) for key in _READ_KEYS])
+
+    @classmethod
+    def from_values(cls, values: Sequence[bytes | None]) -> StoredSession:
+        """From HMGET of `READ_FIELDS`, in that order (None for a field the record lacks). This
+        runs once per decision: kept lean."""
+        raw_v1 = [value or b"" for value in values[:_V1_COUNT]]
         v1 = dict(zip(V1_FIELDS, [value.decode("utf-8", "replace") for value in raw_v1], strict=True))
         # The binding over the stored bytes: what a commit hashed, as it wrote them.
         digest = hashlib.sha256(b"\n".join(raw_v1)).digest()
-        generation, trusted = _generation(fields, digest)
+        revision, epoch, state, compact, long_generation, long_binding = values[_V1_COUNT:]
+        generation, trusted = _generation(compact, long_generation, long_binding, digest)
         return cls(
             v1=v1,
-            revision=integer(fields.get(b"revision")),
-            epoch=integer(fields.get(b"epoch")),
+            revision=integer(revision),
+            epoch=integer(epoch),
             # No state is active: commits leave the default out, and older releases never wrote one.
-            state=text(fields.get(b"state")) or "active",
+            state=text(state) or "active",
             generation=generation,
             generation_trusted=trusted,
         )
@@ -101,16 +121,16 @@ class StoredSession(msgspec.Struct, frozen=True, kw_only=True):
         return bool(self.generation)
 
 
-def _generation(fields: Mapping[bytes, bytes], digest: bytes) -> tuple[str, bool]:
+def _generation(
+    compact: bytes | None, long_generation: bytes | None, long_binding: bytes | None, digest: bytes
+) -> tuple[str, bool]:
     """The stored generation, and whether the binding recomputed from the current version-1
     fields (`digest`) still equals the one stamped with it."""
-    compact = fields.get(b"generation")
     # Both compact forms have a 16-byte stamp: 16 hex characters (written now) or 16 raw bytes
     # (written by the previous release). A stamp of one form matching the other is a 2^-64 chance.
     if compact is not None and len(compact) > STAMP_CHARS:
         stamp, generation = compact[:STAMP_CHARS], text(compact[STAMP_CHARS:])
         return generation, stamp == _text_stamp(digest) or stamp == digest[:_RAW_STAMP_BYTES]
     # The long form of the contract's text (compatibility_generation, generation_binding).
-    generation = text(fields.get(b"compatibility_generation"))
-    binding = text(fields.get(b"generation_binding"))
-    return generation, bool(generation) and binding == digest.hex()
+    generation = text(long_generation)
+    return generation, bool(generation) and text(long_binding) == digest.hex()

@@ -9,16 +9,17 @@ from shared import keys, store
 from shared.contracts.sessions import CommitRequest
 from shared.pipeline import PipelinedRedis
 from shared.runs.retention import DEFAULT, Retention
-from shared.session_record import V1_FIELDS, StoredSession, binding_stamp
+from shared.session_record import READ_FIELDS, V1_FIELDS, StoredSession, binding_stamp
 from shared.times import now_rfc3339
 
 _COMMIT = store.Script("session_commit")
 _REJECT = store.Script("session_reject")
 
 
-async def _stored(raw: Awaitable[Any]) -> StoredSession | None:
-    fields = await store.call(raw)
-    return StoredSession.from_hash(fields) if fields else None
+async def _stored(read: Awaitable[Any]) -> StoredSession | None:
+    values = await store.call(read)
+    # HMGET of a missing key: a None for every field.
+    return StoredSession.from_values(values) if any(v is not None for v in values) else None
 
 
 class CommitResult:
@@ -31,7 +32,7 @@ class CommitResult:
 
 
 class SessionStore:
-    """Every request is one Redis round trip: HGETALL for a decision, one script for a write."""
+    """Every request is one Redis round trip: HMGET for a decision, one script for a write."""
 
     def __init__(self, client: store.Commands, retention: Retention = DEFAULT) -> None:
         self._redis = client
@@ -43,8 +44,8 @@ class SessionStore:
         return await self.read(session_key)
 
     def read(self, session_key: str) -> Awaitable[StoredSession | None]:
-        """The record, its HGETALL sent now (a pipelined endpoint's first half)."""
-        return _stored(self._read("HGETALL", keys.session(session_key)))
+        """The record, its HMGET sent now (a pipelined endpoint's first half)."""
+        return _stored(self._read("HMGET", keys.session(session_key), *READ_FIELDS))
 
     async def commit(self, req: CommitRequest) -> CommitResult:
         sk = req.session.key

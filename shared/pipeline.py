@@ -43,6 +43,10 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from shared import metrics, slots
 from shared.slots import Address
 
+FLUSH_COMMANDS = 32
+"""Commands written at once during a long burst: the first ones reach Redis while the rest are
+still being prepared, so Redis works beside this process instead of after it. A shorter burst
+is written once, at the end of the loop iteration."""
 _REDIRECTS = 5
 """Redirections (MOVED, ASK, TRYAGAIN) one command follows before it fails as transient."""
 _TRYAGAIN_DELAY_S = 0.05
@@ -167,7 +171,9 @@ class _Connection:
         self._waiters.append(fut)
         self._sent_at.append(loop.time())
         self._buffer.append(hiredis.pack_command(args))
-        if not self._flush_scheduled:
+        if len(self._buffer) >= FLUSH_COMMANDS:
+            self._flush()
+        elif not self._flush_scheduled:
             self._flush_scheduled = True
             loop.call_soon(self._flush)
         return fut

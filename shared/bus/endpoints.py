@@ -50,6 +50,10 @@ from shared.store import TRANSIENT_REDIS_ERRORS
 
 Req = TypeVar("Req")
 REPLY_REFUSED = "reply_refused"
+ANSWER_CHUNK = 32
+"""Replies of a pipelined batch written out together: after so many, the batch lets the loop
+send them before it answers the rest, so that the requesters (and NATS) work on them meanwhile
+instead of waiting for the whole batch."""
 log = Log("continuity.endpoints")
 _encode = msgspec.json.Encoder().encode
 
@@ -153,8 +157,10 @@ class Endpoints:
         # Started in the loop iteration after the first request of the batch: every request
         # read meanwhile is in it. Later ones open the next batch, answered concurrently.
         batch, self._batch, self._batch_open = self._batch, [], False
-        for route, request, started, pending in batch:
+        for i, (route, request, started, pending) in enumerate(batch, 1):
             await self._answer(route, request, started, pending)
+            if i % ANSWER_CHUNK == 0 and i < len(batch):
+                await asyncio.sleep(0)  # the connection's flusher writes the replies so far
 
     def _reply_allowed(self, name: str, request: Request) -> bool:
         # nats.micro's Request does not expose the reply subject; its message does.

@@ -11,7 +11,7 @@ from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from continuity.servers import NatsServer, RedisServer
-from shared.pipeline import PipelinedRedis
+from shared.pipeline import FLUSH_COMMANDS, PipelinedRedis
 from tests.support import wait_for
 
 pytestmark = pytest.mark.asyncio
@@ -22,6 +22,18 @@ async def test_concurrent_commands_get_their_own_replies(redis_server: RedisServ
     await asyncio.gather(*(r.execute_command("SET", f"pipe:{i}", i) for i in range(500)))
     values = await asyncio.gather(*(r.execute_command("GET", f"pipe:{i}") for i in range(500)))
     assert values == [str(i).encode() for i in range(500)]
+    await r.aclose()
+
+
+async def test_a_long_burst_is_written_in_chunks_and_answered_in_order(redis_server: RedisServer) -> None:
+    r = PipelinedRedis(redis_server.url)
+    await r.execute_command("DEL", "pipe:burst")
+    # Sent in one loop iteration: every FLUSH_COMMANDS of them are written at once, the rest
+    # at the end of the iteration; each reply still reaches its own command.
+    burst = [r.send("INCR", "pipe:burst") for _ in range(FLUSH_COMMANDS * 3 + 5)]
+    conn = r._single  # one server: one connection, connected by the DEL
+    assert conn is not None and len(conn._buffer) == 5
+    assert await asyncio.gather(*burst) == list(range(1, FLUSH_COMMANDS * 3 + 6))
     await r.aclose()
 
 

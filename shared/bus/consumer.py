@@ -22,6 +22,7 @@ from nats.js import JetStreamContext
 
 from shared import metrics, subjects
 from shared.bus.publish import TOO_LARGE_REASON, PayloadTooLarge, dead_letter
+from shared.bus.pull import Puller
 from shared.bus.streams import ConsumerSpec, durable_config, ensure_consumer
 from shared.config import Config
 from shared.contracts.limits import MAX_EVENT_BYTES
@@ -92,6 +93,9 @@ class PullConsumer:
         self._slots = asyncio.Semaphore(batch)
         self._min_fetch = max(1, batch // 4)
         self._inflight: set[asyncio.Task[None]] = set()
+        self._puller: Puller | None = None
+        self._started = 0
+        """Deliveries of the request in progress handed to tasks: their slots are theirs."""
         self.bound = False
 
     @classmethod
@@ -132,8 +136,10 @@ class PullConsumer:
         self._pending_task = asyncio.create_task(self._watch_pending())
 
     async def drain(self, timeout: float) -> None:
-        """Stop fetching; messages in hand finish (or are redelivered to another replica)."""
+        """Stop pulling; messages in hand finish (or are redelivered to another replica)."""
         self._stopping.set()
+        if self._puller is not None:
+            self._puller.wake()
         await self._finish(self._task, timeout)
         if self._inflight:
             await asyncio.wait(set(self._inflight), timeout=timeout)
@@ -155,32 +161,34 @@ class PullConsumer:
         sub = None
         while not self._stopping.is_set():
             try:
-                if sub is None:
+                if sub is None or self._puller is None:
                     await self.ensure()
                     sub = await self._js.pull_subscribe_bind(self._durable, self._stream)
+                    self._puller = Puller(sub)
                     self.bound = True
-                # Fetch as many as there are free slots: a slow message (a runner taking its time)
-                # holds one slot, not the whole batch, and fetching overlaps processing.
-                # Under load, wait for a quarter of the slots: one fetch for many messages
-                # costs the server and this process far less than many fetches for one.
+                puller = self._puller
+                # Ask for as many as there are free slots: a slow message (a runner taking its
+                # time) holds one slot, not the whole batch, and receiving overlaps processing.
+                # Under load, wait for a quarter of the slots: one request for many messages
+                # costs the server and this process far less than many requests for one.
                 free = 0
                 while free < self._min_fetch or (free < self._batch and not self._slots.locked()):
                     await self._slots.acquire()
                     free += 1
-                try:
-                    msgs = await sub.fetch(free, timeout=1.0)
-                except TimeoutError:
-                    msgs = []
-                except BaseException:
+                if self._stopping.is_set():  # drained while waiting for slots: ask for nothing
                     for _ in range(free):
                         self._slots.release()
+                    break
+                try:
+                    received = await puller.pull(free, self._start)
+                except BaseException:
+                    for _ in range(free - self._started):
+                        self._slots.release()
                     raise
-                for _ in range(free - len(msgs)):
+                finally:
+                    self._started = 0
+                for _ in range(free - received):
                     self._slots.release()
-                for m in msgs:
-                    task = asyncio.create_task(self._process(m))
-                    self._inflight.add(task)
-                    task.add_done_callback(self._done)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # NATS away or the consumer lost: bind again after a pause
@@ -190,13 +198,21 @@ class PullConsumer:
                     with contextlib.suppress(Exception):
                         await sub.unsubscribe()
                 sub = None
+                self._puller = None
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stopping.wait(), 1.0)
-        # Unsubscribe before the connection drains: fetch never marks the subscription's queue
+        # Unsubscribe before the connection drains: nothing marks the subscription's queue
         # done, so a connection drain would otherwise wait on it for the whole drain timeout.
         if sub is not None:
             with contextlib.suppress(Exception):
                 await sub.unsubscribe()
+
+    def _start(self, msg: Msg) -> None:
+        """Handle one delivery in a task of its own; its slot was taken for the request."""
+        self._started += 1
+        task = asyncio.create_task(self._process(msg))
+        self._inflight.add(task)
+        task.add_done_callback(self._done)
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self._inflight.discard(task)

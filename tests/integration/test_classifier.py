@@ -407,6 +407,21 @@ async def test_a_burst_of_copies_in_one_batch_makes_one_decision(bus: Bus) -> No
     assert [d["decision_id"] for d in await bus.decisions(runner)] == [f"{event.run_id}:1:operator"]
 
 
+@pytest.mark.parametrize("status", ["408", "409", "503", "100"])
+async def test_a_runners_status_header_never_passes_for_the_servers(bus: Bus, status: str) -> None:
+    """A runner's event carrying the header the server uses for its status messages is still
+    an event: decided, acknowledged, and the consumer goes on with the next one."""
+    runner = new_runner_id()
+    forged = resume_failed(runner, classification="provider_attach_refused")
+    data = msgspec.json.encode(forged)
+    headers = {"Nats-Msg-Id": forged.event_id, "Status": status, "Description": "Request Timeout"}
+    await bus.js.publish(subjects.event(runner, "resume_failed"), data, headers=headers)
+    after = resume_failed(runner, classification="provider_attach_refused")
+    await bus.settled(await bus.publish(after))
+    decided = sorted(d["run_id"] for d in await bus.decisions(runner))
+    assert decided == sorted([forged.run_id, after.run_id])
+
+
 async def test_a_crash_between_record_and_publish_is_repaired_on_redelivery(
     bus: Bus, r: aioredis.Redis
 ) -> None:

@@ -8,6 +8,7 @@ import pytest
 
 from continuity.servers import NatsServer, RedisServer
 from services.classifier.service import ClassifierApp
+from shared import subjects
 from tests.support import Bus, make_config, new_runner_id, resume_failed, running, wait_for
 
 pytestmark = pytest.mark.asyncio
@@ -42,4 +43,31 @@ async def test_classifier_rebinds_after_a_nats_restart(fresh_servers: tuple[Nats
         await bus.settled(seq[-1], timeout=20)
         decided = {d["run_id"]: d["action"] for d in await bus.decisions(runner)}
         assert decided == {before.run_id: "retry_same_session", after.run_id: "retry_same_session"}
+        await nc.close()
+
+
+async def test_classifier_creates_its_consumer_again_when_it_is_deleted(
+    fresh_servers: tuple[NatsServer, RedisServer],
+) -> None:
+    n, r = fresh_servers
+    app = ClassifierApp()
+    async with running(app, make_config(n.url, r.url)):
+        runner = new_runner_id()
+        nc = await nats.connect(n.url)
+        bus = Bus(nc.jetstream())
+        before = resume_failed(runner)
+        await bus.settled(await bus.publish(before))
+
+        await bus.js.delete_consumer(subjects.EVENTS_STREAM, subjects.CLASSIFIER_CONSUMER)
+        after = resume_failed(runner)
+        await bus.publish(after)
+
+        async def decided_both() -> bool:
+            return {d["run_id"] for d in await bus.decisions(runner)} == {before.run_id, after.run_id}
+
+        # Its pull request goes unanswered: it binds again, creating the consumer, which
+        # delivers the stream from the start; the event decided before is not decided twice.
+        await wait_for(decided_both, timeout=30, what="the event after the deletion decided")
+        runs = sorted(d["run_id"] for d in await bus.decisions(runner))
+        assert runs == sorted([before.run_id, after.run_id])
         await nc.close()

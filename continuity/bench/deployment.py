@@ -70,6 +70,17 @@ class Deployment:
             self.stack.start_service(name, self.service_env(env), log_path=log)
         self.stack.wait_ready()
 
+    def around(self) -> dict[str, list[int]]:
+        """The other processes every measured round shares: the servers started here (none
+        for NATS_URL / REDIS_URL given) and the load generator, this process."""
+        nats_servers = self.cluster.nodes if self.cluster is not None else [self.stack.nats]
+        groups = {
+            "nats": [n.proc.pid for n in nats_servers if n is not None and n.proc is not None],
+            "redis": [self.stack.redis.proc.pid] if self.stack.redis and self.stack.redis.proc else [],
+            "load generator": [os.getpid()],
+        }
+        return {name: pids for name, pids in groups.items() if pids}
+
     async def scale_async(self, name: str, count: int, env: dict[str, str]) -> None:
         await asyncio.to_thread(self.scale, name, count, env)
 

@@ -42,7 +42,7 @@ from nats.js.api import (
 from nats.js.errors import NotFoundError
 
 from continuity.bench.deployment import Deployment, add_arguments, deployment, describe, machine
-from continuity.bench.stats import Figures, costs, load, median, ratio
+from continuity.bench.stats import Figures, cost_line, costs, costs_around, load, median, ratio
 from continuity.simulate.keys import DEMO_KEYS, DEMO_KEYS_ENV
 from shared import keys, subjects
 from shared.bus.connection import server_list
@@ -186,6 +186,8 @@ def step_figures(replicas: int, rounds: dict[str, list[Figures]], first_per_s: f
         "baseline_cpu_ms_per_event": raw["cpu_ms_per_op"],
         "baseline_writes_per_event": raw["writes_per_op"],
         "baseline_reads_per_event": raw["reads_per_op"],
+        "around_cpu_ms_per_event": costs_around(rounds["pipeline"]),
+        "baseline_around_cpu_ms_per_event": costs_around(rounds["baseline"]),
         "rounds_per_s": [round(f.per_s) for f in rounds["pipeline"]],
         "baseline_rounds_per_s": [round(f.per_s) for f in rounds["baseline"]],
     }
@@ -249,7 +251,7 @@ async def measure(d: Deployment, args: argparse.Namespace, baseline_pid: int) ->
             await js.publish(subject, payloads[i], headers={"Nats-Msg-Id": e.event_id})
             await asyncio.wait_for(future, 60)
 
-        return await load(kind, op, total=total, concurrency=args.concurrency, pids=pids)
+        return await load(kind, op, total=total, concurrency=args.concurrency, pids=pids, around=d.around())
 
     warmup = min(1000, args.events)
     steps: list[dict[str, Any]] = []
@@ -298,6 +300,8 @@ def report(result: dict[str, Any]) -> str:
             f"  {'classifier x' + str(s['replicas']) + ': event → decision':<34}{s['events_per_s']:>10}"
             f"{s['p50_ms']:>10}{s['p99_ms']:>10}{s['cpu_ms_per_event']:>14}{s['writes_per_event']:>14}",
             f"  {'':<34}ratio to baseline {s['ratio']:.3f}, to 1 replica {s['scaling']:.3f}",
+            f"  {'':<34}CPU ms/event elsewhere: {cost_line(s['around_cpu_ms_per_event'])}"
+            f" (baseline: {cost_line(s['baseline_around_cpu_ms_per_event'])})",
         ]
     lines += [
         f"  classifier / baseline throughput  {result['ratio']:.3f}  (1 replica; target >= 0.6)",

@@ -19,7 +19,7 @@ import nats
 import redis.asyncio as aioredis
 
 from continuity.bench.deployment import Deployment, add_arguments, deployment, describe, machine
-from continuity.bench.stats import Figures, costs, load, median, ratio
+from continuity.bench.stats import Figures, cost_line, costs, costs_around, load, median, ratio
 from shared import keys, subjects
 from shared.bus.connection import server_list
 from shared.client import ContinuityClient
@@ -97,6 +97,8 @@ def step_figures(replicas: int, rounds: dict[str, list[Figures]], first_per_s: f
         "commit_writes_per_request": commit_c["writes_per_op"],
         "echo_cpu_ms_per_request": echo_c["cpu_ms_per_op"],
         "echo_writes_per_request": echo_c["writes_per_op"],
+        "decide_around_cpu_ms_per_request": costs_around(rounds["decide"]),
+        "echo_around_cpu_ms_per_request": costs_around(rounds["echo"]),
         "decide_rounds_per_s": [round(f.per_s) for f in rounds["decide"]],
         "echo_rounds_per_s": [round(f.per_s) for f in rounds["echo"]],
     }
@@ -143,7 +145,14 @@ async def measure(d: Deployment, args: argparse.Namespace, echo_pid: int) -> dic
         for _ in range(args.rounds):
             for name, op in kinds.items():
                 rounds[name].append(
-                    await load(name, op, total=args.requests, concurrency=args.concurrency, pids=pids[name])
+                    await load(
+                        name,
+                        op,
+                        total=args.requests,
+                        concurrency=args.concurrency,
+                        pids=pids[name],
+                        around=d.around(),
+                    )
                 )
         first = steps[0]["decide_per_s"] if steps else 0.0
         steps.append(step_figures(replicas, rounds, first))
@@ -185,6 +194,8 @@ def report(result: dict[str, Any]) -> str:
             f"{s['commit_p99_ms']:>10}{s['commit_cpu_ms_per_request']:>12}{s['commit_writes_per_request']:>12}",
             f"  {'':<26}decide / echo {s['decide_ratio']:.3f}, "
             f"decide to 1 replica {s['decide_scaling']:.3f}, commit / EVALSHA {s['commit_ratio']:.3f}",
+            f"  {'':<26}CPU ms/req elsewhere, decide: {cost_line(s['decide_around_cpu_ms_per_request'])}"
+            f"; echo: {cost_line(s['echo_around_cpu_ms_per_request'])}",
         ]
     lines += [
         f"  decide / echo throughput   {result['decide_ratio']:.3f}  (1 replica; target >= 0.6)",

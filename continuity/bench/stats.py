@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from continuity.bench import procstat
 from continuity.bench.procstat import Usage
@@ -20,6 +20,9 @@ class Figures:
     p99_ms: float
     used: Usage = procstat.NOTHING
     """What the measured processes spent during the round (`load`'s `pids`)."""
+    around: dict[str, Usage] = field(default_factory=dict)
+    """What the other processes of the round spent (`load`'s `around`): the servers and the
+    load generator, which every measured path shares."""
 
     @property
     def per_s(self) -> float:
@@ -40,9 +43,10 @@ async def load(
     total: int,
     concurrency: int,
     pids: Sequence[int] = (),
+    around: Mapping[str, Sequence[int]] | None = None,
 ) -> Figures:
     """Run `op(i)` for i in range(total) from `concurrency` workers; time each call, and take
-    what the processes `pids` spent meanwhile."""
+    what the processes `pids`, and each group of `around`, spent meanwhile."""
     latencies: list[float] = []
     counter = iter(range(total))
 
@@ -52,14 +56,23 @@ async def load(
             await op(i)
             latencies.append(time.perf_counter() - started)
 
+    groups = dict(around or {})
     before = procstat.usage(pids)
+    before_around = {k: procstat.usage(v) for k, v in groups.items()}
     started = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
     elapsed = time.perf_counter() - started
     used = procstat.usage(pids) - before
+    spent = {k: procstat.usage(v) - before_around[k] for k, v in groups.items()}
     latencies.sort()
     return Figures(
-        name, total, elapsed, percentile(latencies, 0.50) * 1000, percentile(latencies, 0.99) * 1000, used
+        name,
+        total,
+        elapsed,
+        percentile(latencies, 0.50) * 1000,
+        percentile(latencies, 0.99) * 1000,
+        used,
+        spent,
     )
 
 
@@ -77,6 +90,20 @@ def costs(rounds: Sequence[Figures], prefix: str = "") -> dict[str, float]:
         f"{prefix}writes_per_op": procstat.per_op(used.writes, ops),
         f"{prefix}reads_per_op": procstat.per_op(used.reads, ops),
     }
+
+
+def costs_around(rounds: Sequence[Figures]) -> dict[str, float]:
+    """CPU milliseconds per operation of each other process group, over all `rounds`."""
+    ops = sum(f.requests for f in rounds)
+    names = sorted({name for f in rounds for name in f.around})
+    nothing = procstat.NOTHING
+    spent = {name: sum((f.around.get(name, nothing) for f in rounds), nothing) for name in names}
+    return {name: procstat.per_op_ms(used, ops) for name, used in spent.items()}
+
+
+def cost_line(costs: dict[str, float]) -> str:
+    """`costs_around` as a report prints it."""
+    return ", ".join(f"{name} {ms}" for name, ms in costs.items()) or "not measured"
 
 
 def ratio(a: float, b: float) -> float:

@@ -34,6 +34,14 @@ def machine_facts(result: dict[str, Any]) -> None:
         assert len(result[key]) == 3 and all(x >= 0 for x in result[key])
 
 
+def around_costs(*costs: dict[str, float]) -> None:
+    """The servers started for the run and the load generator, each with its CPU per event
+    (10 ms clock ticks: a tiny run may read 0)."""
+    for cost in costs:
+        assert set(cost) == {"nats", "redis", "load generator"}, cost
+        assert all(isinstance(ms, float | int) and ms >= 0 for ms in cost.values()), cost
+
+
 PIPELINE_FIGURES = (
     "events_per_s", "p50_ms", "p99_ms", "baseline_per_s", "ratio", "scaling",
     "cpu_ms_per_event", "baseline_cpu_ms_per_event", "writes_per_event", "baseline_writes_per_event",
@@ -47,6 +55,7 @@ def test_bench_pipeline_measures_one_and_two_classifier_replicas() -> None:
     for s in steps:
         positive(s, *PIPELINE_FIGURES)
         assert abs(s["ratio"] - s["events_per_s"] / s["baseline_per_s"]) < 0.01
+        around_costs(s["around_cpu_ms_per_event"], s["baseline_around_cpu_ms_per_event"])
     assert steps[0]["scaling"] == 1.0
     assert abs(steps[1]["scaling"] - steps[1]["events_per_s"] / steps[0]["events_per_s"]) < 0.01
     # The top level is the one-replica step, as before there were replicas.
@@ -76,6 +85,7 @@ def test_bench_sessions_measures_one_and_two_session_store_replicas() -> None:
             "echo_cpu_ms_per_request", "decide_writes_per_request",
         )  # fmt: skip
         assert abs(s["decide_ratio"] - s["decide_per_s"] / s["echo_per_s"]) < 0.01
+        around_costs(s["decide_around_cpu_ms_per_request"], s["echo_around_cpu_ms_per_request"])
     assert steps[0]["decide_scaling"] == 1.0
     assert result["decide_per_s"] == steps[0]["decide_per_s"]
     positive(result, "bytes_per_session")

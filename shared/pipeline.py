@@ -286,6 +286,7 @@ class PipelinedRedis:
         self._known: list[Address] = []
         self._detecting: asyncio.Future[None] | None = None
         self._refreshing: asyncio.Future[None] | None = None
+        self._closed = False
         self._refreshed_at = -math.inf
 
     async def execute_command(self, *args: Any) -> Any:
@@ -394,8 +395,8 @@ class PipelinedRedis:
     def _refresh_soon(self) -> None:
         """After a redirect or a lost node: reload the slot table in the background, at most
         once per interval (a failover takes a few of them to show)."""
-        if self._refreshing is not None and not self._refreshing.done():
-            return
+        if self._closed or (self._refreshing is not None and not self._refreshing.done()):
+            return  # closed: a connection reporting its loss after `aclose` starts nothing
         if asyncio.get_running_loop().time() - self._refreshed_at < _REFRESH_INTERVAL_S:
             return
         self._refreshing = self._spawn(self._load_table())
@@ -413,6 +414,7 @@ class PipelinedRedis:
         raise RedisConnectionError("no node of the Redis Cluster answered")
 
     async def aclose(self) -> None:
+        self._closed = True
         for task in (self._detecting, self._refreshing):
             if task is not None:
                 task.cancel()

@@ -41,7 +41,7 @@ from shared.logs import Log
 from shared.outbox import Outbox, OutboxEntry
 from shared.runs import index, names, steps
 from shared.runs.retention import Retention
-from shared.runs.session_hash import saved_session
+from shared.runs.session_hash import SAVED_FIELDS, saved_session_of
 from shared.times import rfc3339_from_epoch
 
 from . import remote, step
@@ -236,8 +236,8 @@ class ArchiveHandler:
 
     async def _epoch(self, sk: str) -> int | None:
         """The session's epoch, 0 for a record without one, None without a record."""
-        raw = await store.call(self._redis.hgetall(keys.session(sk)))  # type: ignore[misc]
-        return saved_session(raw).epoch
+        values = await store.call(self._redis.hmget(keys.session(sk), SAVED_FIELDS))  # type: ignore[misc]
+        return saved_session_of(values).epoch
 
     def _observe_latency(self, work: ArchiveWork) -> None:
         if work.event_published_at is not None:

@@ -26,7 +26,7 @@ from shared.outbox import Outbox, OutboxEntry
 from shared.pipeline import PipelinedRedis
 from shared.runs import index, steps
 from shared.runs.retention import Retention
-from shared.runs.session_hash import saved_session
+from shared.runs.session_hash import SAVED_FIELDS, saved_session_of
 
 from .step import SlotView, announced_ids, choose, failure_class_of
 
@@ -81,7 +81,7 @@ class EventHandler:
         for _ in range(DECIDE_TRIES):
             # One round trip: index the run (unless it is already) and read the session record.
             claimed = index.claim_run(self._redis, event.run_id, sk, self._retention.run_ms)
-            session = self._redis.send("HGETALL", keys.session(sk))
+            session = self._redis.send("HMGET", keys.session(sk), *SAVED_FIELDS)
             indexed, raw_session = await claimed, await session
             if indexed is not None and indexed != sk:
                 # A run's slots live under its session's tag: an event naming another session for
@@ -90,7 +90,7 @@ class EventHandler:
             choice = choose(
                 event,
                 failure_class,
-                saved_session(raw_session),
+                saved_session_of(raw_session),
                 self._clock(),
                 backoff_s=self._backoff_s,
                 published_at=published_at,

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-PULL_EXPIRES_S = 5.0
+PULL_EXPIRES_S = 2.0
 """How long the server keeps one pull request waiting for messages."""
 _LATE_S = 1.0
 """How long past its expiry a request may go unanswered before it counts as lost."""

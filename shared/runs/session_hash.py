@@ -3,7 +3,7 @@ the two conversions of a stored field every hash reader shares."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 
@@ -47,13 +47,26 @@ class SavedSession:
 NO_SESSION = SavedSession(policy=None, epoch=None)
 
 
+SAVED_FIELDS = ("checkpoint_policy", "epoch", "native_session_id")
+"""What a decision reads of the session record (HMGET, in this order): its policy and epoch, and
+the handle every record has, which tells a record without the other two from no record."""
+_SAVED_KEYS = tuple(name.encode() for name in SAVED_FIELDS)
+
+
 def saved_session(raw: Mapping[bytes, bytes] | list[bytes]) -> SavedSession:
     """From HGETALL's reply of the session record."""
     if not raw:
         return NO_SESSION
-    hashed = fields(raw)
-    policy = hashed.get(b"checkpoint_policy")
+    get = fields(raw).get
+    return saved_session_of([get(key) for key in _SAVED_KEYS])
+
+
+def saved_session_of(values: Sequence[bytes | None]) -> SavedSession:
+    """From HMGET of `SAVED_FIELDS` (a None for every field: no record)."""
+    policy, epoch, handle = values
+    if policy is None and epoch is None and handle is None:
+        return NO_SESSION
     return SavedSession(
         policy=policy.decode("utf-8", "replace") if policy is not None else None,
-        epoch=integer(hashed.get(b"epoch")),
+        epoch=integer(epoch),
     )

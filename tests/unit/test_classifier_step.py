@@ -12,7 +12,13 @@ from shared.contracts.decisions import ArchiveWork, Decision, ReconcileWork
 from shared.contracts.events import CommandResult, ErrorInfo, ResumeFailed, ToolCall
 from shared.contracts.session import SessionRef
 from shared.contracts.types import FailureClass
-from shared.runs.session_hash import NO_SESSION, SavedSession, saved_session
+from shared.runs.session_hash import (
+    NO_SESSION,
+    SAVED_FIELDS,
+    SavedSession,
+    saved_session,
+    saved_session_of,
+)
 from shared.runs.steps import run_fields_arg
 from shared.times import rfc3339_from_epoch
 
@@ -142,6 +148,17 @@ def test_a_verified_command_result_classifies_and_a_forged_one_quarantines() -> 
         subjects.DEAD_QUARANTINE,
         "signature_invalid",
     )
+
+
+def test_the_saved_session_is_read_from_its_fields_alone() -> None:
+    # HMGET of SAVED_FIELDS: policy, epoch, handle.
+    assert saved_session_of([b"allow_replacement_after_resume_failure", b"4", b"ns"]) == REPLACING
+    assert saved_session_of([None, None, None]) == NO_SESSION  # no record at all
+    # A record of an older release has no epoch: 0, not "no record".
+    assert saved_session_of([b"same_session_only", None, b"ns"]) == SavedSession("same_session_only", 0)
+    assert saved_session_of([None, None, b"ns"]) == SavedSession(None, 0)
+    whole = {b"checkpoint_policy": b"same_session_only", b"native_session_id": b"ns", b"cwd": b"/"}
+    assert saved_session(whole) == saved_session_of([whole.get(k.encode()) for k in SAVED_FIELDS])
 
 
 def test_the_saved_session_is_read_from_either_reply_form() -> None:

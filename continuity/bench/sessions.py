@@ -34,7 +34,7 @@ def register(kinds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--requests", type=int, default=20000, help="requests per measurement")
     p.add_argument("--concurrency", type=int, default=64, help="concurrent requesters")
     p.add_argument("--sessions", type=int, default=2000, help="session records to decide on")
-    p.add_argument("--rounds", type=int, default=3, help="rounds; the median round is reported")
+    p.add_argument("--rounds", type=int, default=5, help="rounds; the median round is reported (default 5)")
     add_arguments(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=main)

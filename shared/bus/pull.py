@@ -9,11 +9,12 @@ load about one per message, each a JSON body, a timer task per message and work 
 
 Deliveries are told from status messages by their reply subject (the ack subject): a
 publisher's headers may hold anything, a `Status` too. Status messages end a request: 408
-(expired), 404 (nothing, for `no_wait`), 409 (the server ended it: a leader change, a deleted
-consumer, limits); 100 is an idle heartbeat. Anything else (503: no consumer answers) is
-raised as `PullRefused`, for the caller to bind again; so is a request the server did not end
-by shortly after its expiry (a restart lost it, or its consumer is gone: JetStream answers a
-request to a deleted consumer with nothing at all).
+(expired) and 404 (nothing, for `no_wait`); 100 is an idle heartbeat. 409 means the server
+ended it (a leader change, a deleted consumer, a limit): it is raised as `PullRefused`, for the
+caller to bind again after a pause rather than ask again at once, unless messages came with the
+request. So is any other status (503: no consumer answers), and a request the server did not
+end by shortly after its expiry (a restart lost it, or its consumer is gone: JetStream answers
+a request to a deleted consumer with nothing at all).
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ PULL_EXPIRES_S = 2.0
 _LATE_S = 1.0
 """How long past its expiry a request may go unanswered before it counts as lost."""
 
-_ENDS = frozenset({"404", "408", "409"})
+_ENDS = frozenset({"404", "408"})
+_CONFLICT = "409"
 UNANSWERED = "unanswered"
 """`PullRefused.status` of a request the server did not end by its expiry."""
 _HEARTBEAT = "100"
@@ -96,7 +98,9 @@ class Puller:
                     continue  # neither a delivery nor a status: nothing of this request
                 if status in _ENDS:
                     break
-                elif status != _HEARTBEAT:
+                if status == _CONFLICT and received:
+                    break  # what came is handled; a lasting conflict refuses the next request
+                if status != _HEARTBEAT:
                     raise PullRefused(status)
         finally:
             timer.cancel()

@@ -76,6 +76,24 @@ async def test_a_deleted_consumer_is_refused(stream: tuple[JetStreamContext, str
     assert refused.value.status == UNANSWERED
 
 
+async def test_a_consumer_deleted_under_a_waiting_request_refuses_it(
+    stream: tuple[JetStreamContext, str],
+) -> None:
+    js, name = stream
+    puller = await bound(js, name)
+    pulling = asyncio.ensure_future(puller.pull(10, lambda m: None, expires_s=60))
+
+    async def waiting() -> bool:
+        return (await js.consumer_info(name, "d")).num_waiting == 1
+
+    await wait_for(waiting, timeout=10, what="the request waiting on the server")
+    await js.delete_consumer(name, "d")
+    # The server ends the request with 409 at once; long before its expiry it is refused.
+    with pytest.raises(PullRefused) as refused:
+        await asyncio.wait_for(pulling, 10)
+    assert refused.value.status == "409"
+
+
 async def test_wake_ends_a_waiting_request(stream: tuple[JetStreamContext, str]) -> None:
     js, name = stream
     puller = await bound(js, name)

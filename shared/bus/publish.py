@@ -9,6 +9,7 @@ the payload, without headers, so every publish here counts both, as the server d
 from __future__ import annotations
 
 import asyncio
+import itertools
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -114,6 +115,9 @@ async def _stored(
         nats.js.errors.APIError.from_error(reply.error)  # raises the error's own class
 
 
+_tokens = itertools.count()
+
+
 def _expire(reply: asyncio.Future[Msg]) -> None:
     if not reply.done():
         reply.set_exception(nats.errors.TimeoutError())
@@ -122,14 +126,16 @@ def _expire(reply: asyncio.Future[Msg]) -> None:
 async def _request(nc: Client, subject: str, payload: bytes, headers: dict[str, str], timeout: float) -> Msg:
     """`nc.request` over the connection's one reply subscription, as nats-py sends it, with a
     timer instead of `asyncio.wait_for` (which adds a second future, callbacks and a task step
-    to every publish) and the connection's unique NUID alone as the reply token."""
+    to every publish), and a counter as the reply token: unique in this process, and never 22
+    characters long like the NUIDs of nats-py's own requests over the same subscription, so the
+    two cannot meet (a NUID costs 2.7 µs of Python, the counter 0.15)."""
     if nc.is_draining_pubs:
         raise nats.errors.ConnectionDrainingError
     if not nc._resp_sub_prefix:
         await nc._init_request_sub()
     prefix = nc._resp_sub_prefix
     assert prefix is not None
-    token = nc._nuid.next().decode()
+    token = f"p{next(_tokens)}"
     loop = asyncio.get_running_loop()
     reply: asyncio.Future[Msg] = loop.create_future()
     nc._resp_map[token] = reply

@@ -9,16 +9,18 @@ def now_rfc3339() -> str:
     return rfc3339_from_epoch(time.time())
 
 
-_last_second: tuple[int, str] = (-1, "")
+_SECONDS_KEPT = 8
+_formatted: dict[int, str] = {}
 
 
 def rfc3339_from_epoch(seconds: float) -> str:
-    # This runs several times per event: the formatted second is kept until the next one.
-    global _last_second
+    # This runs several times per event, for now and for a retry's time a few seconds ahead:
+    # the last few formatted seconds are kept, so both are found again.
     whole = int(seconds)
     millis = int((seconds - whole) * 1000)
-    second, text = _last_second
-    if second != whole:
-        text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))
-        _last_second = (whole, text)
+    text = _formatted.get(whole)
+    if text is None:
+        if len(_formatted) >= _SECONDS_KEPT:
+            _formatted.clear()
+        text = _formatted[whole] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))
     return f"{text}.{millis:03d}Z"

@@ -129,9 +129,9 @@ def decide(facts: Facts) -> tuple[Verdict, DecisionReason]:
     return row.verdict, row.reason
 
 
+_POLICIES: frozenset[str] = frozenset(get_args(CheckpointPolicy))
+
+
 def effective_policy(raw: str | None) -> CheckpointPolicy:
     """The session record's policy; missing or unknown values fall back to the safe one."""
-    for policy in get_args(CheckpointPolicy):
-        if raw == policy:
-            return policy  # type: ignore[no-any-return]
-    return SAFE_POLICY
+    return raw if raw in _POLICIES else SAFE_POLICY  # type: ignore[return-value]

@@ -89,9 +89,8 @@ def run_fields_arg(step: RunStep) -> bytes:
     """The run fields as the scripts' `hset_json` reads them: a JSON object of strings, where
     `"last_decision": true` stands for the step's slot value."""
     encoded = _encode(step.run_fields)
-    if not step.slot_is_last_decision:
-        return encoded
-    return encoded[:-1] + _SLOT_FIELD if len(encoded) > 2 else b'{"last_decision":true}'
+    # Run fields are never empty (`run_fields`): the field goes in before the closing brace.
+    return encoded[:-1] + _SLOT_FIELD if step.slot_is_last_decision else encoded
 
 
 def _common_args(step: RunStep) -> list[bytes | str]:

@@ -11,8 +11,9 @@ import msgspec
 import nats
 import pytest
 from nats.aio.client import Client
+from nats.micro.request import Request
 
-from shared.bus.endpoints import Endpoints
+from shared.bus.endpoints import ANSWER_CHUNK, Endpoints
 from shared.contracts.errors import NOT_FOUND
 from tests.support.servers import NatsServer
 
@@ -120,3 +121,39 @@ async def test_a_reply_that_never_comes_holds_only_its_own_slot(server_nc: Clien
         assert headers is None and body["n"] == 0
     finally:
         await endpoints.drain(5)
+
+
+async def test_a_long_batch_lets_its_first_replies_out_before_it_answers_the_rest(
+    server_nc: Client, nc: Client
+) -> None:
+    """Every request of one batch is ready at once; after ANSWER_CHUNK replies the batch lets
+    the connection write them before it answers the next one."""
+    written_before: dict[int, int] = {}
+
+    def handler(req: Ask) -> Awaitable[Answer]:
+        async def reply() -> Answer:
+            # What the server connection still holds unwritten when this reply is made.
+            written_before[req.n] = server_nc._pending_data_size
+            return Answer(n=req.n, called_before_reply=0)
+
+        return reply()
+
+    endpoints = Endpoints(server_nc, "continuity-test-pipelined", "1.0.0", "test")
+    endpoints.add("answer", SUBJECT, Ask, handler, pipelined=True)
+    [route] = endpoints._routes
+    # The requests are collected first, then handed to the endpoint in one go: one batch.
+    collected = await server_nc.subscribe(SUBJECT)
+    count = ANSWER_CHUNK + 8
+    asking = [asyncio.ensure_future(ask(nc, msgspec.json.encode(Ask(n)))) for n in range(count)]
+    msgs = [await collected.next_msg(timeout=10) for _ in range(count)]
+    for msg in msgs:
+        await route.dispatch(Request(msg))
+    answers = await asyncio.gather(*asking)
+    await endpoints.drain(5)
+    await collected.unsubscribe()
+
+    assert sorted(body["n"] for _, body in answers) == list(range(count))
+    order = [msgspec.json.decode(m.data, type=Ask).n for m in msgs]
+    # The replies before the chunk's end pile up unwritten; the first after it finds them sent.
+    assert written_before[order[ANSWER_CHUNK - 1]] > 0
+    assert written_before[order[ANSWER_CHUNK]] == 0

@@ -115,3 +115,9 @@ def test_scenarios_are_picked_by_name() -> None:
     assert scenario_mix("pending,refusal") == {"pending": 10, "refusal": 10}
     with pytest.raises(ValueError, match="unknown scenario"):
         scenario_mix("pending,nope")
+
+
+@pytest.mark.parametrize("kind", ["pipeline", "sessions"])
+def test_benchmarks_take_the_median_of_five_alternating_rounds_by_default(kind: str) -> None:
+    args = cli.build_parser().parse_args(["bench", kind])
+    assert args.rounds == 5

@@ -188,6 +188,8 @@ class Endpoints:
             await group.add_endpoint(name=route.name, subject=last, handler=route.dispatch)
             # add_endpoint returns nothing; the endpoint it made is the last of the service's.
             route.micro = self._service._endpoints[-1]
+        # add_endpoint does not flush: started means the server holds every endpoint's interest.
+        await self._nc.flush()
 
     async def drain(self, timeout: float) -> None:
         """Stop taking requests, answer those already received, and wait (up to `timeout`) for

@@ -187,8 +187,12 @@ def main(args: argparse.Namespace) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, stop.set)
+        fleet = Fleet(settings)
         try:
-            result = await Fleet(settings).run(stop, progress=progress)
+            result = await fleet.run(stop, progress=progress)
+            if progress is not None:
+                # The final counts, also for a run shorter than the progress line's period.
+                progress(result.elapsed_s, fleet)
         except FleetError as err:
             print(f"continuity: error: {err}", file=sys.stderr)
             return EXIT_UNAVAILABLE

@@ -26,7 +26,6 @@ from shared.runs import index, steps
 from shared.times import now_rfc3339
 from tests.support import (
     Decisions,
-    FakeRunner,
     answer_with,
     never_answer,
     new_runner_id,
@@ -35,7 +34,7 @@ from tests.support import (
     save_session,
     wait_for,
 )
-from tests.support.archiver import publish_work, wait_idle, work_item
+from tests.support.archiver import answering_runner, publish_work, wait_idle, work_item
 
 pytestmark = pytest.mark.asyncio
 
@@ -85,50 +84,47 @@ async def test_success_copies_archives_and_replaces_only_after_the_runner_answer
         )
         return ArchiveResult(exit_code=0, timed_out=False, output="moved")
 
-    runner = await FakeRunner(nc, runner_id, answer).start()
-    decisions = Decisions(js, runner_id)
-    ok_before = _metric("ok")
-    await publish_work(js, work, msg_id=f"work:{work.run_id}:1:archive")
+    async with answering_runner(nc, runner_id, answer) as (runner, decisions):
+        ok_before = _metric("ok")
+        await publish_work(js, work, msg_id=f"work:{work.run_id}:1:archive")
 
-    [decision] = await decisions.wait(1)
-    # When the runner was asked: record untouched, no copy, no decision recorded (so none sent).
-    assert seen_at_request == [(before, 0, False)]
-    assert runner.commands == [
-        ArchiveCommand(
-            archive_id=work.archive_id, run_id=work.run_id, session=session, native_session_id="ns-1"
+        [decision] = await decisions.wait(1)
+        # When the runner was asked: record untouched, no copy, no decision recorded (so none sent).
+        assert seen_at_request == [(before, 0, False)]
+        assert runner.commands == [
+            ArchiveCommand(
+                archive_id=work.archive_id, run_id=work.run_id, session=session, native_session_id="ns-1"
+            )
+        ]
+        assert (decision.action, decision.reason, decision.epoch) == (
+            "open_replacement",
+            "native_session_continuity_break",
+            3,
         )
-    ]
-    assert (decision.action, decision.reason, decision.epoch) == (
-        "open_replacement",
-        "native_session_continuity_break",
-        3,
-    )
-    assert decision.decision_id == f"{work.run_id}:1:open_replacement"
-    assert decisions.items[0][1] == decision.decision_id  # Nats-Msg-Id
-    assert (decision.failure_class, decision.detail, decision.not_before) == ("unclassified", None, None)
+        assert decision.decision_id == f"{work.run_id}:1:open_replacement"
+        assert decisions.items[0][1] == decision.decision_id  # Nats-Msg-Id
+        assert (decision.failure_class, decision.detail, decision.not_before) == ("unclassified", None, None)
 
-    copy = await redis_client.hgetall(keys.archive_copy(session.key, work.archive_id))  # type: ignore[misc]
-    assert copy == before
-    after = await redis_client.hgetall(keys.session(session.key))  # type: ignore[misc]
-    assert (after[b"state"], after[b"epoch"], after[b"revision"]) == (b"archived", b"3", b"6")
-    unchanged = {k: v for k, v in before.items() if k not in (b"state", b"epoch", b"revision")}
-    assert {k: after[k] for k in unchanged} == unchanged
+        copy = await redis_client.hgetall(keys.archive_copy(session.key, work.archive_id))  # type: ignore[misc]
+        assert copy == before
+        after = await redis_client.hgetall(keys.session(session.key))  # type: ignore[misc]
+        assert (after[b"state"], after[b"epoch"], after[b"revision"]) == (b"archived", b"3", b"6")
+        unchanged = {k: v for k, v in before.items() if k not in (b"state", b"epoch", b"revision")}
+        assert {k: after[k] for k in unchanged} == unchanged
 
-    run = await redis_client.hgetall(keys.run(session.key, work.run_id))  # type: ignore[misc]
-    assert run[b"status"] == b"replacing"
-    assert msgspec.json.decode(run[b"last_decision"], type=Decision) == decision
-    [audit] = await index.audit_trail(redis_client, session.key, work.run_id)
-    assert (audit.actor, audit.action, audit.decision_id) == (
-        "archiver",
-        "open_replacement",
-        decision.decision_id,
-    )
-    progress = await redis_client.hgetall(keys.archive_progress(session.key, work.archive_id))  # type: ignore[misc]
-    assert (progress[b"state"], progress[b"exit_code"]) == (b"done", b"0")
-    assert await redis_client.hlen(keys.outbox(session.key)) == 0  # type: ignore[misc]
-    assert _metric("ok") == ok_before + 1
-    await runner.stop()
-    await decisions.close()
+        run = await redis_client.hgetall(keys.run(session.key, work.run_id))  # type: ignore[misc]
+        assert run[b"status"] == b"replacing"
+        assert msgspec.json.decode(run[b"last_decision"], type=Decision) == decision
+        [audit] = await index.audit_trail(redis_client, session.key, work.run_id)
+        assert (audit.actor, audit.action, audit.decision_id) == (
+            "archiver",
+            "open_replacement",
+            decision.decision_id,
+        )
+        progress = await redis_client.hgetall(keys.archive_progress(session.key, work.archive_id))  # type: ignore[misc]
+        assert (progress[b"state"], progress[b"exit_code"]) == (b"done", b"0")
+        assert await redis_client.hlen(keys.outbox(session.key)) == 0  # type: ignore[misc]
+        assert _metric("ok") == ok_before + 1
 
 
 async def test_failed_move_leaves_the_record_untouched_with_a_redacted_bounded_detail(
@@ -138,38 +134,37 @@ async def test_failed_move_leaves_the_record_untouched_with_a_redacted_bounded_d
     runner_id, session = new_runner_id(), new_session()
     await save_session(redis_client, session)
     dump_before = await redis_client.dump(keys.session(session.key))
-    runner = await FakeRunner(nc, runner_id, answer_with(1, SECRET_OUTPUT)).start()
-    decisions = Decisions(js, runner_id)
-    work = work_item(runner_id, session, attempt=2)
-    await publish_work(js, work)
+    async with answering_runner(nc, runner_id, answer_with(1, SECRET_OUTPUT)) as (_, decisions):
+        work = work_item(runner_id, session, attempt=2)
+        await publish_work(js, work)
 
-    [decision] = await decisions.wait(1)
-    assert (decision.action, decision.reason) == (
-        "retry_same_session",
-        "runner_continuity_break_archive_failed",
-    )
-    assert decision.decision_id == f"{work.run_id}:2:retry_same_session"
-    assert decision.failure_class == "unclassified"
-    detail = decision.detail
-    assert detail is not None
-    assert detail.startswith("runner_continuity_break_archive_failed: exit=1 timedOut=false mv: cannot move")
-    assert detail.split(":", 1)[0] == ARCHIVE_FAILED == FAILED_REASON
-    for secret in ("abc123", "sk-XXXX", "secretXXXX", "hunter2", "eyJhbGci", "sigsigsig"):
-        assert secret not in detail
-    assert "token=[REDACTED]" in detail and "Bearer [REDACTED]" in detail
-    assert len(detail) == 512  # the output was longer: cut to the bound
-    # Backoff doubles per attempt: attempt 2 waits 2 x 5 s.
-    assert decision.not_before is not None
-    assert _ts(decision.not_before) - _ts(decision.decided_at) == pytest.approx(10.0, abs=0.01)
+        [decision] = await decisions.wait(1)
+        assert (decision.action, decision.reason) == (
+            "retry_same_session",
+            "runner_continuity_break_archive_failed",
+        )
+        assert decision.decision_id == f"{work.run_id}:2:retry_same_session"
+        assert decision.failure_class == "unclassified"
+        detail = decision.detail
+        assert detail is not None
+        assert detail.startswith(
+            "runner_continuity_break_archive_failed: exit=1 timedOut=false mv: cannot move"
+        )
+        assert detail.split(":", 1)[0] == ARCHIVE_FAILED == FAILED_REASON
+        for secret in ("abc123", "sk-XXXX", "secretXXXX", "hunter2", "eyJhbGci", "sigsigsig"):
+            assert secret not in detail
+        assert "token=[REDACTED]" in detail and "Bearer [REDACTED]" in detail
+        assert len(detail) == 512  # the output was longer: cut to the bound
+        # Backoff doubles per attempt: attempt 2 waits 2 x 5 s.
+        assert decision.not_before is not None
+        assert _ts(decision.not_before) - _ts(decision.decided_at) == pytest.approx(10.0, abs=0.01)
 
-    assert await redis_client.dump(keys.session(session.key)) == dump_before
-    assert not await redis_client.exists(keys.archive_copy(session.key, work.archive_id))
-    run = await redis_client.hgetall(keys.run(session.key, work.run_id))  # type: ignore[misc]
-    assert run[b"status"] == b"retrying"
-    progress = await redis_client.hgetall(keys.archive_progress(session.key, work.archive_id))  # type: ignore[misc]
-    assert progress[b"state"] == b"done" and b"hunter2" not in progress[b"detail"]
-    await runner.stop()
-    await decisions.close()
+        assert await redis_client.dump(keys.session(session.key)) == dump_before
+        assert not await redis_client.exists(keys.archive_copy(session.key, work.archive_id))
+        run = await redis_client.hgetall(keys.run(session.key, work.run_id))  # type: ignore[misc]
+        assert run[b"status"] == b"retrying"
+        progress = await redis_client.hgetall(keys.archive_progress(session.key, work.archive_id))  # type: ignore[misc]
+        assert progress[b"state"] == b"done" and b"hunter2" not in progress[b"detail"]
 
 
 async def test_no_answer_within_the_timeout_is_timed_out(
@@ -179,21 +174,18 @@ async def test_no_answer_within_the_timeout_is_timed_out(
     runner_id, session = new_runner_id(), new_session()
     await save_session(redis_client, session)
     dump_before = await redis_client.dump(keys.session(session.key))
-    runner = await FakeRunner(nc, runner_id, never_answer).start()
-    decisions = Decisions(js, runner_id)
-    timed_out_before = _metric("timed_out")
-    async with running(ArchiverApp(), replace(config, archive_timeout_s=0.5)):
-        started = time.monotonic()
-        await publish_work(js, work_item(runner_id, session))
-        [decision] = await decisions.wait(1)
-    assert time.monotonic() - started >= 0.5
-    assert decision.action == "retry_same_session"
-    assert decision.detail == "runner_continuity_break_archive_failed: exit=null timedOut=true"
-    assert await redis_client.dump(keys.session(session.key)) == dump_before
-    assert len(runner.commands) == 1
-    assert _metric("timed_out") == timed_out_before + 1
-    await runner.stop()
-    await decisions.close()
+    async with answering_runner(nc, runner_id, never_answer) as (runner, decisions):
+        timed_out_before = _metric("timed_out")
+        async with running(ArchiverApp(), replace(config, archive_timeout_s=0.5)):
+            started = time.monotonic()
+            await publish_work(js, work_item(runner_id, session))
+            [decision] = await decisions.wait(1)
+        assert time.monotonic() - started >= 0.5
+        assert decision.action == "retry_same_session"
+        assert decision.detail == "runner_continuity_break_archive_failed: exit=null timedOut=true"
+        assert await redis_client.dump(keys.session(session.key)) == dump_before
+        assert len(runner.commands) == 1
+        assert _metric("timed_out") == timed_out_before + 1
 
 
 async def test_no_responders_is_a_failed_move(
@@ -219,27 +211,24 @@ async def test_a_failure_at_the_third_attempt_goes_to_an_operator(
     js = nc.jetstream()
     runner_id, session = new_runner_id(), new_session()
     before = await save_session(redis_client, session)
-    runner = await FakeRunner(nc, runner_id, answer_with(1, "token=abc123 sk-XXXX")).start()
-    decisions = Decisions(js, runner_id)
-    work = work_item(runner_id, session, attempt=3)
-    await publish_work(js, work)
+    async with answering_runner(nc, runner_id, answer_with(1, "token=abc123 sk-XXXX")) as (_, decisions):
+        work = work_item(runner_id, session, attempt=3)
+        await publish_work(js, work)
 
-    [decision] = await decisions.wait(1)
-    assert (decision.action, decision.reason, decision.not_before) == (
-        "operator",
-        "runner_continuity_break_archive_failed",
-        None,
-    )
-    assert decision.detail == (
-        "runner_continuity_break_archive_failed: exit=1 timedOut=false token=[REDACTED] [REDACTED]"
-    )
-    # Held for the operator, and otherwise exactly as it was.
-    after = await redis_client.hgetall(keys.session(session.key))  # type: ignore[misc]
-    assert after == {**before, b"state": b"held"}
-    run = await redis_client.hgetall(keys.run(session.key, work.run_id))  # type: ignore[misc]
-    assert run[b"status"] == b"operator"
-    await runner.stop()
-    await decisions.close()
+        [decision] = await decisions.wait(1)
+        assert (decision.action, decision.reason, decision.not_before) == (
+            "operator",
+            "runner_continuity_break_archive_failed",
+            None,
+        )
+        assert decision.detail == (
+            "runner_continuity_break_archive_failed: exit=1 timedOut=false token=[REDACTED] [REDACTED]"
+        )
+        # Held for the operator, and otherwise exactly as it was.
+        after = await redis_client.hgetall(keys.session(session.key))  # type: ignore[misc]
+        assert after == {**before, b"state": b"held"}
+        run = await redis_client.hgetall(keys.run(session.key, work.run_id))  # type: ignore[misc]
+        assert run[b"status"] == b"operator"
 
 
 async def test_duplicate_work_items_make_one_move_and_one_decision(
@@ -248,25 +237,22 @@ async def test_duplicate_work_items_make_one_move_and_one_decision(
     js = nc.jetstream()
     runner_id, session = new_runner_id(), new_session()
     await save_session(redis_client, session, epoch=0)
-    runner = await FakeRunner(nc, runner_id, answer_with(0, delay_s=0.5)).start()
-    decisions = Decisions(js, runner_id)
-    work = work_item(runner_id, session)
-    # Two copies at once (another publisher, or past the duplicate window): both are delivered
-    # while the first move is in flight.
-    await publish_work(js, work, msg_id="copy-1")
-    await publish_work(js, work, msg_id="copy-2")
-    await decisions.wait(1)
-    await wait_idle(js)
-    # And one more after the decision.
-    await publish_work(js, work, msg_id="copy-3")
-    await wait_idle(js)
+    async with answering_runner(nc, runner_id, answer_with(0, delay_s=0.5)) as (runner, decisions):
+        work = work_item(runner_id, session)
+        # Two copies at once (another publisher, or past the duplicate window): both are delivered
+        # while the first move is in flight.
+        await publish_work(js, work, msg_id="copy-1")
+        await publish_work(js, work, msg_id="copy-2")
+        await decisions.wait(1)
+        await wait_idle(js)
+        # And one more after the decision.
+        await publish_work(js, work, msg_id="copy-3")
+        await wait_idle(js)
 
-    assert runner.per_archive == {work.archive_id: 1}
-    assert [d.action for d in await decisions.all()] == ["open_replacement"]
-    assert await redis_client.hget(keys.session(session.key), "epoch") == b"1"  # type: ignore[misc]
-    assert await redis_client.llen(keys.run_audit(session.key, work.run_id)) == 1  # type: ignore[misc]
-    await runner.stop()
-    await decisions.close()
+        assert runner.per_archive == {work.archive_id: 1}
+        assert [d.action for d in await decisions.all()] == ["open_replacement"]
+        assert await redis_client.hget(keys.session(session.key), "epoch") == b"1"  # type: ignore[misc]
+        assert await redis_client.llen(keys.run_audit(session.key, work.run_id)) == 1  # type: ignore[misc]
 
 
 async def test_a_move_sent_before_a_crash_is_not_sent_again(
@@ -277,26 +263,23 @@ async def test_a_move_sent_before_a_crash_is_not_sent_again(
     runner_id, session = new_runner_id(), new_session()
     await save_session(redis_client, session)
     dump_before = await redis_client.dump(keys.session(session.key))
-    runner = await FakeRunner(nc, runner_id, answer_with(0)).start()
-    decisions = Decisions(js, runner_id)
-    work = work_item(runner_id, session)
-    stale_ms = str(int((time.time() - 60) * 1000))
-    await redis_client.hset(  # type: ignore[misc]
-        keys.archive_progress(session.key, work.archive_id),
-        mapping={"state": "remote_started", "remote_started_ms": stale_ms, "lease_until_ms": stale_ms},
-    )
-    await publish_work(js, work)
+    async with answering_runner(nc, runner_id, answer_with(0)) as (runner, decisions):
+        work = work_item(runner_id, session)
+        stale_ms = str(int((time.time() - 60) * 1000))
+        await redis_client.hset(  # type: ignore[misc]
+            keys.archive_progress(session.key, work.archive_id),
+            mapping={"state": "remote_started", "remote_started_ms": stale_ms, "lease_until_ms": stale_ms},
+        )
+        await publish_work(js, work)
 
-    [decision] = await decisions.wait(1)
-    await wait_idle(js)
-    assert runner.commands == []
-    assert decision.action == "retry_same_session"
-    assert decision.detail == (
-        f"runner_continuity_break_archive_failed: exit=null timedOut=true {remote.UNKNOWN_RESULT}"
-    )
-    assert await redis_client.dump(keys.session(session.key)) == dump_before
-    await runner.stop()
-    await decisions.close()
+        [decision] = await decisions.wait(1)
+        await wait_idle(js)
+        assert runner.commands == []
+        assert decision.action == "retry_same_session"
+        assert decision.detail == (
+            f"runner_continuity_break_archive_failed: exit=null timedOut=true {remote.UNKNOWN_RESULT}"
+        )
+        assert await redis_client.dump(keys.session(session.key)) == dump_before
 
 
 async def test_a_recorded_success_resumes_with_the_local_move_only(
@@ -306,21 +289,18 @@ async def test_a_recorded_success_resumes_with_the_local_move_only(
     js = nc.jetstream()
     runner_id, session = new_runner_id(), new_session()
     before = await save_session(redis_client, session, epoch=4)
-    runner = await FakeRunner(nc, runner_id, answer_with(0)).start()
-    decisions = Decisions(js, runner_id)
-    work = work_item(runner_id, session)
-    await redis_client.hset(  # type: ignore[misc]
-        keys.archive_progress(session.key, work.archive_id),
-        mapping={"state": "remote_ok", "exit_code": "0", "timed_out": "false", "detail": ""},
-    )
-    await publish_work(js, work)
+    async with answering_runner(nc, runner_id, answer_with(0)) as (runner, decisions):
+        work = work_item(runner_id, session)
+        await redis_client.hset(  # type: ignore[misc]
+            keys.archive_progress(session.key, work.archive_id),
+            mapping={"state": "remote_ok", "exit_code": "0", "timed_out": "false", "detail": ""},
+        )
+        await publish_work(js, work)
 
-    [decision] = await decisions.wait(1)
-    assert runner.commands == []
-    assert (decision.action, decision.epoch) == ("open_replacement", 5)
-    assert await redis_client.hgetall(keys.archive_copy(session.key, work.archive_id)) == before  # type: ignore[misc]
-    await runner.stop()
-    await decisions.close()
+        [decision] = await decisions.wait(1)
+        assert runner.commands == []
+        assert (decision.action, decision.epoch) == ("open_replacement", 5)
+        assert await redis_client.hgetall(keys.archive_copy(session.key, work.archive_id)) == before  # type: ignore[misc]
 
 
 async def test_a_recorded_but_unpublished_decision_is_published_without_a_move(
@@ -330,39 +310,38 @@ async def test_a_recorded_but_unpublished_decision_is_published_without_a_move(
     js = nc.jetstream()
     runner_id, session = new_runner_id(), new_session()
     await save_session(redis_client, session)
-    runner = await FakeRunner(nc, runner_id, answer_with(0)).start()
-    decisions = Decisions(js, runner_id)
-    work = work_item(runner_id, session)
-    decision = Decision(
-        decision_id=f"{work.run_id}:1:retry_same_session",
-        runner_id=runner_id,
-        run_id=work.run_id,
-        attempt=1,
-        session=session,
-        action="retry_same_session",
-        reason="runner_continuity_break_archive_failed",
-        detail="runner_continuity_break_archive_failed: exit=1 timedOut=false",
-        decided_at=now_rfc3339(),
-    )
-    payload = msgspec.json.encode(decision)
-    step = steps.RunStep(
-        slot="1:archive",
-        slot_value=payload,
-        run_fields=steps.run_fields(work.run_id, runner_id, session, 1, "retrying", decision),
-        outbox=[
-            OutboxEntry(subject=subjects.decisions(runner_id), msg_id=decision.decision_id, payload=payload)
-        ],
-    )
-    assert await steps.record_step(redis_client, session.key, work.run_id, step) is None
-    await publish_work(js, work)
+    async with answering_runner(nc, runner_id, answer_with(0)) as (runner, decisions):
+        work = work_item(runner_id, session)
+        decision = Decision(
+            decision_id=f"{work.run_id}:1:retry_same_session",
+            runner_id=runner_id,
+            run_id=work.run_id,
+            attempt=1,
+            session=session,
+            action="retry_same_session",
+            reason="runner_continuity_break_archive_failed",
+            detail="runner_continuity_break_archive_failed: exit=1 timedOut=false",
+            decided_at=now_rfc3339(),
+        )
+        payload = msgspec.json.encode(decision)
+        step = steps.RunStep(
+            slot="1:archive",
+            slot_value=payload,
+            run_fields=steps.run_fields(work.run_id, runner_id, session, 1, "retrying", decision),
+            outbox=[
+                OutboxEntry(
+                    subject=subjects.decisions(runner_id), msg_id=decision.decision_id, payload=payload
+                )
+            ],
+        )
+        assert await steps.record_step(redis_client, session.key, work.run_id, step) is None
+        await publish_work(js, work)
 
-    [published] = await decisions.wait(1)
-    await wait_idle(js)
-    assert published == decision
-    assert runner.commands == []
-    assert await redis_client.hlen(keys.outbox(session.key)) == 0  # type: ignore[misc]
-    await runner.stop()
-    await decisions.close()
+        [published] = await decisions.wait(1)
+        await wait_idle(js)
+        assert published == decision
+        assert runner.commands == []
+        assert await redis_client.hlen(keys.outbox(session.key)) == 0  # type: ignore[misc]
 
 
 async def test_an_undecodable_work_item_is_dead_lettered(archiver: Config, nc: Client) -> None:

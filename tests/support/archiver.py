@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
+from collections.abc import AsyncIterator
 
 import msgspec
+from nats.aio.client import Client
 from nats.js import JetStreamContext
 
 from shared import subjects
 from shared.contracts import ArchiveWork, SessionRef
+from tests.support.decisions import Decisions
+from tests.support.runner import Answer, FakeRunner
 from tests.support.waiting import wait_for
 
 
@@ -42,3 +47,18 @@ async def wait_idle(js: JetStreamContext, timeout: float = 20.0) -> None:
         return bool(info.num_pending == 0 and info.num_ack_pending == 0)
 
     await wait_for(idle, timeout=timeout, interval=0.05, what="archiver consumer idle")
+
+
+@contextlib.asynccontextmanager
+async def answering_runner(
+    nc: Client, runner_id: str, answer: Answer
+) -> AsyncIterator[tuple[FakeRunner, Decisions]]:
+    """A fake runner answering archive commands with `answer`, and the reader of its decisions;
+    both stopped when the test ends, also when an assertion fails."""
+    runner = await FakeRunner(nc, runner_id, answer).start()
+    decisions = Decisions(nc.jetstream(), runner_id)
+    try:
+        yield runner, decisions
+    finally:
+        await runner.stop()
+        await decisions.close()

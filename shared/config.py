@@ -100,8 +100,8 @@ class Config:
 
     consumer_in_flight: int = 256
     """CONTINUITY_CONSUMER_IN_FLIGHT: messages of one durable consumer a replica handles at once.
-    They are fetched as slots free up, at least a quarter of them per fetch under load: the more
-    in hand, the more of their Redis commands and publications share one write."""
+    They are asked for as slots free up, at least a quarter of them per pull request under load:
+    the more in hand, the more of their Redis commands and publications share one write."""
 
     log_level: str = "INFO"
     """CONTINUITY_LOG_LEVEL: DEBUG, INFO, WARNING or ERROR."""

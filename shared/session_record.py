@@ -48,8 +48,6 @@ def _binding_digest(v1: Mapping[str, str]) -> bytes:
     return hashlib.sha256(joined.encode("utf-8")).digest()
 
 
-_V1_KEYS = tuple(name.encode() for name in V1_FIELDS)
-
 STAMP_CHARS = 16
 """The compact `generation` field is the first 16 hex characters of the binding (64 bits)
 followed by the generation: text, like every stored value, so that a client decoding replies as

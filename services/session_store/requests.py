@@ -44,7 +44,7 @@ class SessionRequests:
         return CommitReply(revision=result.revision, epoch=result.epoch)
 
     async def get(self, req: GetRequest) -> SessionView:
-        stored = await self.store.load(req.session.key)
+        stored = await self.store.read(req.session.key)
         if stored is None:
             raise NOT_FOUND.error("no session record for this session")
         v1 = stored.v1

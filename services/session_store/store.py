@@ -40,11 +40,8 @@ class SessionStore:
         # The pipelined client's `send` is its `execute_command` minus a coroutine per call.
         self._read = client.send if isinstance(client, PipelinedRedis) else client.execute_command
 
-    async def load(self, session_key: str) -> StoredSession | None:
-        return await self.read(session_key)
-
     def read(self, session_key: str) -> Awaitable[StoredSession | None]:
-        """The record, its HMGET sent now (a pipelined endpoint's first half)."""
+        """The record, its HMGET sent now (for a pipelined endpoint, before it is awaited)."""
         return _stored(self._read("HMGET", keys.session(session_key), *READ_FIELDS))
 
     async def commit(self, req: CommitRequest) -> CommitResult:

@@ -161,7 +161,7 @@ class PullConsumer:
         sub = None
         while not self._stopping.is_set():
             try:
-                if sub is None or self._puller is None:
+                if self._puller is None:  # set and cleared with `sub`
                     await self.ensure()
                     sub = await self._js.pull_subscribe_bind(self._durable, self._stream)
                     self._puller = Puller(sub)

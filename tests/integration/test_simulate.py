@@ -109,6 +109,10 @@ async def test_simulate_command_prints_one_json_object_and_exits_0(services: str
     assert report["ok"] is True and report["contradictions"] == []
     assert report["runs"] == 25 and report["events"] >= 25
     assert b"decisions" in err  # live progress on stderr
+    # Its last line holds the final counts, also for a run shorter than the line's period.
+    decided = sum(sum(reasons.values()) for reasons in report["decisions"].values())
+    last = err.decode().strip().splitlines()[-1]
+    assert f"events {report['events']} " in last and f"decisions {decided}" in last, last
 
 
 async def test_run_demo_narrates_and_returns_0(

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
+import pty
+import struct
+import sys
+import termios
 from pathlib import Path
 
 import pytest
@@ -95,15 +101,48 @@ def test_long_tables_are_cut_with_an_ellipsis_not_wrapped() -> None:
         ],
         ["run-2", "sim-r02", "1", "short", "2026-12-01T08:00:01+00:00", "delivered"],
     ]
-    text = clitools.table(["RUN ID", "RUNNER", "ATTEMPT", "TOOL", "OPENED AT", "STATUS"], rows)
+    text = clitools.table(["RUN ID", "RUNNER", "ATTEMPT", "TOOL", "OPENED AT", "STATUS"], rows, 100)
     lines = text.splitlines()
     assert all(len(line) <= 100 for line in lines), text
     assert "\u2026" in lines[1] and lines[1].rstrip().endswith("open")
     assert lines[1].startswith(run_id + "  ")  # the row's name is never cut
     # Columns still line up: each header starts where its cells do.
     assert lines[0].index("STATUS") == lines[1].index("open") == lines[2].index("delivered")
-    short = clitools.table(["A", "B"], [["1", "2"]])
+    short = clitools.table(["A", "B"], [["1", "2"]], 100)
     assert "\u2026" not in short
+
+
+LONG_ROW = ["run-1", "operator", "native_provider_state_incompatible " * 3, "continuity.decisions.sim-r01"]
+HEADERS = ["RUN ID", "STATUS", "REASON", "SUBJECT"]
+
+
+def test_tables_take_the_width_columns_says(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "60")
+    lines = clitools.table(HEADERS, [LONG_ROW]).splitlines()
+    assert all(len(line) <= 60 for line in lines) and "\u2026" in lines[1], lines
+    monkeypatch.setenv("COLUMNS", "240")
+    assert clitools.table(HEADERS, [LONG_ROW]).splitlines()[1].split() == " ".join(LONG_ROW).split()
+
+
+def test_tables_are_not_cut_when_not_on_a_terminal(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("COLUMNS", raising=False)
+    print(clitools.table(HEADERS, [LONG_ROW]))  # stdout is captured here: a pipe, not a terminal
+    lines = capsys.readouterr().out.splitlines()
+    assert "\u2026" not in lines[1] and len(lines[1]) > 100
+    assert lines[1].split() == " ".join(LONG_ROW).split()  # every cell whole
+
+
+def test_tables_fit_the_terminal_they_are_printed_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("COLUMNS", raising=False)
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 72, 0, 0))
+    with os.fdopen(slave, "w") as terminal, os.fdopen(master, "rb"):
+        monkeypatch.setattr(sys, "stdout", terminal)
+        assert clitools.output_width() == 72
+        lines = clitools.table(HEADERS, [LONG_ROW]).splitlines()
+    assert all(len(line) <= 72 for line in lines) and "\u2026" in lines[1], lines
 
 
 def test_fit_wraps_at_100_columns() -> None:

@@ -104,8 +104,29 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     Parser.wants_json = "--json" in argv
     args = build_parser().parse_args(argv)
+    report_unknown_variables(args)
     func: Command = args.func
     return func(args)
+
+
+def report_unknown_variables(args: argparse.Namespace) -> None:
+    """Names each CONTINUITY_* variable nothing reads (a mistyped one would silently change
+    nothing), without stopping: a service in its JSON log, any other command on stderr."""
+    from shared.config import unknown_variable_message, unknown_variables
+
+    unknown = unknown_variables()
+    if not unknown:
+        return
+    if args.command == "serve":
+        from shared import logs
+
+        logs.setup(args.service)  # again with the configured level once the service runs
+        log = logs.Log("continuity.config")
+        for name, closest in unknown:
+            log.warning("unknown_variable", variable=name, closest=closest)
+        return
+    for name, closest in unknown:
+        print(f"continuity: warning: {unknown_variable_message(name, closest)}", file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
+import difflib
+import functools
 import os
-from collections.abc import Mapping
+import re
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs, urlsplit
 
@@ -50,6 +54,11 @@ class Config:
     nats_tls_key: str = ""
     """CONTINUITY_NATS_TLS_KEY: PEM file of that certificate's (unencrypted) private key."""
 
+    nats_tls_server_name: str = ""
+    """CONTINUITY_NATS_TLS_SERVER_NAME: the name the NATS servers' certificates are checked
+    against instead of the URL's host, for a port-forward (`tls://127.0.0.1:14222` reaching
+    `nats.nats.svc.cluster.local`); unset, the URL's host."""
+
     redis_tls_ca: str = ""
     """CONTINUITY_REDIS_TLS_CA: PEM file of the CA that signs the Redis server's certificate;
     unset, the system's trust store. TLS itself is turned on by a `rediss://` REDIS_URL."""
@@ -60,6 +69,9 @@ class Config:
 
     redis_tls_key: str = ""
     """CONTINUITY_REDIS_TLS_KEY: PEM file of that certificate's (unencrypted) private key."""
+
+    redis_tls_server_name: str = ""
+    """CONTINUITY_REDIS_TLS_SERVER_NAME: the same for the Redis server's certificate."""
 
     runner_keys: Mapping[str, bytes] = field(default_factory=dict, repr=False)
     """CONTINUITY_RUNNER_KEYS: `k1=<base64>,k2=<base64>`, the live HMAC keys of runners' command
@@ -145,6 +157,12 @@ class Config:
             redis_tls_ca=redis_ca,
             redis_tls_cert=redis_cert,
             redis_tls_key=redis_key,
+            nats_tls_server_name=tls_server_name(
+                env, NATS_TLS_PREFIX, enabled=nats_url_uses_tls(nats_url), url_variable="NATS_URL"
+            ),
+            redis_tls_server_name=tls_server_name(
+                env, REDIS_TLS_PREFIX, enabled=redis_url_uses_tls(redis_url), url_variable="REDIS_URL"
+            ),
             runner_keys=parse_runner_keys(env.get("CONTINUITY_RUNNER_KEYS", "")),
             archive_timeout_s=_float(env, "CONTINUITY_ARCHIVE_TIMEOUT_S", d.archive_timeout_s),
             metrics_host=_str(env, "CONTINUITY_METRICS_HOST", d.metrics_host),
@@ -216,6 +234,23 @@ def tls_files(
     if bool(cert) != bool(key):
         raise ConfigError(f"{names[1]} and {names[2]}: give both (mutual TLS) or neither")
     return ca, cert, key
+
+
+# A host name only: no scheme, port or path, which would never match a certificate.
+_SERVER_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?\Z")
+
+
+def tls_server_name(env: Mapping[str, str], prefix: str, *, enabled: bool, url_variable: str) -> str:
+    """`<prefix>_SERVER_NAME`: a DNS name the server's certificate must carry instead of the
+    URL's host (a port-forward dials 127.0.0.1); only with a TLS URL, like the files."""
+    name = f"{prefix}_SERVER_NAME"
+    value = env.get(name, "").strip()
+    if value and not enabled:
+        scheme = "tls://" if url_variable == "NATS_URL" else "rediss://"
+        raise ConfigError(f"{name} is set but {url_variable} does not use {scheme}: TLS would be off")
+    if value and not _SERVER_NAME.match(value):
+        raise ConfigError(f"{name}: a DNS name such as nats.nats.svc.cluster.local, without scheme or port")
+    return value
 
 
 def server_list(url: str) -> list[str]:
@@ -321,3 +356,81 @@ def _choice(env: Mapping[str, str], name: str, default: str, choices: tuple[str,
     if raw not in choices:
         raise ConfigError(f"{name}: must be one of {', '.join(choices)}, got {raw!r}")
     return raw
+
+
+# Every CONTINUITY_* variable -----------------------------------------------------------------
+# A mistyped name (an S too many after CONTINUITY_MAX_DELIVER) would be ignored without a word,
+# so each command and service names the ones nothing reads. Config's own names are recorded
+# from what `Config.from_env` reads, so a variable added there is known at once; the rest are
+# read elsewhere and listed here.
+
+NATS_PASSWORD_VARIABLES = tuple(
+    f"CONTINUITY_NATS_{user}_PASSWORD"
+    for user in ("CLASSIFIER", "SESSION_STORE", "ARCHIVER", "RECONCILIATION", "OPERATOR", "CONSOLE", "SYSTEM")
+)
+"""The NATS server's passwords of each user (deploy/nats/auth.conf, compose, Helm): a shell
+that runs the servers exports them too."""
+
+OTHER_VARIABLES = (
+    # The console's own settings (services/console/config.py).
+    "CONTINUITY_CONSOLE_HOST",
+    "CONTINUITY_CONSOLE_PORT",
+    "CONTINUITY_CONSOLE_IDENTITY_HEADER",
+    "CONTINUITY_CONSOLE_TRUSTED_PROXIES",
+    "CONTINUITY_CONSOLE_DEV_TOKEN",
+    "CONTINUITY_CONSOLE_DEV_ACTOR",
+    "CONTINUITY_CONSOLE_SESSION_KEY",
+    "CONTINUITY_CONSOLE_ORIGIN",
+    "CONTINUITY_CONSOLE_SESSION_TTL_S",
+    "CONTINUITY_CONSOLE_REQUEST_TIMEOUT_S",
+    *NATS_PASSWORD_VARIABLES,
+)
+"""CONTINUITY_* variables read outside `Config`."""
+
+VARIABLE_PREFIX = "CONTINUITY_"
+
+
+class _Reads(Mapping[str, str]):
+    """An empty environment that notes every name asked of it."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def __getitem__(self, name: str) -> str:
+        self.names.add(name)
+        raise KeyError(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+
+@functools.cache
+def known_variables() -> frozenset[str]:
+    """Every CONTINUITY_* variable some part of Continuity reads."""
+    reads = _Reads()
+    with contextlib.suppress(ConfigError):  # what was read up to a failure is still known
+        Config.from_env(reads)
+    return frozenset(n for n in reads.names if n.startswith(VARIABLE_PREFIX)) | frozenset(OTHER_VARIABLES)
+
+
+def unknown_variables(env: Mapping[str, str] | None = None) -> list[tuple[str, str | None]]:
+    """Each CONTINUITY_* variable of `env` that nothing reads, with the known name closest to
+    it (None when none is close), sorted by name."""
+    env = os.environ if env is None else env
+    known = known_variables()
+    suffixes = {name[len(VARIABLE_PREFIX) :]: name for name in known}
+    found = []
+    for name in sorted(n for n in env if n.startswith(VARIABLE_PREFIX) and n not in known):
+        # Compared without the shared prefix, which would make every name look close.
+        close = difflib.get_close_matches(name[len(VARIABLE_PREFIX) :], suffixes, n=1, cutoff=0.75)
+        found.append((name, suffixes[close[0]] if close else None))
+    return found
+
+
+def unknown_variable_message(name: str, closest: str | None) -> str:
+    """One line about an unknown variable, for a person."""
+    hint = f"; did you mean {closest}?" if closest else ""
+    return f"{name} is not a Continuity variable and is ignored{hint}"

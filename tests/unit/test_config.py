@@ -3,10 +3,27 @@
 from __future__ import annotations
 
 import base64
+import contextlib
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
 
 import pytest
 
-from shared.config import Config, ConfigError, parse_runner_keys
+from shared.config import (
+    NATS_TLS_PREFIX,
+    REDIS_TLS_PREFIX,
+    Config,
+    ConfigError,
+    known_variables,
+    parse_runner_keys,
+    unknown_variable_message,
+    unknown_variables,
+)
 
 KEY = base64.b64encode(b"k" * 32).decode()
 
@@ -102,3 +119,111 @@ def test_a_consumer_holds_as_many_messages_as_configured() -> None:
     )
     # Slots for 40 messages, fetched at least 10 at a time under load.
     assert (consumer._batch, consumer._min_fetch) == (40, 10)
+
+
+def test_a_mistyped_variable_is_named_with_the_closest_known_one() -> None:
+    env = {"CONTINUITY_MAX_DELIVERS": "7", "CONTINUITY_LOGLEVEL": "DEBUG", "CONTINUITY_WHATEVER": "1"}
+    assert unknown_variables(env) == [
+        ("CONTINUITY_LOGLEVEL", "CONTINUITY_LOG_LEVEL"),
+        ("CONTINUITY_MAX_DELIVERS", "CONTINUITY_MAX_DELIVER"),
+        ("CONTINUITY_WHATEVER", None),
+    ]
+    line = unknown_variable_message("CONTINUITY_MAX_DELIVERS", "CONTINUITY_MAX_DELIVER")
+    assert line == (
+        "CONTINUITY_MAX_DELIVERS is not a Continuity variable and is ignored; "
+        "did you mean CONTINUITY_MAX_DELIVER?"
+    )
+    # Not a configuration error: the value is still not read, and nothing stops.
+    assert Config.from_env(env).max_deliver == 5
+
+
+def test_every_known_variable_passes() -> None:
+    known = known_variables()
+    assert {"CONTINUITY_MAX_DELIVER", "CONTINUITY_NATS_TLS_CA", "CONTINUITY_CONSOLE_DEV_TOKEN"} <= known
+    assert "CONTINUITY_NATS_SYSTEM_PASSWORD" in known  # the NATS server's, exported with compose's
+    assert unknown_variables(dict.fromkeys(known, "x")) == []
+    assert unknown_variables({"NATS_URL": "nats://n:4222", "HOME": "/"}) == []  # only CONTINUITY_*
+
+
+class Reads(dict[str, str]):
+    """An environment that notes the names asked of it."""
+
+    def __init__(self, **values: str) -> None:
+        super().__init__(values)
+        self.asked: set[str] = set()
+
+    def get(self, name: str, default: Any = None) -> Any:
+        self.asked.add(name)
+        return super().get(name, default)
+
+    def __getitem__(self, name: str) -> str:
+        self.asked.add(name)
+        return super().__getitem__(name)
+
+
+def test_the_console_reads_only_known_variables() -> None:
+    from services.console.config import ConsoleConfig
+
+    env = Reads(CONTINUITY_CONSOLE_DEV_TOKEN="t" * 16)  # so that every setting is read
+    ConsoleConfig.from_env(env)
+    assert {n for n in env.asked if n.startswith("CONTINUITY_")} <= known_variables()
+
+
+STREAMS = {"CONTINUITY_EVENTS", "CONTINUITY_DECISIONS", "CONTINUITY_WORK", "CONTINUITY_DEAD"}
+NAME = re.compile(r"\bCONTINUITY_[A-Z0-9_]*[A-Z0-9]\b")
+ROOT = Path(__file__).resolve().parents[2]
+SCANNED = {".py", ".ts", ".yaml", ".yml", ".conf", ".md", ".toml", ".json", ".env", ".tpl"}
+
+
+def _named_in_the_tree() -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for folder, dirs, files in os.walk(ROOT):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d not in ("node_modules", "__pycache__")]
+        for file in files:
+            path = Path(folder, file)
+            if path == Path(__file__).resolve():
+                continue  # its mistyped names are on purpose
+            if path.suffix not in SCANNED and file not in ("Makefile", "Dockerfile"):
+                continue
+            with contextlib.suppress(OSError, UnicodeDecodeError):
+                for name in NAME.findall(path.read_text(encoding="utf-8")):
+                    found.setdefault(name, path.relative_to(ROOT))
+    return found
+
+
+def test_every_variable_the_tree_names_is_known() -> None:
+    """Code, manifests and docs name no CONTINUITY_* variable the check would call unknown
+    (stream names and the TLS prefixes aside)."""
+    named = _named_in_the_tree()
+    assert {"CONTINUITY_RUNNER_KEYS", "CONTINUITY_CONSOLE_PORT"} <= set(named)  # the scan sees them
+    prefixes = {NATS_TLS_PREFIX, REDIS_TLS_PREFIX}
+    unknown = {n: str(p) for n, p in named.items() if n not in known_variables() | STREAMS | prefixes}
+    assert unknown == {}
+
+
+def test_commands_and_services_name_an_unknown_variable_without_stopping(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from continuity import cli
+
+    monkeypatch.setenv("CONTINUITY_MAX_DELIVERS", "7")
+    assert cli.main(["completion", "bash"]) == 0
+    err = capsys.readouterr().err
+    assert err == (
+        "continuity: warning: CONTINUITY_MAX_DELIVERS is not a Continuity variable and is "
+        "ignored; did you mean CONTINUITY_MAX_DELIVER?\n"
+    )
+    # A service says it in its JSON log; here its configuration then stops it (exit 2).
+    env = {**os.environ, "CONTINUITY_MAX_DELIVERS": "7", "CONTINUITY_STREAM_REPLICAS": "seven"}
+    result = subprocess.run(
+        [sys.executable, "-m", "continuity", "serve", "classifier"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    logged = [json.loads(line) for line in result.stderr.splitlines() if line.startswith("{")]
+    assert [(e["level"], e["event"], e["variable"], e["closest"]) for e in logged] == [
+        ("warning", "unknown_variable", "CONTINUITY_MAX_DELIVERS", "CONTINUITY_MAX_DELIVER")
+    ]

@@ -3,15 +3,24 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install tools run up test lint typecheck unit sdk-ts bench lock clean
+.PHONY: runtime install tools run up test lint typecheck unit sdk-ts bench lock clean
 
-$(VENV)/.installed: pyproject.toml requirements.lock sdk/python/pyproject.toml
+# `make run` installs the runtime alone (deploy/requirements-runtime.lock); `make test` adds the
+# development tools (requirements.lock, a superset with the same pins). The project is installed
+# editable, the runner SDK included (pyproject.toml maps sdk/python/continuity_runner into it).
+$(VENV)/.runtime: pyproject.toml deploy/requirements-runtime.lock
+	@echo "Installing the runtime into $(VENV) from deploy/requirements-runtime.lock (first run only)..."
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check --require-hashes -r requirements.lock
+	$(BIN)/pip install --quiet --disable-pip-version-check --require-hashes -r deploy/requirements-runtime.lock
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps -e .
-	# The runner SDK, its own distribution; its dependencies are already in the lock file.
-	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps -e sdk/python
 	touch $@
+
+$(VENV)/.installed: $(VENV)/.runtime requirements.lock
+	@echo "Installing the development tools into $(VENV) from requirements.lock (first run only)..."
+	$(BIN)/pip install --quiet --disable-pip-version-check --require-hashes -r requirements.lock
+	touch $@
+
+runtime: $(VENV)/.runtime
 
 install: $(VENV)/.installed
 
@@ -25,14 +34,14 @@ tools:
 	  apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
 
-# The demo: embedded NATS and Redis, the four services, a simulated runner fleet and operator.
-run: install
+# The demo: embedded NATS and Redis, the five services, a simulated runner fleet and operator.
+run: runtime
 	$(BIN)/continuity up --demo
 
 # The services alone, until Ctrl-C (NATS_URL / REDIS_URL select existing servers). It prints
 # the export lines for a second terminal and writes them to .continuity/env, which the other
 # commands read; `. .venv/bin/activate` puts `continuity` on PATH.
-up: install
+up: runtime
 	$(BIN)/continuity up
 
 lint: install
@@ -57,12 +66,12 @@ bench: install
 	$(BIN)/continuity bench sessions
 	$(BIN)/continuity bench pipeline
 
-# Re-resolve dependencies after editing pyproject.toml.
+# Re-resolve dependencies after editing pyproject.toml: every pin with its hashes, no download
+# addresses recorded.
 lock: install
-	$(BIN)/pip install --quiet uv
-	$(BIN)/uv lock
-	$(BIN)/uv export --quiet --format requirements-txt --extra dev --no-emit-project -o requirements.lock
-	$(BIN)/uv export --quiet --frozen --format requirements-txt --no-emit-project -o deploy/requirements-runtime.lock
+	$(BIN)/pip install --quiet --disable-pip-version-check uv
+	$(BIN)/uv pip compile --quiet --universal --generate-hashes --extra dev pyproject.toml -o requirements.lock
+	$(BIN)/uv pip compile --quiet --universal --generate-hashes pyproject.toml -o deploy/requirements-runtime.lock
 
 clean:
 	rm -rf $(VENV) .continuity .pytest_cache .mypy_cache .ruff_cache sdk/typescript/node_modules sdk/typescript/dist

@@ -4,6 +4,7 @@ non-root multi-stage build on python:3.11-slim that installs the lock's pins wit
 
 from __future__ import annotations
 
+import importlib.metadata
 import re
 import tomllib
 
@@ -115,6 +116,35 @@ def _pins(text: str) -> dict[str, tuple[str, frozenset[str]]]:
     return pins
 
 
+def _requires(dist: str) -> list[str]:
+    """The names a distribution requires, with the extras it asks for (e.g. redis[hiredis]).
+
+    A requirement whose marker excludes this interpreter is not installed: it is named, not
+    followed."""
+    try:
+        specs = importlib.metadata.requires(dist) or []
+    except importlib.metadata.PackageNotFoundError:
+        return []
+    names: list[str] = []
+    for spec in specs:
+        match = re.match(r"([A-Za-z0-9_.-]+)(?:\[([^\]]+)\])?\s*(.*)", spec)
+        assert match is not None, spec
+        name, extras, rest = match.groups()
+        if "extra ==" in rest:
+            continue  # an optional dependency of this distribution; asked for below by name
+        names.append(_canonical(name))
+        for extra in (extras or "").split(","):
+            if extra.strip():
+                for sub in importlib.metadata.requires(name) or []:
+                    if re.search(rf"extra\s*==\s*[\"']{re.escape(extra.strip())}[\"']", sub):
+                        names.append(_canonical(re.split(r"[\s\[<>=!~;]", sub, maxsplit=1)[0]))
+    return names
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
 def test_runtime_lock_is_the_runtime_part_of_the_project_lock() -> None:
     full = _pins((REPO / "requirements.lock").read_text())
     runtime = _pins(RUNTIME_LOCK.read_text())
@@ -124,29 +154,37 @@ def test_runtime_lock_is_the_runtime_part_of_the_project_lock() -> None:
         assert full[name][0] == version, f"{name}: {version} here, {full[name][0]} in requirements.lock"
         assert hashes and hashes <= full[name][1], f"{name}: hashes differ from requirements.lock"
 
-    # The runtime closure of the project according to uv.lock (markers ignored: a superset).
-    lock = tomllib.loads((REPO / "uv.lock").read_text())
-    packages = {p["name"]: p for p in lock["package"]}
-    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["name"]
-
-    def requires(deps: list[dict]) -> list[str]:
-        names = []
-        for dep in deps:
-            names.append(dep["name"])
-            for extra in dep.get("extra", []):  # e.g. redis[hiredis]
-                names += [d["name"] for d in packages[dep["name"]]["optional-dependencies"][extra]]
-        return names
-
-    todo = requires(packages[project].get("dependencies", []))
+    # The runtime closure of the project according to the installed distributions' metadata
+    # (markers ignored: a superset, cut to what the full lock pins).
     closure: set[str] = set()
+    todo = _requires("continuity")
     while todo:
         name = todo.pop()
         if name not in closure:
             closure.add(name)
-            todo += requires(packages[name].get("dependencies", []))
+            todo += _requires(name)
     closure = {n for n in closure if n in full}
     assert set(runtime) == closure, (
-        "deploy/requirements-runtime.lock is stale: regenerate it with "
-        "`uv export --frozen --format requirements-txt --no-emit-project "
-        "-o deploy/requirements-runtime.lock`"
+        "deploy/requirements-runtime.lock is stale: regenerate it with `make lock`"
     )
+
+
+def test_every_file_the_image_copies_is_in_the_build_context() -> None:
+    # The ignore file admits by "!" lines after excluding everything; a COPY of a path it does
+    # not admit fails the build, which cannot run here (no container engine).
+    ignore = (DEPLOY / "Dockerfile.dockerignore").read_text().splitlines()
+    admitted = [line[1:].rstrip("/") for line in ignore if line.startswith("!")]
+    assert "*" in ignore
+    copies = [
+        source
+        for line in re.findall(r"^COPY (?!--from)(.+)$", DOCKERFILE.read_text(), re.M)
+        for source in line.split()[:-1]
+    ]
+    assert "LICENSE" in copies
+    for source in copies:
+        if source.startswith("${"):
+            continue  # the build argument, a lock file admitted above
+        assert any(source == a or source.startswith(a + "/") for a in admitted), source
+        assert (REPO / source).exists(), source
+    # The build argument's default and its documented alternative.
+    assert {"deploy/requirements-runtime.lock", "requirements.lock"} <= set(admitted)

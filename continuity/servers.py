@@ -168,9 +168,12 @@ class RedisServer(_Server):
         *,
         appendonly: bool = False,
         cluster_node_timeout_ms: int | None = None,
+        extra_args: tuple[str, ...] = (),
     ) -> None:
         super().__init__(data_dir, port)
         self.appendonly = appendonly
+        self.extra_args = extra_args
+        """More `--name value` settings of the server's own."""
         self.cluster_node_timeout_ms = cluster_node_timeout_ms
         """A member of a Redis Cluster (its node file in `data_dir`) when set."""
         # A free port of its own for the cluster bus: the default (port + 10000) may not exist.
@@ -209,6 +212,7 @@ class RedisServer(_Server):
                 if self.cluster_node_timeout_ms is not None
                 else []
             ),
+            *self.extra_args,
         ]
 
     def cli(self, *args: str, timeout: float = 10) -> str:

@@ -13,10 +13,21 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from continuity.servers import NatsServer, RedisServer, free_port
+
+LOADING_TIMEOUT_S = 120.0
+"""How long `up` waits for a Redis that is loading its data (LOADING) before giving up."""
+LOADING_REPORT_S = 10.0
+"""How often it says it still waits."""
+
+
+def _no_word(_: str) -> None:
+    return None
 
 
 class StartError(Exception):
@@ -90,10 +101,17 @@ class Stack:
             self.redis.start()
             self.redis_url = self.redis.url
 
-    def check_servers(self, timeout_s: float = 3.0) -> None:
+    def check_servers(
+        self,
+        timeout_s: float = 3.0,
+        loading_timeout_s: float = LOADING_TIMEOUT_S,
+        say: Callable[[str], None] = _no_word,
+    ) -> None:
         """Connect to NATS and Redis once each, within `timeout_s`: the services would retry
-        an unreachable server for ever, so `up` says which one at once (StartError)."""
-        asyncio.run(_check_servers(self.nats_url, self.redis_url, timeout_s))
+        an unreachable server for ever, so `up` says which one at once (StartError). A Redis
+        still loading its data (just restarted) is waited for, up to `loading_timeout_s`, and
+        `say` is told so."""
+        asyncio.run(_check_servers(self.nats_url, self.redis_url, timeout_s, loading_timeout_s, say))
 
     def service_env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         env = dict(os.environ)
@@ -149,7 +167,9 @@ class Stack:
                     server.stop()
 
 
-async def _check_servers(nats_url: str, redis_url: str, timeout_s: float) -> None:
+async def _check_servers(
+    nats_url: str, redis_url: str, timeout_s: float, loading_timeout_s: float, say: Callable[[str], None]
+) -> None:
     import redis.asyncio as aioredis
 
     from continuity.clitools import connect, is_authentication_failure, redacted_url
@@ -172,11 +192,46 @@ async def _check_servers(nats_url: str, redis_url: str, timeout_s: float) -> Non
     except ValueError:
         raise StartError(f"REDIS_URL is not a Redis URL ({redacted_url(redis_url)})", 2) from None
     try:
-        await asyncio.wait_for(client.ping(), timeout_s + 1)
-    except Exception as err:
-        raise StartError(
-            f"Redis at {redacted_url(redis_url)} ({origin}) is not reachable ({type(err).__name__})"
-        ) from None
+        await _wait_loaded(
+            client, f"Redis at {redacted_url(redis_url)} ({origin})", timeout_s, loading_timeout_s, say
+        )
     finally:
         with contextlib.suppress(Exception):
             await client.aclose()
+
+
+async def _wait_loaded(
+    client: Any, name: str, timeout_s: float, loading_timeout_s: float, say: Callable[[str], None]
+) -> None:
+    """One PING, repeated while the server answers LOADING (it reads its data from disk after
+    a restart, which takes a while for a large data set), up to `loading_timeout_s`."""
+    from redis.exceptions import BusyLoadingError
+
+    started = time.monotonic()
+    told = 0.0
+    while True:
+        try:
+            await asyncio.wait_for(client.ping(), timeout_s + 1)
+            if told:
+                say(f"{name} has loaded its data")
+            return
+        except BusyLoadingError:
+            waited = time.monotonic() - started
+            if waited > loading_timeout_s:
+                raise StartError(f"{name} was still loading its data after {loading_timeout_s:g}s") from None
+            if not told or time.monotonic() - told >= LOADING_REPORT_S:
+                said = "is loading its data" if not told else "is still loading its data"
+                say(f"{name} {said}{await _loaded(client)}; waiting up to {loading_timeout_s:g}s ...")
+                told = time.monotonic()
+        except Exception as err:
+            raise StartError(f"{name} is not reachable ({type(err).__name__})") from None
+        await asyncio.sleep(0.1)  # polling the server's loading, with a deadline
+
+
+async def _loaded(client: Any) -> str:
+    """` (37%)`: how much of its data a loading Redis has read, when it says."""
+    try:
+        info = await client.info("persistence")
+        return f" ({float(info['loading_loaded_perc']):.0f}%)"
+    except Exception:  # the figure is a courtesy; the wait goes on without it
+        return ""

@@ -27,7 +27,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "up",
         help="run Continuity locally (embedded NATS and Redis unless "
         "NATS_URL / REDIS_URL are set) until Ctrl-C",
-        description="Starts the four services (and embedded NATS and Redis unless NATS_URL / "
+        description="Starts the four services and the console (and embedded NATS and Redis unless NATS_URL / "
         "REDIS_URL are set), prints the addresses and writes them to <data-dir>/env, which the "
         "other commands read from .continuity/env when NATS_URL / REDIS_URL / "
         "CONTINUITY_RUNNER_KEYS are unset. Without CONTINUITY_RUNNER_KEYS it makes development "
@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
         extra = service_extra(args)
         check_configuration(extra)
         stack.start_servers()
-        stack.check_servers()
+        stack.check_servers(say=_say)
         console: dict[str, str] = {}
         for name in registry.available():
             log = stack.data_dir / f"{name}.log"
@@ -157,6 +157,10 @@ def console_env(data_dir: Path) -> dict[str, str]:
         path.write_text(token + "\n")
         env["CONTINUITY_CONSOLE_DEV_TOKEN"] = token
     return env
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
 
 
 def _shown(path: Path) -> str:

@@ -37,11 +37,17 @@ def clean_env(**extra: str) -> dict[str, str]:
 class Up:
     """`continuity up` as its own process, its output read line by line with deadlines."""
 
-    def __init__(self, cwd: Path, env: dict[str, str]) -> None:
+    def __init__(self, cwd: Path, env: dict[str, str], *args: str) -> None:
         self.proc = subprocess.Popen(
-            [CLI, "up"], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            [CLI, "up", *args],
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
         )
         self.lines: list[str] = []
+        self.ended = False
         self._queue: queue.Queue[str | None] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -53,12 +59,13 @@ class Up:
 
     def until(self, marker: str, timeout: float = 60) -> str:
         deadline = time.monotonic() + timeout
-        while marker not in "".join(self.lines):
+        while marker not in "".join(self.lines) and not self.ended:
             try:
                 line = self._queue.get(timeout=max(deadline - time.monotonic(), 0.01))
             except queue.Empty:
                 raise AssertionError(f"no {marker!r} within {timeout}s: {''.join(self.lines)}") from None
             if line is None:
+                self.ended = True
                 break
             self.lines.append(line)
         return "".join(self.lines)
@@ -250,3 +257,38 @@ def test_the_demo_fits_100_columns(tmp_path: Path) -> None:
     assert "contradictions: 0" in demo.stdout
     long = [line for line in (demo.stdout + demo.stderr).splitlines() if len(line) > 100]
     assert long == []
+
+
+def test_up_waits_while_redis_loads_its_data(tmp_path: Path) -> None:
+    """Right after a restart Redis answers LOADING until its data is in memory; `up` waits
+    for it (saying so) instead of calling the server unreachable."""
+    data = tmp_path / "redis"
+    redis = RedisServer(data)
+    redis.start()
+    redis.cli("EVAL", "for i = 1, 50000 do redis.call('SET', 'k' .. i, i) end", "0")
+    redis.cli("SAVE")
+    redis.stop()
+    # Loading takes a millisecond a key, and answers LOADING between keys, until told otherwise.
+    slow = RedisServer(data, port=redis.port, extra_args=SLOW_LOADING)
+    nats = NatsServer(tmp_path / "nats")
+    slow.start()
+    nats.start()
+    try:
+        assert slow.cli("PING").startswith("LOADING"), "the server is not loading"
+        up = Up(tmp_path, clean_env(NATS_URL=nats.url, REDIS_URL=slow.url))
+        text = up.until("is loading its data", timeout=60)
+        assert up.proc.poll() is None, text
+        assert slow.cli("PING").startswith("LOADING")  # still loading: `up` waits
+        slow.cli("CONFIG", "SET", "key-load-delay", "0")  # let it finish
+        text = up.until("Ctrl-C stops everything")
+        assert re.search(rf"Redis at {re.escape(slow.url)} \(REDIS_URL\) is loading its data", text), text
+        assert "not reachable" not in text
+        assert slow.cli("DBSIZE").strip() == "50000"
+        up.proc.send_signal(signal.SIGINT)
+        assert up.finish() == 0, "".join(up.lines)
+    finally:
+        slow.stop()
+        nats.stop()
+
+
+SLOW_LOADING = ("--key-load-delay", "1000", "--loading-process-events-interval-bytes", "1024")

@@ -107,19 +107,20 @@ class ServiceApp:
         spec = self._spec = self._build(ctx)
         if spec.name != self.name:
             raise ValueError(f"service {self.name!r} built the spec of {spec.name!r}")
-        if spec.endpoints:
-            ep = Endpoints(
-                ctx.nc,
-                spec.micro_name,
-                spec.version,
-                spec.description,
-                ctx.config.request_concurrency,
-                reply_prefixes=ctx.config.reply_prefixes,
-            )
-            for e in spec.endpoints:
-                ep.add(e.name, e.subject, e.request_type, e.handler, pipelined=e.pipelined)
-            await ep.start()
-            self._endpoints = ep
+        # Every service registers with the micro protocol (contract section 1), those without
+        # endpoints too: operators find each running replica with $SRV.PING.
+        ep = Endpoints(
+            ctx.nc,
+            spec.micro_name,
+            spec.version,
+            spec.description,
+            ctx.config.request_concurrency,
+            reply_prefixes=ctx.config.reply_prefixes,
+        )
+        for e in spec.endpoints:
+            ep.add(e.name, e.subject, e.request_type, e.handler, pipelined=e.pipelined)
+        await ep.start()
+        self._endpoints = ep
         consumers = [
             PullConsumer.from_config(
                 ctx.js,
@@ -152,4 +153,4 @@ class ServiceApp:
         spec = self._spec
         if spec is None or self._worker is None:
             return False
-        return (self._endpoints is not None or not spec.endpoints) and self._worker.bound
+        return self._endpoints is not None and self._worker.bound

@@ -71,3 +71,12 @@ async def test_srv_info_lists_each_endpoint_under_its_contract_subject(
         "runs-list": (subjects.RUNS_LIST, subjects.QUEUE_GROUP),
         "operator-retry": (subjects.OPERATOR_RETRY, subjects.QUEUE_GROUP),
     }
+
+
+@pytest.mark.parametrize("name", ["classifier", "archiver", "session-store", "reconciliation"])
+async def test_every_service_answers_the_micro_protocol(name: str, config: Config, nc: Client) -> None:
+    # Contract section 1: every service registers, those without endpoints too.
+    async with running(registry.load(name), config):
+        for verb in ("PING", "INFO", "STATS"):
+            msg = await nc.request(f"$SRV.{verb}.continuity-{name}", b"", timeout=5)
+            assert msgspec.json.decode(msg.data)["name"] == f"continuity-{name}"

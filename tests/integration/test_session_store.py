@@ -214,6 +214,10 @@ async def test_rejected_target_reseeds_once(
     assert cleared.cleared is True
     first = await client.decide(decide_req(s))
     assert (first.mode, first.reason, first.transcript) == ("fresh", "resume_target_rejected", "full")
+    # Contract 3.4: every decision until the next commit answers the reseed (a turn that fails
+    # before committing reseeds again), not only the first.
+    again = await client.decide(decide_req(s))
+    assert (again.mode, again.reason, again.transcript) == ("fresh", "resume_target_rejected", "full")
     await client.commit(commit_req(s, native_session_id="ns-2"))
     assert (await client.get(GetRequest(session=s))).state == "active"
     assert (await client.decide(decide_req(s))).resume_session_id == "ns-2"

@@ -2,6 +2,9 @@
 
 These mirror the server's own Structs field by field (names, types, patterns, defaults and
 encoding settings); a test of the project compares the two so that they cannot drift apart.
+
+Making a Struct checks its times (`InvalidRequest` naming the field); every other constraint is
+checked when the SDK sends the message (`continuity_runner.checks`), as the services decode it.
 """
 
 from __future__ import annotations
@@ -154,7 +157,7 @@ class CommandResult(msgspec.Struct, kw_only=True):
     signature: Signature
 
     def __post_init__(self) -> None:
-        check_time(self.issued_at)
+        check_time(self.issued_at, "command_result.issued_at")
 
 
 class ToolCall(msgspec.Struct, kw_only=True):
@@ -164,7 +167,7 @@ class ToolCall(msgspec.Struct, kw_only=True):
     recorded_outcome: RecordedOutcome | None = None
 
     def __post_init__(self) -> None:
-        check_time(self.started_at)
+        check_time(self.started_at, "pending_tool_call.started_at")
 
 
 class ResumeFailed(msgspec.Struct, kw_only=True):
@@ -182,7 +185,7 @@ class ResumeFailed(msgspec.Struct, kw_only=True):
     governed_wait_elapsed: bool = False
 
     def __post_init__(self) -> None:
-        check_time(self.occurred_at)
+        check_time(self.occurred_at, "occurred_at")
 
 
 # ---- decisions (section 4.5) ------------------------------------------------------------------

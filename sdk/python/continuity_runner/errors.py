@@ -8,11 +8,14 @@ service never breaks an older runner.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import msgspec
 
-from continuity_runner.contract import ErrorBody
+if TYPE_CHECKING:
+    from continuity_runner.contract import ErrorBody
 
 
 class ContinuityError(Exception):
@@ -33,11 +36,25 @@ class ContinuityError(Exception):
         return f"{self.status} {self.code}: {self.message}"
 
 
-class InvalidRequest(ContinuityError):
-    """400: `malformed_json`, `missing_field` or `invalid_field` (see `.code`)."""
+class InvalidRequest(ContinuityError, ValueError):
+    """400: `malformed_json`, `missing_field`, `invalid_field` or `payload_too_large` (see `.code`).
+
+    Raised by the service, or by the SDK itself before anything is sent: every argument, event
+    and request is checked against contract v1 (its patterns, closed sets, times, the limits of
+    its section 9.8) as the services check it. A local refusal names the field as the contract
+    does (`error.code`, `session.tenant`, `runner_id`) in `.field`, never its value. It is also a
+    `ValueError`, the exception Python raises for a bad argument.
+    """
 
     status = 400
     code = "invalid_field"
+
+    def __init__(
+        self, message: str, *, status: int | None = None, code: str | None = None, field: str | None = None
+    ) -> None:
+        super().__init__(message, status=status, code=code)
+        self.field = field
+        """The refused field's contract path; None for a whole message or a service's reply."""
 
 
 class NotFound(ContinuityError):
@@ -118,6 +135,7 @@ _BY_CODE: dict[str, type[ContinuityError]] = {
     "malformed_json": InvalidRequest,
     "missing_field": InvalidRequest,
     "invalid_field": InvalidRequest,
+    "payload_too_large": InvalidRequest,
     "not_found": NotFound,
     "revision_conflict": RevisionConflict,
     "stale_epoch": StaleEpoch,
@@ -138,7 +156,15 @@ _BY_STATUS: dict[int, type[ContinuityError]] = {
     500: InternalError,
     503: Unavailable,
 }
-_error_body = msgspec.json.Decoder(ErrorBody)
+
+
+@functools.cache
+def _error_body() -> msgspec.json.Decoder[ErrorBody]:
+    # Imported here, not at the top: the contract's checks raise `InvalidRequest`, so the
+    # contract imports this module.
+    from continuity_runner.contract import ErrorBody
+
+    return msgspec.json.Decoder(ErrorBody)
 
 
 def error_class(status: int, code: str) -> type[ContinuityError]:
@@ -156,7 +182,7 @@ def error_from_reply(data: bytes, headers: Mapping[str, str] | None) -> Continui
     except ValueError:
         status = 500
     try:
-        detail = _error_body.decode(data).error
+        detail = _error_body().decode(data).error
         code, message = detail.code, detail.message
     except msgspec.MsgspecError:
         code, message = "", (headers or {}).get("Nats-Service-Error", "")

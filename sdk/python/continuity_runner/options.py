@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from continuity_runner import subjects
+from continuity_runner.errors import InvalidRequest
 from continuity_runner.types import RUNNER_ID_PATTERN, TOKEN_PATTERN
 
 
@@ -44,6 +45,11 @@ class RunnerOptions:
     """`{key_id: key}`: the HMAC keys the services also hold (`CONTINUITY_RUNNER_KEYS`)."""
     signing_key_id: str | None = None
     """Which of `signing_keys` signs; optional when there is only one."""
+    connect_timeout: float = 5.0
+    """Seconds `connect` may take to make the first connection (trying every server in turn):
+    after that it raises `Unavailable`, so a runner whose NATS is unreachable, or is something
+    else that accepts the connection but never speaks NATS, fails at start instead of hanging.
+    Once connected, the connection reconnects forever."""
     request_timeout: float = 5.0
     """Seconds a session-store request may take before it fails with `Unavailable`."""
     publish_timeout: float = 60.0
@@ -60,35 +66,36 @@ class RunnerOptions:
     """The NATS connection name; default `continuity-runner-<runner_id>`."""
 
     def __post_init__(self) -> None:
-        if not re.match(RUNNER_ID_PATTERN, self.runner_id):
-            raise ValueError("runner_id must match ^[A-Za-z0-9_-]{1,64}$")
+        if not isinstance(self.runner_id, str) or not re.match(RUNNER_ID_PATTERN, self.runner_id):
+            raise _refused("runner_id", "must match ^[A-Za-z0-9_-]{1,64}$")
         if self.nkey_seed is not None and self.nkey_seed_file is not None:
-            raise ValueError("give nkey_seed or nkey_seed_file, not both")
+            raise _refused("nkey_seed", "give nkey_seed or nkey_seed_file, not both")
         if (self.tls_cert is None) != (self.tls_key is None):
-            raise ValueError("tls_cert and tls_key go together")
+            raise _refused("tls_cert", "tls_cert and tls_key go together")
         for key_id in self.signing_keys:
-            if not re.match(TOKEN_PATTERN, key_id):
-                raise ValueError("a signing key id must be a contract token")
+            if not isinstance(key_id, str) or not re.match(TOKEN_PATTERN, key_id):
+                raise _refused("signing_keys", "a signing key id must be a contract token")
         if self.signing_key_id is not None and self.signing_key_id not in self.signing_keys:
-            raise ValueError("signing_key_id is not one of signing_keys")
+            raise _refused("signing_key_id", "signing_key_id is not one of signing_keys")
         for value, what in (
+            (self.connect_timeout, "connect_timeout"),
             (self.request_timeout, "request_timeout"),
             (self.publish_timeout, "publish_timeout"),
             (self.publish_attempt_timeout, "publish_attempt_timeout"),
         ):
-            if value <= 0:
-                raise ValueError(f"{what} must be above 0")
+            if not value > 0:
+                raise _refused(what, f"{what} must be above 0")
         if self.publish_attempts < 1:
-            raise ValueError("publish_attempts must be at least 1")
+            raise _refused("publish_attempts", "publish_attempts must be at least 1")
         if self.redelivery_delay < 0:
-            raise ValueError("redelivery_delay must be 0 or more")
+            raise _refused("redelivery_delay", "redelivery_delay must be 0 or more")
 
     @property
     def server_list(self) -> list[str]:
         raw = self.servers.split(",") if isinstance(self.servers, str) else list(self.servers)
         found = [s.strip() for s in raw if s.strip()]
         if not found:
-            raise ValueError("no NATS server given")
+            raise _refused("servers", "no NATS server given")
         return found
 
     @property
@@ -103,8 +110,8 @@ class RunnerOptions:
             key_id, key = next(iter(self.signing_keys.items()))
             return key_id, key
         if not self.signing_keys:
-            raise ValueError("no signing key: set signing_keys")
-        raise ValueError("several signing keys: set signing_key_id")
+            raise _refused("signing_keys", "no signing key: set signing_keys")
+        raise _refused("signing_key_id", "several signing keys: set signing_key_id")
 
     def ssl_context(self) -> ssl.SSLContext | None:
         """The TLS context of the connection, or None for plain `nats://`."""
@@ -126,6 +133,9 @@ class RunnerOptions:
             "name": self.name or f"continuity-runner-{self.runner_id}",
             "inbox_prefix": self.effective_inbox_prefix,
         }
+        # One attempt's share of `connect_timeout`, so that every server is tried within it
+        # (`connect` bounds the whole).
+        options["connect_timeout"] = self.connect_timeout / len(options["servers"])
         if self.nkey_seed is not None:
             options["nkeys_seed_str"] = self.nkey_seed
         if self.nkey_seed_file is not None:
@@ -141,3 +151,8 @@ class RunnerOptions:
             options["tls"] = tls
             options["tls_handshake_first"] = self.tls_handshake_first
         return options
+
+
+def _refused(option: str, why: str) -> InvalidRequest:
+    """An option `connect` cannot use: named, its value never repeated (it may be a secret)."""
+    return InvalidRequest(why if why.startswith(option) else f"{option}: {why}", field=option)

@@ -10,7 +10,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import msgspec
-import nats
 import nats.errors
 import nats.js.errors
 from nats.aio.client import Client
@@ -19,6 +18,7 @@ from nats.aio.subscription import Subscription
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from continuity_runner import limits, subjects
+from continuity_runner.checks import archive_answer, check_value, encode_checked
 from continuity_runner.contract import (
     ArchiveRequest,
     ArchiveResult,
@@ -49,7 +49,7 @@ from continuity_runner.errors import (
 )
 from continuity_runner.options import RunnerOptions
 from continuity_runner.signing import now_rfc3339, sign_command_result
-from continuity_runner.types import CheckpointPolicy, Compatibility, RejectCode
+from continuity_runner.types import Attempt, CheckpointPolicy, Compatibility, RejectCode, Token
 
 log = logging.getLogger("continuity_runner")
 log.addHandler(logging.NullHandler())  # a library's records show only where the program routes them
@@ -58,8 +58,6 @@ R = TypeVar("R")
 _encode = msgspec.json.Encoder().encode
 _decision = msgspec.json.Decoder(Decision)
 _archive_request = msgspec.json.Decoder(ArchiveRequest)
-_event = msgspec.json.Decoder(ResumeFailed)
-_archive_result = msgspec.json.Decoder(ArchiveResult)
 FETCH_WAIT_S = 1.0
 """How long one pull waits for a decision; also how soon iteration notices `drain`/`close`."""
 
@@ -68,7 +66,11 @@ ArchiveHandler = Callable[[ArchiveRequest], Awaitable[ArchiveResult]]
 
 
 async def connect(options: RunnerOptions) -> Runner:
-    """Connect to NATS as `options.runner_id`; the connection reconnects forever until closed."""
+    """Connect to NATS as `options.runner_id`.
+
+    The first connection must be made within `options.connect_timeout` seconds, else
+    `Unavailable` (naming the last error's type, never a URL: it may hold credentials). Once
+    made, the connection reconnects forever until closed."""
 
     async def disconnected() -> None:
         log.warning("nats_disconnected runner_id=%s", options.runner_id)
@@ -82,15 +84,34 @@ async def connect(options: RunnerOptions) -> Runner:
         denials.report(str(exc))
         log.warning("nats_error runner_id=%s error_type=%s", options.runner_id, type(exc).__name__)
 
-    nc = await nats.connect(
-        allow_reconnect=True,
-        max_reconnect_attempts=-1,
-        reconnect_time_wait=0.5,
-        disconnected_cb=disconnected,
-        reconnected_cb=reconnected,
-        error_cb=error,
-        **options.nats_options(),
-    )
+    # Reconnect forever, every half second (nats-py declares the wait an int; it takes seconds).
+    reconnect: dict[str, Any] = {
+        "allow_reconnect": True,
+        "max_reconnect_attempts": -1,
+        "reconnect_time_wait": 0.5,
+    }
+    nc = Client()
+    try:
+        # With reconnection on, as it must be afterwards, nats-py also tries the servers forever
+        # before a first connection: only this bound ends that wait.
+        await asyncio.wait_for(
+            nc.connect(
+                disconnected_cb=disconnected,
+                reconnected_cb=reconnected,
+                error_cb=error,
+                **reconnect,
+                **options.nats_options(),
+            ),
+            options.connect_timeout,
+        )
+    except TimeoutError:
+        last = nc.last_error
+        with contextlib.suppress(Exception):
+            await nc.close()
+        raise Unavailable(
+            f"no NATS server could be connected to within {options.connect_timeout}s"
+            + (f" (last error: {type(last).__name__})" if last is not None else "")
+        ) from None
     return Runner(nc, options, denials)
 
 
@@ -179,10 +200,13 @@ class Runner:
         """The saved record, without secrets. Raises `NotFound` when there is none."""
         return await self._request(subjects.SESSIONS_GET, GetRequest(session=session), SessionView)
 
-    async def _request(self, subject: str, request: Any, reply_type: type[R]) -> R:
+    async def _request(self, subject: str, request: msgspec.Struct, reply_type: type[R]) -> R:
+        """Send `request` once it holds to the contract (`InvalidRequest` before anything is
+        sent otherwise) and return the reply as `reply_type`, or raise its typed error."""
+        payload = encode_checked(request, limits.MAX_REQUEST_BYTES)
         try:
             msg = await self._denials.guard(
-                subject, self._nc.request(subject, _encode(request), timeout=self.options.request_timeout)
+                subject, self._nc.request(subject, payload, timeout=self.options.request_timeout)
             )
         except nats.errors.NoRespondersError:
             raise Unavailable(f"no service answers {subject}") from None
@@ -209,11 +233,16 @@ class Runner:
         classification: str | None = None,
         issued_at: str | None = None,
     ) -> CommandResult:
-        """A command result signed with this runner's key (`signing_keys`/`signing_key_id`)."""
+        """A command result signed with this runner's key (`signing_keys`/`signing_key_id`), for
+        the event of `run_id` and `attempt`. Checked as the event will be (`InvalidRequest`)."""
+        check_value(run_id, Token, "run_id")
+        check_value(attempt, Attempt, "attempt")
         key_id, key = self.options.signing_key()
-        return sign_command_result(
+        result = sign_command_result(
             key_id, key, self.runner_id, run_id, attempt, command, status, classification, issued_at
         )
+        encode_checked(result, limits.MAX_EVENT_BYTES, "command_result")
+        return result
 
     async def report_resume_failure(
         self,
@@ -249,15 +278,7 @@ class Runner:
             pending_tool_call=pending_tool_call,
             governed_wait_elapsed=governed_wait_elapsed,
         )
-        payload = _encode(event)
-        if len(payload) > limits.MAX_EVENT_BYTES:
-            raise InvalidRequest(
-                f"the event is larger than {limits.MAX_EVENT_BYTES} bytes", code="payload_too_large"
-            )
-        try:
-            _event.decode(payload)
-        except msgspec.ValidationError as exc:
-            raise InvalidRequest(f"not a contract resume_failed event: {exc}") from None
+        payload = encode_checked(event, limits.MAX_EVENT_BYTES)
         await self.publish_event(subjects.event(self.runner_id, "resume_failed"), payload, event.event_id)
         return event.event_id
 
@@ -437,7 +458,7 @@ class Runner:
                     "archive_handler_failed run_id=%s error_type=%s", request.run_id, type(exc).__name__
                 )
                 result = ArchiveResult(exit_code=1, output=f"archive handler failed ({type(exc).__name__})")
-        answer = _encode(_within_limits(result))
+        answer = _encode(archive_answer(result))
         with contextlib.suppress(nats.errors.Error):
             await msg.respond(answer)
 
@@ -465,20 +486,3 @@ class Runner:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
-
-
-def _within_limits(result: ArchiveResult) -> ArchiveResult:
-    """`result` with its output cut to the contract's limit; a result that still breaks the
-    contract (an exit code out of range) is answered as a failed move."""
-    if len(result.output) > limits.OUTPUT_CHARS:
-        result = ArchiveResult(
-            exit_code=result.exit_code,
-            timed_out=result.timed_out,
-            output=result.output[: limits.OUTPUT_CHARS],
-        )
-    try:
-        return _archive_result.decode(_encode(result))
-    except msgspec.MsgspecError:
-        return ArchiveResult(
-            exit_code=1, output="the archive handler's result is not a contract ArchiveResult"
-        )

@@ -68,7 +68,7 @@ def sign_command_result(
         command=command,
         status=status,
         classification=classification,
-        issued_at=issued_at or now_rfc3339(),
+        issued_at=now_rfc3339() if issued_at is None else issued_at,
         key_id=key_id,
         signature="",
     )

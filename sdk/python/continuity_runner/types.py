@@ -7,11 +7,13 @@ value with a newline must fail decoding.
 from __future__ import annotations
 
 import calendar
+import re
 from typing import Annotated, Literal
 
 from msgspec import Meta
 
 from continuity_runner import limits
+from continuity_runner.errors import InvalidRequest
 
 TOKEN_PATTERN = r"^[A-Za-z0-9._:-]{1,128}\Z"
 RUNNER_ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}\Z"
@@ -38,14 +40,25 @@ Cwd = Annotated[str, Meta(max_length=limits.PATH_CHARS)]
 Output = Annotated[str, Meta(max_length=limits.OUTPUT_CHARS)]
 
 
-def check_time(*values: str | None) -> None:
-    """Reject a time whose day does not exist in its month (2026-02-30): called by the
-    `__post_init__` of the Structs that carry a runner's times."""
-    for value in values:
-        if value is not None and value[8:10] > "28":
-            year, month, day = int(value[0:4]), int(value[5:7]), int(value[8:10])
-            if day > calendar.monthrange(year, month)[1]:
-                raise ValueError("a time is not a calendar date")
+_TIME = re.compile(TIME_PATTERN)
+
+
+def check_time(value: str | None, field: str) -> None:
+    """Refuse `value` unless it is a real UTC instant of contract 9.8 (None passes): the pattern,
+    ASCII digits only, and a day that exists in its month (2026-02-30 does not). Called by the
+    `__post_init__` of the Structs that carry a runner's times, so a bad time is refused as soon
+    as the Struct is made; `field` is the time's path in the message that carries it.
+
+    The ASCII rule is this SDK's own: Python's `\\d` also takes other scripts' digits, which
+    other runtimes (the TypeScript SDK's) do not read as a time."""
+    if value is None:
+        return
+    if not isinstance(value, str) or not value.isascii() or not _TIME.match(value):
+        raise InvalidRequest(f"{field} must be an RFC 3339 UTC time (Z or +00:00)", field=field)
+    if value[8:10] > "28":
+        year, month, day = int(value[0:4]), int(value[5:7]), int(value[8:10])
+        if day > calendar.monthrange(year, month)[1]:
+            raise InvalidRequest(f"{field} is not a calendar date", field=field)
 
 
 CheckpointPolicy = Literal[

@@ -31,9 +31,12 @@ export interface DecideArgs {
   adapter: string;
   model: string;
   cwd: string;
-  latestCursor: string | null;
-  compatibility: Compatibility;
-  readyGeneration: string | null;
+  /** Default null. */
+  latestCursor?: string | null;
+  /** Default "none". */
+  compatibility?: Compatibility;
+  /** Default null. */
+  readyGeneration?: string | null;
 }
 
 export interface DecideReply {
@@ -52,7 +55,8 @@ export interface CommitArgs {
   adapter: string;
   model: string;
   cwd: string;
-  cursor: string | null;
+  /** Default null. */
+  cursor?: string | null;
   promptHash?: string | null;
   checkpointPolicy: CheckpointPolicy;
   compatibilityGeneration?: string | null;
@@ -158,9 +162,14 @@ export interface ArchiveResult {
   output: string;
 }
 
-/** Contract 1: `runner_id` is a subject token; the other identifiers are TOKENs. */
+/** Contract 1: `runner_id` is a subject token; the other identifiers are TOKENs. (`$` in a
+ * JavaScript pattern without the `m` flag matches only at the very end: no trailing newline.) */
 export const RUNNER_ID_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
 export const TOKEN_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
+/** Contract 9.8: a UTC instant, `Z` or `+00:00`, seconds 00-59 (no leap second), year 0001-9999;
+ * the day is also checked against its month (`checks.ts`). `\d` is ASCII here, as the SDKs require. */
+export const TIME_PATTERN =
+  /^(?!0000)\d{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])T(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d{1,9})?(?:Z|\+00:00)$/;
 
 /** RFC 3339 in UTC with milliseconds, as every service writes times. */
 export function nowRfc3339(): string {

@@ -12,8 +12,22 @@ export class ContinuityError extends Error {
   }
 }
 
-/** 400: `malformed_json`, `missing_field`, `invalid_field`, or any other 400 code. */
-export class InvalidRequest extends ContinuityError {}
+/**
+ * 400: `malformed_json`, `missing_field`, `invalid_field`, `payload_too_large`, or any other 400
+ * code. Raised by a service, or by the SDK itself before anything is sent: every argument, event
+ * and request is checked against contract v1 as the services check it (src/checks.ts). A local
+ * refusal names the field as the contract does (`error.code`, `session.tenant`, `runner_id`) in
+ * `field`, never its value.
+ */
+export class InvalidRequest extends ContinuityError {
+  /** The refused field's contract path; null for a whole message or a service's reply. */
+  readonly field: string | null;
+
+  constructor(status: number, code: string, message: string, field: string | null = null) {
+    super(status, code, message);
+    this.field = field;
+  }
+}
 /** 404 `not_found`. */
 export class NotFound extends ContinuityError {}
 /** 409: a conflict with the stored state; the subclasses name the contract's codes. */

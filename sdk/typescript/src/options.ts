@@ -2,7 +2,8 @@
 
 import { readFileSync } from "node:fs";
 import { nkeyAuthenticator, type NodeConnectionOptions } from "@nats-io/transport-node";
-import { RUNNER_ID_PATTERN } from "./contract.js";
+import { RUNNER_ID_PATTERN, TOKEN_PATTERN } from "./contract.js";
+import { InvalidRequest } from "./errors.js";
 
 export interface ConnectOptions {
   /** NATS servers: a list, or one comma-separated string. */
@@ -25,6 +26,11 @@ export interface ConnectOptions {
   signingKeys?: Record<string, Uint8Array>;
   /** Which of `signingKeys` signs; default: the only one. */
   signingKeyId?: string;
+  /** Seconds `connect` may take to make the first connection, trying every server in turn;
+   * default 5. After that it throws `Unavailable`, so a runner whose NATS is unreachable, or is
+   * something else that accepts the connection but never speaks NATS, fails at start instead of
+   * hanging. Once connected, the connection reconnects forever. */
+  connectTimeout?: number;
   /** Seconds to wait for a reply to a request or a publish acknowledgement; default 5. */
   requestTimeout?: number;
   /** How long `reportResumeFailure` keeps retrying one event: at most this many publishes... */
@@ -50,6 +56,7 @@ export interface Settings {
   runnerId: string;
   signingKeys: Record<string, Uint8Array>;
   signingKeyId: string | null;
+  connectTimeoutMs: number;
   requestTimeoutMs: number;
   publishAttempts: number;
   publishDeadlineMs: number;
@@ -59,26 +66,35 @@ export interface Settings {
   onPublishRetry: ((eventId: string, attempt: number, error: Error) => void) | null;
 }
 
+/** An option `connect` cannot use: named, its value never repeated (it may be a secret). */
+function refused(option: string, why: string): InvalidRequest {
+  return new InvalidRequest(400, "invalid_field", `${option}: ${why}`, option);
+}
+
 function positive(value: number | undefined, fallback: number, what: string): number {
   const v = value ?? fallback;
-  if (!Number.isFinite(v) || v <= 0) throw new TypeError(`${what} must be a positive number`);
+  if (typeof v !== "number" || !Number.isFinite(v) || v <= 0) throw refused(what, "must be a positive number");
   return v;
 }
 
 export function settingsOf(options: ConnectOptions): Settings {
-  if (!RUNNER_ID_PATTERN.test(options.runnerId ?? "")) {
-    throw new TypeError("runnerId must match ^[A-Za-z0-9_-]{1,64}$");
+  if (typeof options.runnerId !== "string" || !RUNNER_ID_PATTERN.test(options.runnerId)) {
+    throw refused("runner_id", "must match ^[A-Za-z0-9_-]{1,64}$");
   }
   const signingKeys = { ...(options.signingKeys ?? {}) };
   const ids = Object.keys(signingKeys);
-  let signingKeyId = options.signingKeyId ?? (ids.length === 1 ? ids[0]! : null);
+  for (const id of ids) {
+    if (!TOKEN_PATTERN.test(id)) throw refused("signingKeys", "a signing key id must be a contract token");
+  }
+  const signingKeyId = options.signingKeyId ?? (ids.length === 1 ? ids[0]! : null);
   if (options.signingKeyId !== undefined && !(options.signingKeyId in signingKeys)) {
-    throw new TypeError("signingKeyId names no key of signingKeys");
+    throw refused("signingKeyId", "names no key of signingKeys");
   }
   return {
     runnerId: options.runnerId,
     signingKeys,
     signingKeyId,
+    connectTimeoutMs: positive(options.connectTimeout, 5, "connectTimeout") * 1000,
     requestTimeoutMs: positive(options.requestTimeout, 5, "requestTimeout") * 1000,
     publishAttempts: Math.floor(positive(options.publishAttempts, 30, "publishAttempts")),
     publishDeadlineMs: positive(options.publishDeadline, 60, "publishDeadline") * 1000,
@@ -90,22 +106,25 @@ export function settingsOf(options: ConnectOptions): Settings {
 }
 
 export function serverList(servers: string | string[]): string[] {
-  const list = (Array.isArray(servers) ? servers : servers.split(","))
+  const list = (Array.isArray(servers) ? servers : String(servers ?? "").split(","))
     .map((s) => s.trim())
     .filter((s) => s.length > 0);
-  if (list.length === 0) throw new TypeError("servers is empty");
+  if (list.length === 0) throw refused("servers", "no NATS server given");
   return list;
 }
 
 /** NATS options: reconnect forever, replies on the runner's own inbox prefix. */
-export function natsOptions(options: ConnectOptions): NodeConnectionOptions {
+export function natsOptions(options: ConnectOptions, settings: Settings): NodeConnectionOptions {
+  const servers = serverList(options.servers);
   const nats: NodeConnectionOptions = {
-    servers: serverList(options.servers),
+    servers,
     name: options.name ?? `continuity-runner-${options.runnerId}`,
     inboxPrefix: options.inboxPrefix ?? `_INBOX.${options.runnerId}`,
     maxReconnectAttempts: -1,
     reconnectTimeWait: 500,
-    timeout: 10_000,
+    // One server's share of connectTimeout, so that every server is tried within it (`connect`
+    // bounds the whole).
+    timeout: Math.max(1, Math.floor(settings.connectTimeoutMs / servers.length)),
   };
   const seed = options.nkeySeed ?? (options.nkeySeedFile ? readFileSync(options.nkeySeedFile, "utf8") : undefined);
   if (seed !== undefined) {

@@ -25,8 +25,21 @@ import {
   type JsMsg,
 } from "@nats-io/jetstream";
 import {
+  ATTEMPT,
+  archiveAnswer,
+  COMMAND_RESULT,
+  COMMIT_REQUEST,
+  DECIDE_REQUEST,
+  encodeChecked,
+  checkValue,
+  GET_REQUEST,
+  LIMITS,
+  REJECT_REQUEST,
+  RESUME_FAILED,
+  TOKEN,
+} from "./checks.js";
+import {
   nowRfc3339,
-  TOKEN_PATTERN,
   type ArchiveRequest,
   type ArchiveResult,
   type CommandResult,
@@ -62,9 +75,6 @@ export const subjects = {
   decisionsNext: (runnerId: string) => `$JS.API.CONSUMER.MSG.NEXT.${DECISIONS_STREAM}.${runnerId}`,
 };
 
-/** Archive output sent back is cut to this many characters (the archiver keeps at most 512). */
-const ARCHIVE_OUTPUT_LIMIT = 4096;
-
 const encoder = new TextEncoder();
 const decoder = new TextDecoder("utf-8", { fatal: true });
 
@@ -86,7 +96,8 @@ export interface SignArgs {
   attempt: number;
   command: string;
   status: string;
-  classification: string | null;
+  /** Default null. */
+  classification?: string | null;
   /** Default: now. */
   issuedAt?: string;
 }
@@ -127,18 +138,6 @@ export class Delivery {
 export type DecisionHandler = (decision: Decision) => unknown | Promise<unknown>;
 export type ArchiveHandler = (request: ArchiveRequest) => ArchiveResult | Promise<ArchiveResult>;
 
-function checkToken(value: unknown, field: string): void {
-  if (typeof value !== "string" || !TOKEN_PATTERN.test(value)) {
-    throw new InvalidRequest(400, "invalid_field", `${field} must match ^[A-Za-z0-9._:-]{1,128}$`);
-  }
-}
-
-function checkAttempt(value: unknown): void {
-  if (!Number.isInteger(value) || (value as number) < 1) {
-    throw new InvalidRequest(400, "invalid_field", "attempt must be an integer >= 1");
-  }
-}
-
 export class Runner {
   readonly runnerId: string;
   private readonly js: JetStreamClient;
@@ -158,9 +157,12 @@ export class Runner {
 
   // ---- session-store requests (contract 3) -----------------------------------------------------
 
+  // Each request is checked against the contract before it is sent (`InvalidRequest`, naming the
+  // field), as the session-store checks it: see checks.ts.
+
   /** Whether to resume the saved session or start fresh, asked at the provider's `ready` frame. */
-  decide(args: DecideArgs): Promise<DecideReply> {
-    return this.request<DecideReply>(subjects.decide, {
+  async decide(args: DecideArgs): Promise<DecideReply> {
+    const body = encodeChecked(DECIDE_REQUEST, {
       session: args.session,
       adapter: args.adapter,
       model: args.model,
@@ -168,43 +170,44 @@ export class Runner {
       latest_cursor: args.latestCursor,
       compatibility: args.compatibility,
       ready_generation: args.readyGeneration,
-    });
+    }, LIMITS.requestBytes);
+    return this.request<DecideReply>(subjects.decide, body);
   }
 
   /** Saves the session after a turn (or a validated cancellation). */
-  commit(args: CommitArgs): Promise<CommitReply> {
-    return this.request<CommitReply>(subjects.commit, {
+  async commit(args: CommitArgs): Promise<CommitReply> {
+    const body = encodeChecked(COMMIT_REQUEST, {
       session: args.session,
       native_session_id: args.nativeSessionId,
       adapter: args.adapter,
       model: args.model,
       cwd: args.cwd,
-      cursor: args.cursor,
-      prompt_hash: args.promptHash ?? null,
       checkpoint_policy: args.checkpointPolicy,
-      compatibility_generation: args.compatibilityGeneration ?? null,
-      expected_revision: args.expectedRevision ?? null,
-      epoch: args.epoch ?? null,
-      cancelled: args.cancelled ?? false,
-    });
+      cursor: args.cursor,
+      prompt_hash: args.promptHash,
+      compatibility_generation: args.compatibilityGeneration,
+      expected_revision: args.expectedRevision,
+      epoch: args.epoch,
+      cancelled: args.cancelled,
+    }, LIMITS.requestBytes);
+    return this.request<CommitReply>(subjects.commit, body);
   }
 
   /** The resume target is missing or corrupt: the next decision reseeds with the full transcript. */
-  reject(session: SessionRef, nativeSessionId: string, code: RejectCode): Promise<RejectReply> {
-    return this.request<RejectReply>(subjects.reject, { session, native_session_id: nativeSessionId, code });
+  async reject(session: SessionRef, nativeSessionId: string, code: RejectCode): Promise<RejectReply> {
+    const body = encodeChecked(REJECT_REQUEST, { session, native_session_id: nativeSessionId, code }, LIMITS.requestBytes);
+    return this.request<RejectReply>(subjects.reject, body);
   }
 
   /** The saved record, without secrets; `NotFound` when there is none. */
-  get(session: SessionRef): Promise<SessionView> {
-    return this.request<SessionView>(subjects.get, { session });
+  async get(session: SessionRef): Promise<SessionView> {
+    return this.request<SessionView>(subjects.get, encodeChecked(GET_REQUEST, { session }, LIMITS.requestBytes));
   }
 
-  private async request<R>(subject: string, body: unknown): Promise<R> {
+  private async request<R>(subject: string, body: Uint8Array): Promise<R> {
     let reply: Msg;
     try {
-      reply = await this.nc.request(subject, encoder.encode(JSON.stringify(body)), {
-        timeout: this.settings.requestTimeoutMs,
-      });
+      reply = await this.nc.request(subject, body, { timeout: this.settings.requestTimeoutMs });
     } catch (err) {
       throw requestFailure(subject, err);
     }
@@ -230,21 +233,28 @@ export class Runner {
 
   // ---- events (contract 4.1, 4.2) --------------------------------------------------------------
 
-  /** A command result signed with this runner's key (HMAC-SHA256 of the contract 4.2 lines). */
+  /**
+   * A command result signed with this runner's key (HMAC-SHA256 of the contract 4.2 lines), for
+   * the event of `runId` and `attempt`; checked as the event will be (`InvalidRequest`).
+   */
   signCommandResult(args: SignArgs): CommandResult {
+    checkValue(TOKEN, args.runId, "run_id");
+    checkValue(ATTEMPT, args.attempt, "attempt");
     const keyId = this.settings.signingKeyId;
     const key = keyId === null ? undefined : this.settings.signingKeys[keyId];
     if (keyId === null || key === undefined) {
-      throw new TypeError("no signing key: pass signingKeys (and signingKeyId when there are several)");
+      const option = Object.keys(this.settings.signingKeys).length === 0 ? "signingKeys" : "signingKeyId";
+      const why = "no signing key (set signingKeys, and signingKeyId when there are several)";
+      throw new InvalidRequest(400, "invalid_field", `${option}: ${why}`, option);
     }
-    checkToken(args.runId, "runId");
-    checkAttempt(args.attempt);
     const fields = {
       command: args.command,
       status: args.status,
-      classification: args.classification,
+      classification: args.classification ?? null,
       issued_at: args.issuedAt ?? nowRfc3339(),
     };
+    // Checked before signing: the signature is computed over these strings.
+    encodeChecked(COMMAND_RESULT, { ...fields, key_id: keyId, signature: "" }, LIMITS.eventBytes, "command_result");
     return { ...fields, key_id: keyId, signature: sign(key, this.runnerId, args.runId, args.attempt, fields) };
   }
 
@@ -255,11 +265,8 @@ export class Runner {
    */
   async reportResumeFailure(args: ResumeFailureArgs): Promise<string> {
     const eventId = args.eventId ?? `evt-${randomUUID()}`;
-    checkToken(eventId, "eventId");
-    checkToken(args.runId, "runId");
-    checkToken(args.nativeSessionId, "nativeSessionId");
-    checkAttempt(args.attempt);
-    const event = {
+    // The classifier only dead-letters an event that breaks the contract: refused here instead.
+    const data = encodeChecked(RESUME_FAILED, {
       type: "resume_failed",
       event_id: eventId,
       runner_id: this.runnerId,
@@ -268,19 +275,18 @@ export class Runner {
       session: args.session,
       native_session_id: args.nativeSessionId,
       occurred_at: nowRfc3339(),
-      error: args.error ?? null,
-      command_result: args.commandResult ?? null,
-      pending_tool_call: args.pendingToolCall ?? null,
-      governed_wait_elapsed: args.governedWaitElapsed ?? false,
-    };
-    await this.publishOnce(subjects.event(this.runnerId, "resume_failed"), eventId, JSON.stringify(event));
+      error: args.error,
+      command_result: args.commandResult,
+      pending_tool_call: args.pendingToolCall,
+      governed_wait_elapsed: args.governedWaitElapsed,
+    }, LIMITS.eventBytes);
+    await this.publishOnce(subjects.event(this.runnerId, "resume_failed"), eventId, data);
     return eventId;
   }
 
-  private async publishOnce(subject: string, msgId: string, payload: string): Promise<void> {
+  private async publishOnce(subject: string, msgId: string, data: Uint8Array): Promise<void> {
     const { publishAttempts, publishDeadlineMs, requestTimeoutMs } = this.settings;
     const deadline = Date.now() + publishDeadlineMs;
-    const data = encoder.encode(payload);
     let backoff = 200;
     for (let attempt = 1; ; attempt++) {
       try {
@@ -450,12 +456,7 @@ export class Runner {
       result = { exit_code: 2, timed_out: false, output: "invalid archive request" };
     } else {
       try {
-        const answer = await handler(request);
-        result = {
-          exit_code: Number.isInteger(answer?.exit_code) ? answer.exit_code : 1,
-          timed_out: answer?.timed_out === true,
-          output: typeof answer?.output === "string" ? answer.output.slice(0, ARCHIVE_OUTPUT_LIMIT) : "",
-        };
+        result = archiveAnswer(await handler(request));
       } catch (err) {
         const kind = err instanceof Error ? err.name.replace(/[^A-Za-z0-9_]/g, "").slice(0, 64) : "error";
         result = { exit_code: 1, timed_out: false, output: `archive handler failed (${kind})` };
@@ -532,9 +533,36 @@ function requestFailure(subject: string, err: unknown): ContinuityError {
   return new Unavailable(503, "unavailable", `the request on ${subject} failed: ${err instanceof Error ? err.name : "error"}`);
 }
 
-/** Connects to NATS as `options.runnerId`; the connection reconnects forever until closed. */
+/**
+ * Connects to NATS as `options.runnerId`. The first connection must be made within
+ * `connectTimeout` seconds, else `Unavailable` (naming the error's kind, never a URL: it may hold
+ * credentials); once made, the connection reconnects forever until closed.
+ */
 export async function connect(options: ConnectOptions): Promise<Runner> {
   const settings = settingsOf(options);
-  const nc = await natsConnect(natsOptions(options));
+  const attempt = natsConnect(natsOptions(options, settings));
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<"late">((resolve) => {
+    timer = setTimeout(() => resolve("late"), settings.connectTimeoutMs);
+  });
+  let nc: NatsConnection | "late";
+  try {
+    // Each server is given its share of the time; this bounds them all together.
+    nc = await Promise.race([attempt, late]);
+  } catch (err) {
+    throw new Unavailable(503, "unavailable", `no NATS server could be connected to (${errorKind(err)})`);
+  } finally {
+    clearTimeout(timer);
+  }
+  if (nc === "late") {
+    // A connection made after all is closed at once; a failure has nobody to tell.
+    attempt.then((c) => c.close()).catch(() => undefined);
+    throw new Unavailable(503, "unavailable", `no NATS server could be connected to within ${settings.connectTimeoutMs / 1000}s`);
+  }
   return new Runner(nc, settings);
+}
+
+/** An error's class name only: a NATS client's message can carry a server's URL. */
+function errorKind(err: unknown): string {
+  return err instanceof Error ? err.name.replace(/[^A-Za-z0-9_]/g, "").slice(0, 64) || "Error" : "error";
 }

@@ -1,21 +1,32 @@
 #!/bin/sh
 # A throwaway CA, a server certificate and a client certificate, for development and tests only:
-#   deploy/tls/make-dev-certs.sh OUT_DIR [EXTRA_DNS_NAME...]
+#   deploy/tls/make-dev-certs.sh [--only] OUT_DIR [EXTRA_DNS_NAME...]
 # writes OUT_DIR/ca.crt, server.crt + server.key (for localhost, 127.0.0.1, nats, redis and the
-# extra names) and client.crt + client.key (client authentication, for mutual TLS). The CA's key
-# is deleted once both certificates are signed, so nothing more can be issued under it. Keys are
-# readable by every user of OUT_DIR's filesystem: never use these files outside a throwaway setup
-# (docs/operations/tls.md shows how to issue real ones).
+# extra names; with --only, for the given names alone, as a cluster's certificate names its
+# Service and not the address a port-forward dials) and client.crt + client.key (client
+# authentication, for mutual TLS). The CA's key is deleted once both certificates are signed,
+# so nothing more can be issued under it. Keys are readable by every user of OUT_DIR's
+# filesystem: never use these files outside a throwaway setup (docs/operations/tls.md shows how
+# to issue real ones).
 set -eu
 
-out=${1:?usage: make-dev-certs.sh OUT_DIR [EXTRA_DNS_NAME...]}
+usage="usage: make-dev-certs.sh [--only] OUT_DIR [EXTRA_DNS_NAME...]"
+san="DNS:localhost,IP:127.0.0.1,DNS:nats,DNS:redis"
+if [ "${1:-}" = "--only" ]; then
+  san=""
+  shift
+fi
+out=${1:?$usage}
 shift
+if [ -z "$san" ] && [ $# -eq 0 ]; then
+  echo "$usage: --only needs at least one name" >&2
+  exit 2
+fi
 mkdir -p "$out"
 cd "$out"
 
-san="DNS:localhost,IP:127.0.0.1,DNS:nats,DNS:redis"
 for name in "$@"; do
-  san="$san,DNS:$name"
+  san="${san:+$san,}DNS:$name"
 done
 
 key() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$1" 2>/dev/null; }

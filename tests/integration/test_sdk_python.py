@@ -1,6 +1,7 @@
 """The Python runner SDK against the four services (in-process) on real NATS and Redis: every
-call, its typed errors, signatures, the archive answer, redelivery after a failed handler, and
-a resume failure published through a NATS restart."""
+call, its typed errors, signatures, the archive answer, redelivery after a failed handler, a
+resume failure published through a NATS restart, a first connection bounded in time, and every
+case of sdk/bad-inputs.json (refused before it is sent, or sent at the limits and taken)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,13 @@ import base64
 import contextlib
 import logging
 import os
+import socket
 import sys
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import nats
@@ -20,6 +24,7 @@ import pytest
 from continuity_runner import (
     ArchiveRequest,
     ArchiveResult,
+    ContinuityError,
     Decision,
     ErrorInfo,
     InvalidRequest,
@@ -35,6 +40,7 @@ from continuity_runner import (
 )
 from continuity_runner.types import CheckpointPolicy
 from nats.aio.client import Client
+from nats.js import JetStreamContext
 
 from continuity.servers import NatsServer, RedisServer
 from services.archiver.service import ArchiverApp
@@ -45,6 +51,7 @@ from shared import subjects
 from shared.config import Config
 from shared.runtime import App
 from tests.support import make_config, read_stream, running, wait_for
+from tests.support.sdk_inputs import BAD, GOOD, INPUTS, arguments, expand, play, strings
 
 pytestmark = pytest.mark.asyncio
 
@@ -427,5 +434,168 @@ async def test_an_event_over_the_size_limit_is_refused_before_it_is_published(st
         with pytest.raises(InvalidRequest) as refused:
             await runner.report_resume_failure("run-1", 1, _session(), "ns-1", error=huge)
         assert (refused.value.status, refused.value.code) == (400, "payload_too_large")
+    finally:
+        await runner.close()
+
+
+# ---- the first connection is bounded ---------------------------------------------------------
+
+
+def _closed_port() -> int:
+    """A port that was just free: bound, then closed, so nothing listens on it."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.asynccontextmanager
+async def _silent_server() -> AsyncIterator[int]:
+    """A TCP server that accepts connections and never says a word (no NATS INFO)."""
+    held: list[asyncio.StreamWriter] = []
+
+    async def accept(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        held.append(writer)  # kept open, unanswered, until the server closes
+
+    server = await asyncio.start_server(accept, "127.0.0.1", 0)
+    try:
+        yield int(server.sockets[0].getsockname()[1])
+    finally:
+        for writer in held:
+            writer.close()
+        server.close()
+        await server.wait_closed()
+
+
+async def _refused_connect(servers: str, connect_timeout: float) -> tuple[Unavailable, float]:
+    options = RunnerOptions(runner_id="sdk-unreachable", servers=servers, connect_timeout=connect_timeout)
+    started = time.monotonic()
+    with pytest.raises(Unavailable) as refused:
+        await asyncio.wait_for(connect(options), 30)  # a hang fails here instead of stalling the run
+    return refused.value, time.monotonic() - started
+
+
+async def test_an_unreachable_nats_is_unavailable_within_connect_timeout() -> None:
+    port = _closed_port()
+    err, took = await _refused_connect(f"nats://user:secret-pass@127.0.0.1:{port}", 1.0)
+    assert (err.status, err.code) == (503, "unavailable")
+    assert took < 1.0 + 3.0  # the bound, measured generously
+    assert "secret-pass" not in str(err) and "127.0.0.1" not in str(err)  # no URL: it may hold credentials
+
+
+async def test_a_server_that_never_speaks_nats_is_unavailable_within_connect_timeout() -> None:
+    async with _silent_server() as port:
+        err, took = await _refused_connect(f"nats://127.0.0.1:{port}", 1.0)
+    assert (err.status, err.code) == (503, "unavailable")
+    assert 0.9 <= took < 1.0 + 3.0
+
+
+async def test_every_server_is_tried_within_connect_timeout(sdk_nats: NatsServer) -> None:
+    """Three silent servers and a good one, in an order the client shuffles: each server gets its
+    share of the bound, so the good one is reached in time even when it comes last."""
+    async with _silent_server() as a, _silent_server() as b, _silent_server() as c:
+        silent = [f"nats://127.0.0.1:{port}" for port in (a, b, c)]
+        options = RunnerOptions(
+            runner_id=f"sdk-{uuid.uuid4().hex[:10]}", servers=[*silent, sdk_nats.url], connect_timeout=4.0
+        )
+        runner = await asyncio.wait_for(connect(options), 30)
+    try:
+        assert runner.nc.is_connected and runner.nc.connected_url is not None
+        assert runner.nc.connected_url.port == int(sdk_nats.url.rsplit(":", 1)[1])
+    finally:
+        await runner.close()
+
+
+# ---- sdk/bad-inputs.json: refused before anything is sent, or sent and taken -----------------
+
+
+@pytest.fixture(scope="module")
+def bare_nats(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
+    """NATS without any service or stream: whatever a runner sent here would end in
+    `Unavailable` (no responders), never in `InvalidRequest`, so a refusal is the SDK's own."""
+    server = NatsServer(tmp_path_factory.mktemp("bare-nats"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+async def bare_runner(bare_nats: NatsServer) -> AsyncIterator[Runner]:
+    runner = await _runner(bare_nats.url, publish_attempts=1, request_timeout=2.0)
+    yield runner
+    await runner.close()
+
+
+@pytest.mark.parametrize("case", BAD, ids=[c["name"] for c in BAD])
+async def test_a_bad_input_is_refused_before_anything_is_sent(
+    case: dict[str, Any], bare_nats: NatsServer, bare_runner: Runner
+) -> None:
+    args = arguments(case)
+    with pytest.raises(ContinuityError) as refused:
+        if case["call"] == "connect":
+            await (await connect(RunnerOptions(runner_id=args["runner_id"], servers=bare_nats.url))).close()
+        else:
+            await play(bare_runner, case["call"], args)
+    err = refused.value
+    assert type(err) is InvalidRequest, repr(err)
+    assert (err.status, err.code, err.field) == (400, case["code"], case["field"])
+    for value in strings(expand(case["input"])):
+        assert len(value) < 4 or value not in str(err), "the value is not repeated"
+
+
+async def _fate(js: JetStreamContext, runner_id: str, run_id: str, attempt: int) -> str | None:
+    """What became of the event of (run_id, attempt): a decision, a dead letter, or nothing yet."""
+    for msg in await read_stream(js, subjects.DECISIONS_STREAM, subjects.decisions(runner_id)):
+        decision = msgspec.json.decode(msg.data)
+        if (decision["run_id"], decision["attempt"]) == (run_id, attempt):
+            return "decision"
+    for msg in await read_stream(js, subjects.DEAD_STREAM, "continuity.dead.>"):
+        if run_id.encode() in msg.data:
+            return f"{msg.subject.rsplit('.', 1)[1]}:{(msg.headers or {}).get('Continuity-Dead-Reason')}"
+    return None
+
+
+@pytest.mark.parametrize("case", GOOD, ids=[c["name"] for c in GOOD])
+async def test_a_good_input_at_the_limits_is_sent_and_taken(
+    case: dict[str, Any], stack: str, observer: Client
+) -> None:
+    args, call = arguments(case), case["call"]
+    if call == "connect":
+        runner = await connect(RunnerOptions(runner_id=args["runner_id"], servers=stack))
+    else:
+        runner = await _runner(stack)
+    try:
+        if call == "connect":
+            session = SessionRef(**INPUTS["calls"]["get"]["session"])
+            try:
+                found = (await runner.get(session)).native_session_id
+            except NotFound:
+                found = "not found"
+            assert found  # answered on the runner's own inbox `_INBOX.<runner_id>`
+            return
+        if call not in ("report_resume_failure", "sign_command_result"):
+            try:
+                await play(runner, call, args)
+            except ContinuityError as err:
+                assert err.status == 409, repr(err)  # refused by the stored state, never as input
+            return
+        if call == "sign_command_result":
+            signed = await play(runner, call, args)
+            event = arguments({"call": "report_resume_failure"})
+            event.update(run_id=args["run_id"], attempt=args["attempt"], command_result=signed)
+            await play(runner, "report_resume_failure", event)
+            expected = "decision"  # signed with a key the services hold
+        else:
+            await play(runner, call, args)
+            # A signature no service key makes is quarantined: decoded, but not trusted.
+            expected = "quarantine:unknown_key" if args["command_result"] else "decision"
+        js, fates = observer.jetstream(), []
+
+        async def known() -> bool:
+            fate = await _fate(js, runner.runner_id, args["run_id"], args["attempt"])
+            fates.extend([fate] if fate else [])
+            return fate is not None
+
+        await wait_for(known, timeout=20, what="the event's decision or dead letter")
+        assert fates[-1] == expected
     finally:
         await runner.close()

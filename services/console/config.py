@@ -61,6 +61,16 @@ class ConsoleConfig:
     request_timeout_s: float = 5.0
     """CONTINUITY_CONSOLE_REQUEST_TIMEOUT_S: how long a page waits for a service's answer."""
 
+    login_failures: int = 5
+    """CONTINUITY_CONSOLE_LOGIN_FAILURES: wrong development tokens one client address may send
+    within the window; the next attempt is refused (429) until the oldest leaves the window."""
+
+    login_failures_total: int = 50
+    """CONTINUITY_CONSOLE_LOGIN_FAILURES_TOTAL: the same for every address together."""
+
+    login_window_s: int = 60
+    """CONTINUITY_CONSOLE_LOGIN_WINDOW_S: the window of those counts, in seconds."""
+
     @property
     def secure_cookies(self) -> bool:
         """Cookies are `Secure` whenever the public origin is HTTPS."""
@@ -105,6 +115,11 @@ class ConsoleConfig:
             origin=origin,
             session_ttl_s=_int(env, "CONTINUITY_CONSOLE_SESSION_TTL_S", d.session_ttl_s, 60, 30 * 86400),
             request_timeout_s=float(_int(env, "CONTINUITY_CONSOLE_REQUEST_TIMEOUT_S", 5, 1, 60)),
+            login_failures=_int(env, "CONTINUITY_CONSOLE_LOGIN_FAILURES", d.login_failures, 1, 1000),
+            login_failures_total=_int(
+                env, "CONTINUITY_CONSOLE_LOGIN_FAILURES_TOTAL", d.login_failures_total, 1, 100_000
+            ),
+            login_window_s=_int(env, "CONTINUITY_CONSOLE_LOGIN_WINDOW_S", d.login_window_s, 1, 86400),
         )
 
     def with_key(self) -> ConsoleConfig:

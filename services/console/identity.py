@@ -6,6 +6,8 @@
   field can name one.
 - Every browser has a signed session cookie (HttpOnly, SameSite=Strict). A form must carry the
   anti-forgery token derived from that session, and come from the console's own origin.
+- Wrong development tokens are counted per client address and in all (`LoginThrottle`): past
+  the limit, attempts are refused unchecked until the window has moved on.
 """
 
 from __future__ import annotations
@@ -15,10 +17,12 @@ import binascii
 import hashlib
 import hmac
 import ipaddress
+import math
 import re
 import secrets
+from collections import OrderedDict, deque
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import msgspec
 
@@ -29,6 +33,11 @@ COOKIE = "continuity_console"
 CSRF_FIELD = "csrf_token"
 _TOKEN = re.compile(TOKEN_PATTERN)
 _MAX_COOKIE = 1024
+_MAX_NEXT = 2048
+_NEXT_DECODINGS = 4
+"""A `next` still percent-encoded after this many decodings is refused: no link of the console
+is encoded more than twice."""
+_DOT_SEGMENTS = {".": 1, "%2e": 1, "..": 2, ".%2e": 2, "%2e.": 2, "%2e%2e": 2}
 
 
 class Refused(Exception):
@@ -139,7 +148,104 @@ def origin_allowed(expected: str, origin: str | None, referer: str | None) -> bo
     return False
 
 
+class LoginThrottle:
+    """Failed sign-ins within a sliding window, per client address and in all.
+
+    Memory stays bounded: each address keeps at most `per_address` times and the total at most
+    `total`; at most `max_addresses` addresses are kept, the one whose last failure is oldest
+    forgotten first (the total still counts its failures)."""
+
+    def __init__(self, per_address: int, total: int, window_s: float, max_addresses: int = 4096) -> None:
+        self._per_address = per_address
+        self._window_s = window_s
+        self._max_addresses = max_addresses
+        self._by_address: OrderedDict[str, deque[float]] = OrderedDict()
+        self._all: deque[float] = deque(maxlen=total)
+
+    @property
+    def addresses(self) -> int:
+        return len(self._by_address)
+
+    def wait_s(self, address: str, now: float) -> int:
+        """Whole seconds before `address` may try again; 0 when it may now."""
+        self._forget(now)
+        waits = [0.0]
+        failures = self._by_address.get(address)
+        if failures is not None and len(failures) >= self._per_address:
+            waits.append(failures[0] + self._window_s - now)
+        if self._all.maxlen is not None and len(self._all) >= self._all.maxlen:
+            waits.append(self._all[0] + self._window_s - now)
+        return max(math.ceil(w) for w in waits)
+
+    def failed(self, address: str, now: float) -> None:
+        self._forget(now)
+        failures = self._by_address.pop(address, None) or deque(maxlen=self._per_address)
+        failures.append(now)
+        self._by_address[address] = failures  # last: the most recent failure
+        self._all.append(now)
+        while len(self._by_address) > self._max_addresses:
+            self._by_address.popitem(last=False)
+
+    def _forget(self, now: float) -> None:
+        """Drop the failures that left the window, and the addresses left with none."""
+        edge = now - self._window_s
+        while self._all and self._all[0] <= edge:
+            self._all.popleft()
+        # Oldest last failure first: past the first address with a recent one, none is stale.
+        while self._by_address:
+            address, failures = next(iter(self._by_address.items()))
+            if failures[-1] > edge:
+                break
+            del self._by_address[address]
+        # Within an address, a failure that left the window is never counted: its deque holds
+        # at most `per_address` times, so an old first one means fewer recent than the limit.
+
+
 def dev_token_valid(config: ConsoleConfig, typed: str) -> bool:
     if not config.dev_token:
         return False
     return hmac.compare_digest(typed.encode(), config.dev_token.encode())
+
+
+def safe_next(target: str | None) -> str:
+    """Where to go after signing in: `target` when it is a path of this console, else "/".
+
+    Browsers drop tabs and newlines from a `Location`, trim spaces and controls, and read a
+    backslash as a slash, so `/<tab>/evil.example` would reach `//evil.example`, another site.
+    A target is kept only when it is printable ASCII and, as sent and after each percent-
+    decoding, has no whitespace, control or backslash, names no scheme or host, and does not
+    start with `//`, also once its dot-segments are resolved."""
+    if not target or len(target) > _MAX_NEXT or not target.isascii():
+        return "/"
+    text = target
+    for _ in range(_NEXT_DECODINGS):
+        if not _local_path(text):
+            return "/"
+        decoded = unquote(text)
+        if decoded == text:
+            return target
+        text = decoded
+    return "/"
+
+
+def _local_path(text: str) -> bool:
+    if any(ch == "\\" or ch.isspace() or not ch.isprintable() for ch in text):
+        return False
+    if not text.startswith("/") or text.startswith("//"):
+        return False
+    parts = urlsplit(text)
+    if parts.scheme or parts.netloc:
+        return False
+    return not _without_dot_segments(parts.path).startswith("//")
+
+
+def _without_dot_segments(path: str) -> str:
+    """`path` with `.` and `..` resolved as a browser resolves them (also percent-encoded)."""
+    kept: list[str] = []
+    for segment in path.split("/")[1:]:
+        dots = _DOT_SEGMENTS.get(segment.lower(), 0)
+        if dots == 2 and kept:
+            kept.pop()
+        elif dots == 0:
+            kept.append(segment)
+    return "/" + "/".join(kept)

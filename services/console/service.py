@@ -1,6 +1,7 @@
 """The console as a Continuity process: `shared.runtime.serve` gives it NATS (and the shared
 `/metrics`, `/healthz`, `/readyz`); it serves its pages on a port of its own and holds no
-state besides the signed cookies its browsers carry."""
+state besides the signed cookies its browsers carry, and, with the development login, the ids
+of signed-out sessions in a JetStream key-value bucket every replica reads."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 from aiohttp import web
 
 from services.console.config import ConsoleConfig
+from services.console.revocations import Revocations
 from services.console.streams import DecisionFeed
 from services.console.web import Console
 from shared.client import ContinuityClient
@@ -36,7 +38,10 @@ class ConsoleApp:
         self._feed = DecisionFeed(js)
         await self._feed.start()
         client = ContinuityClient(ctx.nc, timeout=self.config.request_timeout_s)
-        console = Console(self.config, client, js, self._feed)
+        revocations = None
+        if self.config.dev_token:  # only the development login signs sessions in
+            revocations = await Revocations.open(js, self.config.session_ttl_s, ctx.config.stream_replicas)
+        console = Console(self.config, client, js, self._feed, revocations)
         self._runner = web.AppRunner(console.app(), access_log=None, shutdown_timeout=5)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.config.host, self.config.port)

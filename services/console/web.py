@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import jinja2
 import nats.errors
@@ -26,6 +26,7 @@ from services.console.config import ConsoleConfig
 from services.console.identity import (
     COOKIE,
     CSRF_FIELD,
+    LoginThrottle,
     Refused,
     Session,
     Sessions,
@@ -33,7 +34,10 @@ from services.console.identity import (
     expected_origin,
     origin_allowed,
     proxy_identity,
+    safe_next,
 )
+from services.console.revocations import Revocations
+from services.console.rules import rule_of
 from services.console.runs_query import CURSOR_MESSAGE, REASONS, RUN_STATUSES, QueryError, count_label, parse
 from services.console.streams import DecisionFeed, recent_dead_letters, recent_decisions
 from shared import metrics
@@ -59,8 +63,15 @@ STATUS_COUNT_CAP = 100
 """The overview counts each status's runs up to this many, and shows more as `100+`."""
 LIVE_SHOWN = 10
 DEAD_SHOWN = 100
-FORM_BYTES = 16 * 1024
-"""The largest form accepted: evidence is at most 2000 characters."""
+FORM_BYTES = 64 * 1024
+"""The largest form body read. The largest valid form, the resolve form with 2000 characters of
+4-byte UTF-8 (12 bytes each once percent-encoded) and its other fields, is about 24,100 bytes;
+the evidence box lets a browser send at most `EVIDENCE_BOX` UTF-16 units of at most 9 bytes
+each, so whatever a browser sends is read, and a refused form comes back with its text."""
+EVIDENCE_BOX = 2 * EVIDENCE_CHARS
+"""The evidence box's `maxlength`. Browsers count UTF-16 units, where a character outside the
+Basic Multilingual Plane (𠮷) counts 2, so `maxlength` 2000 would cut valid evidence short; the
+console counts characters, as the contract does, and says when there are too many."""
 
 # What an error code of a service means for the person who pressed the button.
 MESSAGES = {
@@ -86,15 +97,25 @@ REFUSALS = {
     "not_signed_in": "Sign in first.",
     "bad_token": "That token is not valid.",
 }
+RECONCILE_LINK = "Record what the pending tool call did"
+
+
+def link(page: str, run_id: str, **query: str) -> str:
+    """The console's address of a run's `page` (`run`, `run/retry`, `reconciliation`,
+    `reconciliation/resolve`). The run id travels in the query: `.` and `..` are valid run ids,
+    and as path segments a browser would resolve them away (`/runs/..` is `/`)."""
+    return f"/{page}?{urlencode({'id': run_id, **query})}"
 
 
 class Failure(Exception):
     """A page that cannot be shown: an HTTP status and a message for people (never upstream text)."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, next_step: tuple[str, str] | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.next_step = next_step
+        """A link to what to do instead: (address, text)."""
 
 
 def age(rfc3339: str, now: datetime | None = None) -> str:
@@ -112,26 +133,31 @@ def age(rfc3339: str, now: datetime | None = None) -> str:
     return f"{seconds // 86400}d"
 
 
-def safe_next(target: str | None) -> str:
-    """Where to go after signing in: a path of this console only (never another site)."""
-    if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
-        return "/"
-    return target
-
-
 class Console:
-    def __init__(self, config: ConsoleConfig, client: ContinuityClient, js: Any, feed: DecisionFeed) -> None:
+    def __init__(
+        self,
+        config: ConsoleConfig,
+        client: ContinuityClient,
+        js: Any,
+        feed: DecisionFeed,
+        revocations: Revocations | None = None,
+    ) -> None:
         self.config = config
         self.client = client
         self.js = js
         self.feed = feed
         self.sessions = Sessions(config.session_key, config.session_ttl_s)
+        self.revocations = revocations
+        """Signed-out sessions, with the development login (the only sessions that sign in)."""
+        self.throttle = LoginThrottle(
+            config.login_failures, config.login_failures_total, config.login_window_s
+        )
         self.templates = jinja2.Environment(
             loader=jinja2.FileSystemLoader(HERE / "templates"),
             autoescape=True,
             undefined=jinja2.StrictUndefined,
         )
-        self.templates.globals.update(age=age, quote=quote)
+        self.templates.globals.update(age=age, link=link, rule_of=rule_of)
 
     # The application ----------------------------------------------------------------------
 
@@ -141,10 +167,13 @@ class Console:
         r = app.router
         r.add_get("/", self.overview, name="overview")
         r.add_get("/runs", self.runs, name="runs")
-        r.add_get("/runs/{run_id}", self.run, name="run")
-        r.add_post("/runs/{run_id}/retry", self.retry, name="retry")
-        r.add_get("/reconciliations/{run_id}", self.reconciliation, name="reconciliation")
-        r.add_post("/reconciliations/{run_id}/resolve", self.resolve, name="resolve")
+        r.add_get("/run", self.run, name="run")
+        r.add_post("/run/retry", self.retry, name="retry")
+        r.add_get("/reconciliation", self.reconciliation, name="reconciliation")
+        r.add_post("/reconciliation/resolve", self.resolve, name="resolve")
+        # The addresses of earlier releases, kept for links people saved: to the query form.
+        r.add_get("/runs/{run_id}", self.moved, name="run_moved")
+        r.add_get("/reconciliations/{run_id}", self.moved, name="reconciliation_moved")
         r.add_get("/dead", self.dead, name="dead")
         r.add_get("/events", self.events, name="events")
         r.add_get("/login", self.login_form, name="login")
@@ -201,6 +230,20 @@ class Console:
         cfg = self.config
         now = time.time()
         session = self.sessions.read(request.cookies.get(COOKIE), now)
+        if (
+            session is not None
+            and session.actor is not None
+            and self.revocations is not None
+            and page != "static"
+        ):
+            try:
+                if await self.revocations.revoked(session.sid):
+                    metrics.labelled(metrics.CONSOLE_REFUSED, "session_revoked").inc()
+                    session = None  # signed out: a copy of the cookie signs nobody in
+            except (nats.errors.Error, TimeoutError):
+                return self._page(
+                    request, "error.html", 503, message="The sign-in cannot be checked; retry in a moment."
+                )
         header = request.headers.get(cfg.identity_header) if cfg.identity_header else None
         try:
             actor = proxy_identity(cfg, request.remote, header)
@@ -219,11 +262,16 @@ class Console:
             try:
                 form = await request.post()
             except web.HTTPRequestEntityTooLarge:
-                return self._page(request, "error.html", 413, message="The form is too large.")
-            token = form.get(CSRF_FIELD)
-            if NEW_COOKIE in request or not self.sessions.csrf_valid(session, str(token or "")):
-                return self._refused(request, Refused("csrf_invalid"))
-            request[FORM] = form
+                if page != "resolve":
+                    return self._page(request, "error.html", 413, message="The form is too large.")
+                # Nothing of it is acted on: its form is shown again (a read, as its page is),
+                # saying why; a browser's evidence box never sends this much.
+                handler = self._resolve_too_large
+            else:
+                token = form.get(CSRF_FIELD)
+                if NEW_COOKIE in request or not self.sessions.csrf_valid(session, str(token or "")):
+                    return self._refused(request, Refused("csrf_invalid"))
+                request[FORM] = form
         if page not in PUBLIC_PAGES and actor is None:
             if request.method == "GET" and cfg.dev_token and page != "events":
                 raise web.HTTPSeeOther(f"/login?next={quote(request.path_qs, safe='')}")
@@ -231,7 +279,9 @@ class Console:
         try:
             return await handler(request)
         except Failure as failure:
-            return self._page(request, "error.html", failure.status, message=failure.message)
+            return self._page(
+                request, "error.html", failure.status, message=failure.message, next_step=failure.next_step
+            )
         except RequestError as err:
             return self._page(request, "error.html", err.status, message=MESSAGES.get(err.code, err.message))
         except (nats.errors.Error, TimeoutError):
@@ -269,10 +319,14 @@ class Console:
         return actor
 
     def _run_id(self, request: web.Request) -> str:
-        run_id = request.match_info["run_id"]
+        run_id = request.query.get("id", "")
         if not _TOKEN.match(run_id):
             raise Failure(400, "That is not a run id.")
         return run_id
+
+    async def moved(self, request: web.Request) -> web.Response:
+        page = "run" if request.path.startswith("/runs/") else "reconciliation"
+        raise web.HTTPMovedPermanently(link(page, request.match_info["run_id"]))
 
     async def overview(self, request: web.Request) -> web.Response:
         # One short listing per status: a count up to the cap, and the cap's `+` beyond it.
@@ -309,7 +363,7 @@ class Console:
         if run_id:
             if not _TOKEN.match(run_id):
                 raise Failure(400, "That is not a run id.")
-            raise web.HTTPSeeOther(f"/runs/{quote(run_id, safe='')}")
+            raise web.HTTPSeeOther(link("run", run_id))
         try:
             query = parse(q)
         except QueryError as bad:
@@ -362,6 +416,7 @@ class Console:
             record=record,
             outcomes=OUTCOMES,
             evidence_max=EVIDENCE_CHARS,
+            evidence_box=EVIDENCE_BOX,
             error=error,
             done=request.query.get("done"),
             typed_evidence=str(form.get("evidence", "")) if form else "",
@@ -404,7 +459,8 @@ class Console:
         run_id = self._run_id(request)
         form: MultiDictProxy[Any] = request[FORM]
         outcome = str(form.get("outcome", ""))
-        evidence = str(form.get("evidence", "")).strip()
+        # Browsers send a line break as CRLF and count it as one character: so does the console.
+        evidence = str(form.get("evidence", "")).replace("\r\n", "\n").strip()
         error = None
         if outcome not in OUTCOMES:
             error = "Choose what the tool call did."
@@ -422,14 +478,28 @@ class Console:
                 actor=self._actor(request),
             )
         )
-        raise web.HTTPSeeOther(f"/reconciliations/{quote(run_id, safe='')}?done=resolved")
+        raise web.HTTPSeeOther(link("reconciliation", run_id, done="resolved"))
+
+    async def _resolve_too_large(self, request: web.Request) -> web.Response:
+        message = (
+            f"The form was larger than the console reads ({FORM_BYTES // 1024} KiB), so nothing of it "
+            f"was kept: the evidence is at most {EVIDENCE_CHARS} characters."
+        )
+        return await self.reconciliation(request, error=message, status=413)
 
     async def retry(self, request: web.Request) -> web.Response:
         run_id = self._run_id(request)
         if request[FORM].get("confirm") != "yes":
             raise Failure(400, "Confirm that the cause was removed before retrying.")
-        await self.client.retry(RetryRequest(run_id=run_id, actor=self._actor(request)))
-        raise web.HTTPSeeOther(f"/runs/{quote(run_id, safe='')}?done=retried")
+        try:
+            await self.client.retry(RetryRequest(run_id=run_id, actor=self._actor(request)))
+        except RequestError as err:
+            if err.code != "reconciliation_required":
+                raise
+            # The run moved on since its page was shown: what it waits on instead is one click away.
+            reconcile = (link("reconciliation", run_id), RECONCILE_LINK)
+            raise Failure(err.status, MESSAGES[err.code], reconcile) from None
+        raise web.HTTPSeeOther(link("run", run_id, done="retried"))
 
     # Signing in (development) -------------------------------------------------------------
 
@@ -443,12 +513,30 @@ class Console:
             raise Failure(404, "Sign in through the authenticating proxy.")
         form: MultiDictProxy[Any] = request[FORM]
         target = safe_next(str(form.get("next", "/")))
+        address, now = request.remote or "-", time.time()
+        wait_s = self.throttle.wait_s(address, now)
+        if wait_s:
+            # Refused before the token is compared: guesses past the limit learn nothing.
+            metrics.labelled(metrics.CONSOLE_REFUSED, "login_throttled").inc()
+            error = f"Too many wrong tokens: try again in {wait_s} seconds."
+            response = self._page(request, "login.html", 429, next=target, error=error)
+            response.headers["Retry-After"] = str(wait_s)
+            return response
         if not dev_token_valid(self.config, str(form.get("token", ""))):
+            self.throttle.failed(address, now)
             metrics.labelled(metrics.CONSOLE_REFUSED, "bad_token").inc()
             return self._page(request, "login.html", 401, next=target, error=REFUSALS["bad_token"])
-        _, request[NEW_COOKIE] = self.sessions.issue(self.config.dev_actor, time.time())
+        _, request[NEW_COOKIE] = self.sessions.issue(self.config.dev_actor, now)
         raise web.HTTPSeeOther(target)
 
     async def logout(self, request: web.Request) -> web.Response:
+        session = request[SESSION]
+        if session.actor is not None and self.revocations is not None:
+            try:
+                await self.revocations.revoke(session.sid)
+            except (nats.errors.Error, TimeoutError):
+                raise Failure(
+                    503, "Signing out could not be recorded, so you are still signed in; retry."
+                ) from None
         _, request[NEW_COOKIE] = self.sessions.issue(None, time.time())
         raise web.HTTPSeeOther("/login" if self.config.dev_token else "/")

@@ -46,6 +46,7 @@ class Run:
     run_id: str
     runner_id: str
     session: SessionRef
+    attempt: int = 1
 
 
 class Runs:
@@ -56,18 +57,18 @@ class Runs:
         self.js = nc.jetstream()
         self.client = ContinuityClient(nc)
 
-    async def _event(self, tenant: str | None = None, **fields: Any) -> Run:
-        session = new_session()
-        if tenant is not None:
-            session = msgspec.structs.replace(session, tenant=tenant)
-        run = Run(f"run-{uuid.uuid4().hex[:12]}", f"r{uuid.uuid4().hex[:10]}", session)
-        await self.client.commit(commit_req(run.session, compatibility_generation=GENERATION))
+    async def _event(
+        self, tenant: str | None = None, run_id: str | None = None, after: Run | None = None, **fields: Any
+    ) -> Run:
+        """A new run's first attempt (named `run_id`, else a fresh id), or `after`'s next one."""
+        run, attempt = (after, after.attempt + 1) if after else (await self._new(tenant, run_id), 1)
+        run.attempt = attempt
         event = ResumeFailed(
             type="resume_failed",
             event_id=f"ev-{uuid.uuid4().hex}",
             runner_id=run.runner_id,
             run_id=run.run_id,
-            attempt=1,
+            attempt=attempt,
             session=run.session,
             native_session_id="ns-1",
             occurred_at=now_rfc3339(),
@@ -80,10 +81,22 @@ class Runs:
         )
         return run
 
-    async def reconciling(self, tenant: str | None = None) -> Run:
+    async def _new(self, tenant: str | None, run_id: str | None) -> Run:
+        session = new_session()
+        if tenant is not None:
+            session = msgspec.structs.replace(session, tenant=tenant)
+        run = Run(run_id or f"run-{uuid.uuid4().hex[:12]}", f"r{uuid.uuid4().hex[:10]}", session)
+        await self.client.commit(commit_req(run.session, compatibility_generation=GENERATION))
+        return run
+
+    async def reconciling(
+        self, tenant: str | None = None, run_id: str | None = None, after: Run | None = None
+    ) -> Run:
         """A run stopped on a pending tool call, its reconciliation open."""
         run = await self._event(
             tenant,
+            run_id,
+            after,
             pending_tool_call=ToolCall(
                 tool_call_id="call-1", tool_name="paperclip_call_assigned_tool", started_at=now_rfc3339()
             ),
@@ -99,10 +112,12 @@ class Runs:
         await wait_for(opened, what="the reconciliation opened")
         return run
 
-    async def stopped(self, tenant: str | None = None) -> Run:
+    async def stopped(self, tenant: str | None = None, run_id: str | None = None) -> Run:
         """A run stopped for an operator (a replay conflict)."""
         run = await self._event(
-            tenant, error=ErrorInfo(type="runner_error", code="native_event_replay_conflict", message="x")
+            tenant,
+            run_id,
+            error=ErrorInfo(type="runner_error", code="native_event_replay_conflict", message="x"),
         )
         await self.wait_status(run, "operator")
         return run

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import base64
 import ipaddress
+from urllib.parse import unquote, urljoin, urlsplit
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from services.console.config import ConsoleConfig
 from services.console.identity import (
@@ -15,9 +18,9 @@ from services.console.identity import (
     expected_origin,
     origin_allowed,
     proxy_identity,
+    safe_next,
 )
 from services.console.runs_query import age_seconds
-from services.console.web import safe_next
 from shared.config import ConfigError
 
 KEY = b"k" * 32
@@ -119,10 +122,150 @@ def test_configuration_needs_a_way_to_sign_in_and_names_the_bad_variable() -> No
     assert "session_key" not in repr(config) or KEY.decode() not in repr(config)
 
 
-def test_after_login_only_a_path_of_the_console_is_followed() -> None:
-    assert safe_next("/runs?status=operator") == "/runs?status=operator"
-    for target in ("https://evil.example/", "//evil.example", "/\\evil.example", "", None):
-        assert safe_next(target) == "/"
+def browser_target(location: str) -> tuple[str, str]:
+    """Where a browser goes for a `Location` answered by http://console.example/login: the URL
+    standard's clean-up (C0 controls and spaces trimmed, tabs and newlines removed, a backslash
+    read as a slash in an http URL), then the reference resolved. Returns (origin, path)."""
+    cleaned = location.strip("".join(map(chr, range(0x21))))
+    cleaned = "".join(ch for ch in cleaned if ch not in "\t\n\r").replace("\\", "/")
+    target = urlsplit(urljoin("http://console.example/login", cleaned))
+    return f"{target.scheme}://{target.netloc}", target.path
+
+
+def decodings(text: str) -> list[str]:
+    """`text` and each percent-decoding of it until nothing changes."""
+    found = [text]
+    while len(found) < 10 and unquote(found[-1]) != found[-1]:
+        found.append(unquote(found[-1]))
+    return found
+
+
+HOSTILE_NEXT = (
+    "https://evil.example/",
+    "//evil.example",
+    "/\\evil.example",
+    "\\/evil.example",
+    "/\t/evil.example",  # a browser drops the tab: //evil.example
+    "/%09/evil.example",
+    "/%2509/evil.example",
+    "/\r\n/evil.example",
+    "/%0d%0a/evil.example",
+    "/%0D/evil.example",
+    "/\n/evil.example",
+    "/ /evil.example",
+    "/%20/evil.example",
+    " //evil.example",
+    "\t//evil.example",
+    "/\x00/evil.example",
+    "/%00/evil.example",
+    "/\x0b/evil.example",
+    "/\x7f/evil.example",
+    "/\u3000/evil.example",
+    "/%E3%80%80/evil.example",
+    "/\u2028/evil.example",
+    "/\u200b/evil.example",
+    "/%5Cevil.example",
+    "/%5cevil.example",
+    "/%2F%2Fevil.example",
+    "/%2f/evil.example",
+    "/%252F%252Fevil.example",
+    "/./%2Fevil.example",
+    "/a/..//evil.example",
+    "/a/%2e%2e//evil.example",
+    "/.//evil.example",
+    "/%2E//evil.example",
+    "http:evil.example",
+    "https:/evil.example",
+    "javascript:alert(1)",
+    "data:text/html,x",
+    "evil.example",
+    "",
+    None,
+    "/" + "a" * 5000,
+)
+
+
+@pytest.mark.parametrize("target", HOSTILE_NEXT)
+def test_after_login_a_hostile_next_falls_back_to_the_overview(target: str | None) -> None:
+    assert safe_next(target) == "/"
+
+
+def test_after_login_a_path_of_the_console_is_followed() -> None:
+    for target in (
+        "/",
+        "/runs?status=operator",
+        "/run?id=..",
+        "/run?id=.",
+        "/runs?tenant=a%3Ab&limit=5",
+        "/dead",
+    ):
+        assert safe_next(target) == target
+
+
+_PIECES = st.sampled_from(
+    [
+        "/",
+        "//",
+        "\\",
+        "%2f",
+        "%2F",
+        "%5c",
+        "%5C",
+        "%25",
+        "%09",
+        "%0a",
+        "%0D",
+        "%00",
+        "%20",
+        "%2e",
+        ".",
+        "..",
+        "\t",
+        "\n",
+        "\r",
+        " ",
+        "\x0c",
+        "\x00",
+        "\u3000",
+        "\u2028",
+        "\ufeff",
+        "http:",
+        "https:",
+        "javascript:",
+        "evil.example",
+        "runs",
+        "?",
+        "#",
+        "@",
+        "=",
+        "a",
+        ":",
+    ]
+)
+
+
+@settings(max_examples=2000)
+@given(st.lists(_PIECES, max_size=8).map("".join))
+def test_a_next_either_falls_back_or_stays_on_the_console(target: str) -> None:
+    followed = safe_next(target)
+    if followed == "/":
+        return
+    assert followed == target  # a path is kept exactly, or not at all
+    origin, path = browser_target(followed)
+    assert origin == "http://console.example" and not path.startswith("//")
+    for text in decodings(followed):
+        assert text.startswith("/") and not text.startswith("//")
+        assert not any(ch == "\\" or ch.isspace() or not ch.isprintable() for ch in text)
+
+
+@given(
+    st.from_regex(
+        r"/[A-Za-z0-9_-]{1,12}(/[A-Za-z0-9_-]{1,12}){0,3}(\?[a-z_]{1,8}=[A-Za-z0-9.:_-]{0,12})?",
+        fullmatch=True,
+    )
+)
+def test_every_plain_path_of_the_console_is_followed(target: str) -> None:
+    assert safe_next(target) == target
 
 
 def test_ages_of_the_runs_filter() -> None:

@@ -13,7 +13,8 @@
     try { d = JSON.parse(event.data); } catch (e) { return; }
     var item = document.createElement("li");
     var link = document.createElement("a");
-    link.href = "/runs/" + encodeURIComponent(d.run_id);
+    // The run id in the query: `.` and `..` are run ids a path would resolve away.
+    link.href = "/run?id=" + encodeURIComponent(d.run_id);
     link.textContent = d.run_id;
     var action = document.createElement("span");
     action.className = "action";

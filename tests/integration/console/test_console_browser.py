@@ -15,7 +15,7 @@ from playwright.async_api import Browser, Page, expect
 
 from shared import subjects
 from tests.support import wait_for
-from tests.support.console import DEV_ACTOR, DEV_TOKEN, GENERATION, Consoles, Runs
+from tests.support.console import DEV_ACTOR, DEV_TOKEN, GENERATION, Consoles, Run, Runs
 
 pytestmark = pytest.mark.asyncio
 
@@ -74,8 +74,12 @@ async def test_a_stopped_run_is_retried_with_the_keyboard_after_a_confirmation(
     page: Page, runs: Runs, artifacts: Path
 ) -> None:
     run = await runs.stopped()
-    await page.goto(f"/runs/{run.run_id}")
+    await runs.indexed(run, "operator")
+    await page.goto(f"/runs?runner_id={run.runner_id}")
+    await page.locator("#runs").get_by_role("link", name=run.run_id).click()
     await expect(page.locator("#run-status")).to_have_text("operator")
+    await expect(page.locator("#failure-class")).to_have_text("event_replay_conflict")
+    await expect(page.locator("#rule")).to_contain_text("replay")
     await shot(page, artifacts, "run-stopped")
 
     button = page.get_by_role("button", name="Retry run")
@@ -215,3 +219,124 @@ async def test_the_runs_page_filters_the_index_and_pages_with_its_links(
     await page.get_by_label("Older than").fill("1h")
     await page.get_by_role("button", name="Filter").click()
     await expect(page.get_by_text("No run matches.")).to_be_visible()
+
+
+async def test_a_hostile_next_after_signing_in_stays_on_the_console(
+    browser: Browser, consoles: Consoles
+) -> None:
+    context = await browser.new_context(base_url=consoles.url)
+    elsewhere: list[str] = []
+    context.on(
+        "request",
+        lambda request: None if request.url.startswith(consoles.url) else elsewhere.append(request.url),
+    )
+    await context.route("http://evil.example/**", lambda route: route.abort())
+    page = await context.new_page()
+    await page.goto("/login?next=%2F%09%2Fevil.example")  # `/<tab>/evil.example`
+    await page.get_by_label("Development token").fill(DEV_TOKEN)
+    await page.get_by_role("button", name="Sign in").click()
+    await expect(page.locator("#actor")).to_have_text(DEV_ACTOR)
+    await expect(page).to_have_url(f"{consoles.url}/")
+    assert elsewhere == []
+    await context.close()
+
+
+def japanese(chars: int) -> str:
+    """`chars` characters of Japanese with line breaks; 𠮷 is 4 bytes in UTF-8."""
+    line = "𠮷野家の注文システムでcall-1の記録を確認しました。注文は作成されていません。\n"
+    return (line * (chars // len(line) + 1))[: chars - 1] + "。"
+
+
+async def test_evidence_of_2000_japanese_characters_resolves(page: Page, runs: Runs) -> None:
+    run = await runs.reconciling()
+    await page.goto("/")
+    await (
+        page.get_by_role("region", name="Open reconciliations, oldest first")
+        .get_by_role("link", name=run.run_id)
+        .click()
+    )
+    evidence = japanese(2000)
+    assert len(evidence) == 2000
+    await page.get_by_label("It was not performed").check()
+    await page.get_by_label("Evidence").fill(evidence)
+    await page.get_by_role("button", name="Record outcome and continue").click()
+    await expect(page.locator("#done")).to_be_visible()
+    record = await runs.client.reconciliation(run.run_id)
+    assert record.resolution is not None and record.resolution.evidence == evidence
+
+
+async def test_evidence_over_the_limit_comes_back_with_what_was_typed(page: Page, runs: Runs) -> None:
+    run = await runs.reconciling()
+    await page.goto("/")
+    await (
+        page.get_by_role("region", name="Open reconciliations, oldest first")
+        .get_by_role("link", name=run.run_id)
+        .click()
+    )
+    evidence = japanese(2100)
+    await page.get_by_label("Part of it took effect").check()
+    await page.get_by_label("Evidence").fill(evidence)
+    await page.get_by_role("button", name="Record outcome and continue").click()
+    await expect(page.get_by_role("alert")).to_contain_text("2100 characters; at most 2000")
+    await expect(page.get_by_label("Evidence")).to_have_value(evidence)
+    await expect(page.get_by_label("Part of it took effect")).to_be_checked()
+    assert (await runs.client.reconciliation(run.run_id)).status == "open"
+
+
+async def test_runs_named_dot_and_dot_dot_are_opened_retried_and_resolved(page: Page, runs: Runs) -> None:
+    # `.` and `..` are valid run ids; as path segments a browser would resolve them away.
+    dots, dot = await runs.stopped(run_id=".."), await runs.stopped(run_id=".")
+    await runs.indexed(dots, "operator")
+    await runs.indexed(dot, "operator")
+
+    # `..` from the runs list: retried after the confirmation.
+    await page.goto(f"/runs?runner_id={dots.runner_id}")
+    await page.locator("#runs").get_by_role("link", name="..", exact=True).click()
+    await expect(page.get_by_role("heading", level=1)).to_have_text("Run ..")
+    await expect(page.locator("#run-status")).to_have_text("operator")
+    await page.get_by_label("I removed the cause").check()
+    await page.get_by_role("button", name="Retry run").click()
+    await expect(page.locator("#done")).to_be_visible()
+    await expect(page.locator("#run-status")).to_have_text("continued")
+
+    # `.` by its id; while its page is open, the runner's next attempt waits on a tool call.
+    await page.goto("/runs")
+    await page.get_by_label("Run id").fill(".")
+    await page.get_by_role("button", name="Open").click()
+    await expect(page.get_by_role("heading", level=1)).to_have_text("Run .")
+    await expect(page.locator("#run-status")).to_have_text("operator")
+    await runs.reconciling(after=dot)
+    await page.get_by_label("I removed the cause").check()
+    await page.get_by_role("button", name="Retry run").click()
+    await expect(page.get_by_role("alert")).to_contain_text("waits on a reconciliation")
+    await page.get_by_role("link", name="Record what the pending tool call did").click()
+    await expect(page.get_by_role("heading", level=1)).to_have_text("Reconciliation of run .")
+    await page.get_by_label("It completed").check()
+    await page.get_by_label("Evidence").fill("The ticket exists.")
+    await page.get_by_role("button", name="Record outcome and continue").click()
+    await expect(page.locator("#done")).to_be_visible()
+    await page.get_by_role("link", name=".", exact=True).click()
+    await expect(page.get_by_role("heading", level=1)).to_have_text("Run .")
+    await expect(page.locator("#timeline")).to_contain_text(f"operator_resolve by {DEV_ACTOR}")
+
+    # `..`'s next attempt waits on a tool call too: resolved from the overview.
+    await runs.reconciling(after=dots)
+    await page.goto("/")
+    await (
+        page.get_by_role("region", name="Open reconciliations, oldest first")
+        .get_by_role("link", name="..", exact=True)
+        .click()
+    )
+    await expect(page.get_by_role("heading", level=1)).to_have_text("Reconciliation of run ..")
+    await page.get_by_label("It was not performed").check()
+    await page.get_by_label("Evidence").fill("No ticket.")
+    await page.get_by_role("button", name="Record outcome and continue").click()
+    await expect(page.locator("#done")).to_be_visible()
+
+    for run, reasons in ((dots, ["operator_retry", "execution_reconciled"]), (dot, ["execution_reconciled"])):
+
+        async def continued(run: Run = run, reasons: list[str] = reasons) -> bool:
+            fresh = [d.reason for d in await runs.decisions(run) if d.action == "continue_fresh"]
+            return fresh == reasons
+
+        await wait_for(continued, what=f"continue_fresh for run {run.run_id}")

@@ -9,21 +9,26 @@ import html
 import re
 import uuid
 from collections.abc import AsyncIterator
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 import aiohttp
 import pytest
 from prometheus_client import REGISTRY
+from yarl import URL
 
+from continuity.servers import NatsServer, RedisServer
+from services.console.config import ConsoleConfig
+from services.console.identity import COOKIE
 from services.console.runs_query import RUN_STATUSES, count_label
+from services.console.service import ConsoleApp
 from services.console.web import STATUS_COUNT_CAP
 from shared.contracts import RunsListRequest
-from tests.support import wait_for
-from tests.support.console import DEV_TOKEN, GENERATION, HEADER, Consoles, Runs
+from tests.support import make_config, running, wait_for
+from tests.support.console import DEV_ACTOR, DEV_TOKEN, GENERATION, HEADER, Consoles, Runs
 
 pytestmark = pytest.mark.asyncio
 CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
-ROW_LINK = re.compile(r'<td><a href="/runs/([^"]+)">')
+ROW_LINK = re.compile(r'<td><a href="(/run\?id=[^"]+)">')
 NEXT = re.compile(r'<a href="([^"]+)" rel="next">')
 
 
@@ -94,8 +99,8 @@ async def test_a_form_without_its_token_or_from_elsewhere_is_refused_and_changes
 ) -> None:
     run = await runs.reconciling()
     who = {HEADER: "proxy-carol"}
-    page = f"{consoles.url}/reconciliations/{run.run_id}"
-    action = f"{page}/resolve"
+    page = f"{consoles.url}{page_of('reconciliation', run.run_id)}"
+    action = f"{consoles.url}/reconciliation/resolve?{urlencode({'id': run.run_id})}"
     token = await csrf_of(http, page, **who)
     form = {"outcome": "completed", "evidence": "checked", "csrf_token": token, "actor": "mallory"}
     async with http.post(
@@ -121,11 +126,11 @@ async def test_no_page_shows_a_generation_value(
     consoles: Consoles, http: aiohttp.ClientSession, runs: Runs
 ) -> None:
     run = await runs.stopped()
-    for path in ("/", "/runs", f"/runs/{run.run_id}", "/dead"):
+    for path in ("/", "/runs", page_of("run", run.run_id), "/dead"):
         async with http.get(f"{consoles.url}{path}", headers={HEADER: "proxy-dan"}) as r:
             text = await r.text()
             assert r.status == 200 and GENERATION not in text, path
-    async with http.get(f"{consoles.url}/runs/{run.run_id}", headers={HEADER: "proxy-dan"}) as r:
+    async with http.get(f"{consoles.url}{page_of('run', run.run_id)}", headers={HEADER: "proxy-dan"}) as r:
         assert "stored, trusted" in await r.text()
 
 
@@ -134,24 +139,24 @@ async def test_a_retry_needs_its_confirmation(
 ) -> None:
     run = await runs.stopped()
     who = {HEADER: "proxy-erin", "Origin": consoles.url}
-    page = f"{consoles.url}/runs/{run.run_id}"
-    token = await csrf_of(http, page, **who)
-    async with http.post(f"{page}/retry", data={"csrf_token": token}, headers=who) as r:
+    token = await csrf_of(http, f"{consoles.url}{page_of('run', run.run_id)}", **who)
+    retry = f"{consoles.url}/run/retry?{urlencode({'id': run.run_id})}"
+    async with http.post(retry, data={"csrf_token": token}, headers=who) as r:
         assert r.status == 400
     assert (await runs.client.run(run.run_id)).status == "operator"
-    async with http.post(f"{page}/retry", data={"csrf_token": token, "confirm": "yes"}, headers=who) as r:
+    async with http.post(retry, data={"csrf_token": token, "confirm": "yes"}, headers=who) as r:
         assert r.status == 200
     assert (await runs.client.run(run.run_id)).status == "continued"
-    async with http.post(f"{page}/retry", data={"csrf_token": token, "confirm": "yes"}, headers=who) as r:
+    async with http.post(retry, data={"csrf_token": token, "confirm": "yes"}, headers=who) as r:
         assert r.status == 409
 
 
 async def test_bad_run_ids_and_unknown_runs_are_clear_errors(
     consoles: Consoles, http: aiohttp.ClientSession
 ) -> None:
-    async with http.get(f"{consoles.url}/runs/not%20a%20token", headers={HEADER: "proxy-fay"}) as r:
+    async with http.get(f"{consoles.url}/run?id=not%20a%20token", headers={HEADER: "proxy-fay"}) as r:
         assert r.status == 400
-    async with http.get(f"{consoles.url}/runs/run-unknown-1", headers={HEADER: "proxy-fay"}) as r:
+    async with http.get(f"{consoles.url}/run?id=run-unknown-1", headers={HEADER: "proxy-fay"}) as r:
         assert r.status == 404 and "No such run" in await r.text()
 
 
@@ -162,7 +167,8 @@ async def runs_page(http: aiohttp.ClientSession, url: str) -> tuple[list[str], s
         assert r.status == 200, text
     table = text.split('<table id="runs">', 1)[1].split("</table>", 1)[0] if 'id="runs"' in text else ""
     found = NEXT.search(text)
-    return ROW_LINK.findall(table), html.unescape(found.group(1)) if found else None
+    links = [html.unescape(link) for link in ROW_LINK.findall(table)]
+    return links, html.unescape(found.group(1)) if found else None
 
 
 async def test_the_runs_page_lists_the_index_with_the_clis_filters_and_pages_with_its_cursor(
@@ -174,7 +180,7 @@ async def test_the_runs_page_lists_the_index_with_the_clis_filters_and_pages_wit
     for run in stopped:
         await runs.indexed(run, "operator")
     await runs.indexed(pending, "reconciling")
-    everyone = [r.run_id for r in (*stopped, pending)]
+    everyone = [page_of("run", r.run_id) for r in (*stopped, pending)]
     base = consoles.url
 
     first, next_link = await runs_page(http, f"{base}/runs?tenant={tenant}&limit=3")
@@ -189,9 +195,9 @@ async def test_the_runs_page_lists_the_index_with_the_clis_filters_and_pages_wit
 
     by = f"{base}/runs?tenant={tenant}"
     assert (await runs_page(http, f"{by}&status=operator"))[0] == everyone[:3]
-    assert (await runs_page(http, f"{by}&status=reconciling"))[0] == [pending.run_id]
-    assert (await runs_page(http, f"{by}&reason=native_provider_side_effect_pending"))[0] == [pending.run_id]
-    assert (await runs_page(http, f"{by}&runner_id={stopped[1].runner_id}"))[0] == [stopped[1].run_id]
+    assert (await runs_page(http, f"{by}&status=reconciling"))[0] == everyone[3:]
+    assert (await runs_page(http, f"{by}&reason=native_provider_side_effect_pending"))[0] == everyone[3:]
+    assert (await runs_page(http, f"{by}&runner_id={stopped[1].runner_id}"))[0] == [everyone[1]]
     assert (await runs_page(http, f"{by}&newer_than=1h"))[0] == everyone
     assert (await runs_page(http, f"{by}&older_than=1h"))[0] == []
     assert (await runs_page(http, f"{base}/runs?tenant=t-nobody-{uuid.uuid4().hex[:6]}"))[0] == []
@@ -246,3 +252,193 @@ async def test_the_overview_counts_runs_by_status_from_the_index(
         return (await shown())["operator"] == str(int(before["operator"]) + 1)
 
     await wait_for(one_more, what="the overview counting the new stopped run")
+
+
+def page_of(kind: str, run_id: str) -> str:
+    """A run's page (`run`) or its reconciliation's (`reconciliation`): the id in the query."""
+    return f"/{kind}?{urlencode({'id': run_id})}"
+
+
+@pytest.mark.parametrize(
+    "target",
+    ["/\t/evil.example", "/%09/evil.example", "/\\evil.example", "//evil.example", "/%2F%2Fevil.example"],
+)
+async def test_the_login_never_sends_the_browser_off_the_console(consoles: Consoles, target: str) -> None:
+    async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
+        token = await csrf_of(http, f"{consoles.url}/login?{urlencode({'next': target})}")
+        form = {"csrf_token": token, "token": DEV_TOKEN, "next": target}
+        async with http.post(
+            f"{consoles.url}/login", data=form, headers={"Origin": consoles.url}, allow_redirects=False
+        ) as r:
+            assert r.status == 303 and r.headers["Location"] == "/"
+
+
+async def resolve_form(
+    http: aiohttp.ClientSession, url: str, run_id: str, evidence: str
+) -> aiohttp.ClientResponse:
+    """Post the resolve form of `run_id`'s reconciliation as its page names it."""
+    who = {HEADER: "proxy-jo"}
+    async with http.get(f"{url}{page_of('reconciliation', run_id)}", headers=who) as r:
+        text = await r.text()
+        assert r.status == 200, text
+    action = html.unescape(re.search(r'<form method="post" action="([^"]+/resolve[^"]*)"', text).group(1))  # type: ignore[union-attr]
+    token = CSRF.search(text).group(1)  # type: ignore[union-attr]
+    form = {"csrf_token": token, "outcome": "completed", "evidence": evidence}
+    return await http.post(f"{url}{action}", data=form, headers={**who, "Origin": url})
+
+
+async def test_the_longest_evidence_of_four_byte_characters_is_recorded(
+    consoles: Consoles, http: aiohttp.ClientSession, runs: Runs
+) -> None:
+    run = await runs.reconciling()
+    # 2000 characters of 4-byte UTF-8 (12 bytes each once percent-encoded), line breaks sent as
+    # CRLF as browsers send them, each one character like the browser's own counter.
+    evidence = "\r\n".join(["𠮷" * 999, "𠮷" * 1000])
+    async with await resolve_form(http, consoles.url, run.run_id, evidence) as r:
+        assert r.status == 200 and r.url.query.get("done") == "resolved", await r.text()
+    record = await runs.client.reconciliation(run.run_id)
+    assert record.resolution is not None and record.resolution.evidence == evidence.replace("\r\n", "\n")
+
+
+async def test_evidence_over_the_limit_is_refused_with_the_text_kept(
+    consoles: Consoles, http: aiohttp.ClientSession, runs: Runs
+) -> None:
+    run = await runs.reconciling()
+    evidence = "確認済み" * 501  # 2004 characters
+    async with await resolve_form(http, consoles.url, run.run_id, evidence) as r:
+        text = await r.text()
+        assert r.status == 400 and "2004 characters; at most 2000" in text
+        assert 'name="evidence"' in text and evidence in text
+        assert 'value="completed" required checked' in text
+    # More than any browser sends for the textarea: refused with the form, not a bare status.
+    async with await resolve_form(http, consoles.url, run.run_id, "x" * 70_000) as r:
+        text = await r.text()
+        assert r.status == 413 and 'id="form-error"' in text and 'name="evidence"' in text
+    assert (await runs.client.reconciliation(run.run_id)).status == "open"
+
+
+def cookie_of(http: aiohttp.ClientSession, url: str) -> str:
+    return http.cookie_jar.filter_cookies(URL(url))[COOKIE].value
+
+
+async def test_a_signed_out_session_is_refused_by_every_console(
+    consoles: Consoles, http: aiohttp.ClientSession
+) -> None:
+    origin = {"Origin": consoles.url}
+    token = await csrf_of(http, f"{consoles.url}/login")
+    async with http.post(
+        f"{consoles.url}/login", data={"csrf_token": token, "token": DEV_TOKEN}, headers=origin
+    ) as r:
+        assert r.status == 200 and r.url.path == "/"
+    copied = cookie_of(http, consoles.url)
+    for base in (consoles.url, consoles.untrusting_url):  # two consoles, one session key
+        async with aiohttp.ClientSession() as thief:
+            async with thief.get(f"{base}/runs", cookies={COOKIE: copied}, allow_redirects=False) as r:
+                assert r.status == 200 and DEV_ACTOR in await r.text()
+    before = refused("session_revoked")
+    token = await csrf_of(http, f"{consoles.url}/runs")
+    async with http.post(
+        f"{consoles.url}/logout", data={"csrf_token": token}, headers=origin, allow_redirects=False
+    ) as r:
+        assert r.status == 303 and r.headers["Location"] == "/login"
+    for base in (consoles.url, consoles.untrusting_url):
+        async with aiohttp.ClientSession() as thief:
+            async with thief.get(f"{base}/runs", cookies={COOKIE: copied}, allow_redirects=False) as r:
+                assert r.status == 303 and r.headers["Location"] == "/login?next=/runs"
+    assert refused("session_revoked") == before + 2
+
+
+async def test_wrong_tokens_are_slowed_and_the_right_one_works_after_the_window(
+    consoles: Consoles, nats_server: NatsServer, redis_server: RedisServer
+) -> None:
+    console = ConsoleApp(
+        ConsoleConfig.from_env(
+            {
+                "CONTINUITY_CONSOLE_PORT": "0",
+                "CONTINUITY_CONSOLE_DEV_TOKEN": DEV_TOKEN,
+                "CONTINUITY_CONSOLE_LOGIN_FAILURES": "3",
+                "CONTINUITY_CONSOLE_LOGIN_WINDOW_S": "2",
+            }
+        )
+    )
+    async with (
+        running(console, make_config(nats_server.url, redis_server.url)),
+        aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http,
+    ):
+        base = f"http://127.0.0.1:{console.port}"
+        token = await csrf_of(http, f"{base}/login")
+        before = refused("login_throttled")
+
+        async def login(typed: str) -> tuple[int, str, str | None]:
+            data = {"csrf_token": token, "token": typed}
+            async with http.post(
+                f"{base}/login", data=data, headers={"Origin": base}, allow_redirects=False
+            ) as r:
+                return r.status, await r.text(), r.headers.get("Retry-After")
+
+        for _ in range(3):
+            assert (await login("wrong" * 5))[0] == 401
+        status, text, retry_after = await login("wrong" * 5)
+        assert status == 429 and "Too many wrong tokens" in text
+        assert retry_after is not None and 1 <= int(retry_after) <= 2
+        assert (await login(DEV_TOKEN))[0] == 429  # refused unchecked while the window lasts
+        assert refused("login_throttled") == before + 2
+
+        async def signed_in() -> bool:
+            return (await login(DEV_TOKEN))[0] == 303
+
+        await wait_for(signed_in, timeout=10, interval=0.25, what="the right token accepted after the window")
+
+
+async def test_a_stopped_run_shows_its_failure_class_and_the_rule_that_stopped_it(
+    consoles: Consoles, http: aiohttp.ClientSession, runs: Runs
+) -> None:
+    run = await runs.stopped()
+    async with http.get(f"{consoles.url}{page_of('run', run.run_id)}", headers={HEADER: "proxy-kim"}) as r:
+        text = await r.text()
+        assert r.status == 200, text
+    assert re.search(r'id="failure-class">\s*event_replay_conflict\s*<', text)
+    rule = re.search(r'id="rule">([^<]+)<', text)
+    assert rule and "replay" in rule.group(1) and "4.4" in rule.group(1)
+
+
+async def test_a_retry_refused_for_a_reconciliation_links_to_it(
+    consoles: Consoles, http: aiohttp.ClientSession, runs: Runs
+) -> None:
+    run = await runs.stopped()
+    who = {HEADER: "proxy-lee", "Origin": consoles.url}
+    async with http.get(f"{consoles.url}/runs/{run.run_id}", headers=who) as r:
+        text = await r.text()  # the page as an operator opened it, with its Retry form
+    action = html.unescape(re.search(r'<form method="post" action="([^"]+/retry[^"]*)"', text).group(1))  # type: ignore[union-attr]
+    token = CSRF.search(text).group(1)  # type: ignore[union-attr]
+    await runs.reconciling(after=run)  # meanwhile the runner's next attempt waits on a tool call
+    async with http.post(
+        f"{consoles.url}{action}", data={"csrf_token": token, "confirm": "yes"}, headers=who
+    ) as r:
+        text = await r.text()
+        assert r.status == 409 and "waits on a reconciliation" in text
+    link = re.search(r'<a id="next-step" href="([^"]+)">', text)
+    assert link is not None
+    async with http.get(f"{consoles.url}{html.unescape(link.group(1))}", headers=who) as r:
+        text = await r.text()
+        assert r.status == 200 and "Record what happened" in text and run.run_id in text
+
+
+async def test_run_links_carry_the_run_id_in_their_query(
+    consoles: Consoles, http: aiohttp.ClientSession, runs: Runs
+) -> None:
+    # A browser resolves the dot-segments `.` and `..` of a path (`/runs/..` is `/`): a run id,
+    # which may be `..`, travels in the query instead, where nothing is resolved.
+    run = await runs.stopped(run_id=f"..{uuid.uuid4().hex[:8]}:x.")
+    await runs.indexed(run, "operator")
+    who = {HEADER: "proxy-max"}
+    listed, _ = await runs_page(http, f"{consoles.url}/runs?runner_id={run.runner_id}")
+    assert listed == [page_of("run", run.run_id)]
+    async with http.get(f"{consoles.url}{listed[0]}", headers=who) as r:
+        assert r.status == 200 and f'<span class="id">{run.run_id}</span>' in await r.text()
+    async with http.get(f"{consoles.url}/runs?run_id=..", headers=who, allow_redirects=False) as r:
+        assert r.status == 303 and r.headers["Location"] == "/run?id=.."
+    async with http.get(f"{consoles.url}/runs/{run.run_id}", headers=who) as r:  # an older link
+        assert r.status == 200 and r.url.path == "/run" and r.url.query["id"] == run.run_id
+    async with http.get(f"{consoles.url}/run", headers=who) as r:
+        assert r.status == 400 and "not a run id" in await r.text()

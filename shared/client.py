@@ -33,6 +33,19 @@ from shared.contracts import (
     RunView,
     SessionView,
 )
+from shared.contracts.tenancy import (
+    ClaimRequest,
+    OwnershipReply,
+    RunnerGetRequest,
+    RunnerPutRequest,
+    RunnerRecord,
+    RunnerRevokeRequest,
+    RunnersListReply,
+    RunnersListRequest,
+    SessionAuditReply,
+    SessionAuditRequest,
+    TransferRequest,
+)
 
 R = TypeVar("R")
 _encode = msgspec.json.Encoder().encode
@@ -82,6 +95,25 @@ class ContinuityClient:
     async def reject(self, req: RejectRequest) -> RejectReply:
         return await self.call(subjects.SESSIONS_REJECT, req, RejectReply)
 
+    async def transfer(self, req: TransferRequest) -> OwnershipReply:
+        """An operator gives a session to another runner of its tenant (contract section 10)."""
+        return await self.call(subjects.SESSIONS_TRANSFER, req, OwnershipReply)
+
+    async def ownership(self, req: SessionAuditRequest) -> SessionAuditReply:
+        return await self.call(subjects.SESSIONS_AUDIT, req, SessionAuditReply)
+
+    async def runner_put(self, req: RunnerPutRequest) -> RunnerRecord:
+        return await self.call(subjects.RUNNERS_PUT, req, RunnerRecord)
+
+    async def runner_revoke(self, req: RunnerRevokeRequest) -> RunnerRecord:
+        return await self.call(subjects.RUNNERS_REVOKE, req, RunnerRecord)
+
+    async def runner_get(self, runner_id: str) -> RunnerRecord:
+        return await self.call(subjects.RUNNERS_GET, RunnerGetRequest(runner_id=runner_id), RunnerRecord)
+
+    async def runners(self) -> RunnersListReply:
+        return await self.call(subjects.RUNNERS_LIST, RunnersListRequest(), RunnersListReply)
+
     async def reconciliations(self, req: ListRequest) -> ListReply:
         """One page: at most `req.limit` records after `req.cursor`, and the next page's cursor."""
         return await self.call(subjects.RECONCILIATIONS_LIST, req, ListReply)
@@ -130,3 +162,30 @@ class ContinuityClient:
             cursor = page.next_cursor
             if cursor is None or len(items) >= req.limit:
                 return RunsListReply(items=items, next_cursor=cursor)
+
+
+class RunnerSessions:
+    """A runner's session requests, on `continuity.sessions.<runner_id>.<op>` (contract section
+    10): what the runner SDKs send; here for the CLI's checks and the tests."""
+
+    def __init__(self, client: ContinuityClient, runner_id: str) -> None:
+        self._client = client
+        self.runner_id = runner_id
+
+    def _subject(self, op: str) -> str:
+        return subjects.runner_sessions(self.runner_id, op)
+
+    async def decide(self, req: DecideRequest) -> DecideReply:
+        return await self._client.call(self._subject("decide"), req, DecideReply)
+
+    async def commit(self, req: CommitRequest) -> CommitReply:
+        return await self._client.call(self._subject("commit"), req, CommitReply)
+
+    async def get(self, req: GetRequest) -> SessionView:
+        return await self._client.call(self._subject("get"), req, SessionView)
+
+    async def reject(self, req: RejectRequest) -> RejectReply:
+        return await self._client.call(self._subject("reject"), req, RejectReply)
+
+    async def claim(self, req: ClaimRequest) -> OwnershipReply:
+        return await self._client.call(self._subject("claim"), req, OwnershipReply)

@@ -130,6 +130,20 @@ class Config:
     (`continuity:archive:{<sk>}:<archive_id>`, and the copy of a held record kept when a new
     session is committed over it) is kept after it was made."""
 
+    tenancy: str = "enforced"
+    """CONTINUITY_TENANCY: `enforced` (a runner the runner directory does not know acts on
+    nothing) or `open` (it may act on any tenant: a development stack without authorization).
+    Issued runners act only on their tenants' sessions either way (docs/contract-v1.md, 10)."""
+
+    session_claims: str = "refuse"
+    """CONTINUITY_SESSION_CLAIMS: `refuse` or `allow` a runner's claim of a session another
+    runner of its tenant owns (runner pools where a task moves to another host); an operator's
+    transfer is always possible."""
+
+    runner_cache_s: float = 2.0
+    """CONTINUITY_RUNNER_CACHE_S: how long a replica keeps a runner's directory record before
+    reading it again: a runner issued, revoked or given other tenants is seen within it."""
+
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
         env = os.environ if env is None else env
@@ -183,6 +197,11 @@ class Config:
             log_level=_choice(env, "CONTINUITY_LOG_LEVEL", d.log_level, _LEVELS),
             retention_days=_days(env, "CONTINUITY_RETENTION_DAYS", d.retention_days),
             archive_retention_days=_days(env, "CONTINUITY_ARCHIVE_RETENTION_DAYS", d.archive_retention_days),
+            tenancy=_choice(env, "CONTINUITY_TENANCY", d.tenancy.upper(), _TENANCY).lower(),
+            session_claims=_choice(
+                env, "CONTINUITY_SESSION_CLAIMS", d.session_claims.upper(), _CLAIMS
+            ).lower(),
+            runner_cache_s=_float(env, "CONTINUITY_RUNNER_CACHE_S", d.runner_cache_s),
         )
         # Load the certificates now, so that an unreadable or malformed file stops the start.
         from shared import tls  # imports this module
@@ -198,6 +217,8 @@ most one replica may hold."""
 
 _LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 _CLUSTER = ("AUTO", "ON", "OFF")
+_TENANCY = ("ENFORCED", "OPEN")
+_CLAIMS = ("REFUSE", "ALLOW")
 NATS_TLS_PREFIX = "CONTINUITY_NATS_TLS"
 REDIS_TLS_PREFIX = "CONTINUITY_REDIS_TLS"
 

@@ -54,6 +54,22 @@ def outbox(sk: str) -> str:
 OUTBOX_PATTERN = "continuity:outbox:*"
 
 
+def session_ownership(sk: str) -> str:
+    """List of JSON ownership changes of a session (bound, claimed, transferred), newest first."""
+    return f"continuity:owners:{{{sk}}}"
+
+
+def runner(runner_id: str) -> str:
+    """String: the runner's directory record (JSON), under a tag of its own."""
+    return f"continuity:runner:{{runner:{runner_id}}}"
+
+
+RUNNERS_INDEX = "continuity:runners"
+"""Set of every runner_id the directory holds (a small, operator-written key)."""
+RUNNERS_AUDIT = "continuity:runners:audit"
+"""List of the directory's changes (JSON), newest first."""
+
+
 def run_index(run_id: str) -> str:
     """String: run_id -> session key; the one lookup that is not under a session's tag."""
     return f"continuity:runidx:{{{run_id}}}"

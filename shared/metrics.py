@@ -51,6 +51,12 @@ RECONCILIATION_OLDEST_OPEN = Gauge(
 DEAD_LETTERS = Counter(
     "continuity_dead_letters_total", "Messages moved to a dead-letter subject, by reason.", ["reason"]
 )
+TENANCY_REFUSALS = Counter(
+    "continuity_tenancy_refusals_total",
+    "Requests and events refused because the runner may not act on the session or run, by runner"
+    " (an issued runner's id, else `unregistered`) and closed reason.",
+    ["runner", "reason"],
+)
 REDIS_ERRORS = Counter("continuity_redis_errors_total", "Redis commands that failed.")
 CONSUMER_PENDING = Gauge(
     "continuity_consumer_pending",

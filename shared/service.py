@@ -54,12 +54,16 @@ class EndpointSpec(Generic[Req, Rep]):
     subject: str
     request_type: type[Req]
     reply_type: type[Rep]
-    handler: Callable[[Req], Awaitable[Rep]]
+    handler: Callable[..., Awaitable[Rep]]
+    """`handler(request)`, or `handler(request, runner_id)` with `runner_token`."""
     pipelined: bool = False
     """The handler sends its Redis commands when it is called, then returns an awaitable of the
     reply: requests that arrive together are answered by one task, in order, their commands in
     one write (shared/bus/endpoints.py). An `async def` handler is not: it sends nothing until
     it is awaited."""
+    runner_token: int | None = None
+    """The position of `*` in `subject` that the server fills with the requesting runner's id
+    (contract section 10): the handler gets it as its second argument."""
 
 
 Background = Callable[[asyncio.Event], Coroutine[Any, Any, None]]
@@ -118,7 +122,14 @@ class ServiceApp:
             reply_prefixes=ctx.config.reply_prefixes,
         )
         for e in spec.endpoints:
-            ep.add(e.name, e.subject, e.request_type, e.handler, pipelined=e.pipelined)
+            ep.add(
+                e.name,
+                e.subject,
+                e.request_type,
+                e.handler,
+                pipelined=e.pipelined,
+                runner_token=e.runner_token,
+            )
         await ep.start()
         self._endpoints = ep
         consumers = [

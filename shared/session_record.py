@@ -66,9 +66,11 @@ READ_FIELDS = (
     "generation",
     "compatibility_generation",
     "generation_binding",
+    "owner",
 )
 """Every field a reader of the record uses, in the order `StoredSession.from_values` takes them
-(HMGET): the version-1 fields, then the version-2 ones, then the contract's long form."""
+(HMGET): the version-1 fields, then the version-2 ones, then the contract's long form, then the
+owner (contract section 10)."""
 _READ_KEYS = tuple(name.encode() for name in READ_FIELDS)
 _V1_COUNT = len(V1_FIELDS)
 
@@ -83,6 +85,9 @@ class StoredSession(msgspec.Struct, frozen=True, kw_only=True):
     state: str
     generation: str
     generation_trusted: bool
+    owner: str = ""
+    """The runner_id that owns the session; '' for none yet (a record of an older release, or
+    one only the services have written)."""
 
     @classmethod
     def from_hash(cls, raw: Mapping[bytes, bytes] | list[bytes]) -> StoredSession:
@@ -98,7 +103,7 @@ class StoredSession(msgspec.Struct, frozen=True, kw_only=True):
         v1 = dict(zip(V1_FIELDS, [value.decode("utf-8", "replace") for value in raw_v1], strict=True))
         # The binding over the stored bytes: what a commit hashed, as it wrote them.
         digest = hashlib.sha256(b"\n".join(raw_v1)).digest()
-        revision, epoch, state, compact, long_generation, long_binding = values[_V1_COUNT:]
+        revision, epoch, state, compact, long_generation, long_binding, owner = values[_V1_COUNT:]
         generation, trusted = _generation(compact, long_generation, long_binding, digest)
         return cls(
             v1=v1,
@@ -108,6 +113,7 @@ class StoredSession(msgspec.Struct, frozen=True, kw_only=True):
             state=text(state) or "active",
             generation=generation,
             generation_trusted=trusted,
+            owner=text(owner),
         )
 
     @property

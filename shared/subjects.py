@@ -28,6 +28,17 @@ RUNS_AUDIT = "continuity.runs.audit"  # an addition: a run's audit trail
 RUNS_LIST = "continuity.runs.list"  # an addition: runs by status, runner, tenant, reason, age
 OPERATOR_RETRY = "continuity.operator.retry"
 
+# Ownership and the runner directory (contract section 10). A runner's session requests carry
+# its runner_id as the third token: under the shipped authorization each runner's account
+# imports only its own, so the token is the server's word, not the runner's.
+SESSION_OPS = ("decide", "commit", "get", "reject", "claim")
+SESSIONS_TRANSFER = "continuity.sessions.transfer"
+SESSIONS_AUDIT = "continuity.sessions.audit"
+RUNNERS_PUT = "continuity.runners.put"
+RUNNERS_REVOKE = "continuity.runners.revoke"
+RUNNERS_GET = "continuity.runners.get"
+RUNNERS_LIST = "continuity.runners.list"
+
 QUEUE_GROUP = "q"
 
 CLASSIFIER_CONSUMER = "classifier"
@@ -49,6 +60,20 @@ def decisions(runner_id: str) -> str:
 
 def runner_archive(runner_id: str) -> str:
     return f"continuity.runner.{runner_id}.archive"
+
+
+def runner_sessions(runner_id: str, op: str) -> str:
+    """`continuity.sessions.<runner_id>.<op>`: where a runner sends its session requests."""
+    return f"continuity.sessions.{runner_id}.{op}"
+
+
+def runner_sessions_pattern(op: str) -> str:
+    """The subscription of every runner's `op` requests."""
+    return f"continuity.sessions.*.{op}"
+
+
+RUNNER_SESSIONS_TOKEN = 2
+"""The position of the runner_id in `continuity.sessions.<runner_id>.<op>`."""
 
 
 def runner_of_event_subject(subject: str) -> str | None:

@@ -1,11 +1,21 @@
-"""The session-store's request handlers (contract 3.2 to 3.5)."""
+"""The session-store's request handlers (contract 3.2 to 3.5, and section 10).
+
+Each request comes either from a runner, on `continuity.sessions.<runner_id>.<op>` (the server
+put the runner_id there), or from the services' own account (operators, the CLI) on
+`continuity.sessions.<op>`. A runner acts only on sessions of its tenants that it owns, or that
+nobody owns yet: any other session is answered exactly as one that does not exist (a commit,
+which would create it, is refused `not_found`), except that a commit over a session of its
+tenant that another runner owns is refused `session_not_owned`, so that a runner pool knows to
+claim it.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable
 
-from shared import metrics
-from shared.contracts.errors import CATALOGUE, NOT_FOUND
+from shared import identity, metrics
+from shared.contracts.errors import CATALOGUE, CLAIM_REFUSED, NOT_FOUND, RUNNER_NOT_ISSUED, SESSION_HELD
+from shared.contracts.session import SessionRef
 from shared.contracts.sessions import (
     CommitReply,
     CommitRequest,
@@ -16,37 +26,102 @@ from shared.contracts.sessions import (
     RejectRequest,
     SessionView,
 )
+from shared.contracts.tenancy import (
+    ClaimRequest,
+    OwnershipReply,
+    RunnerGetRequest,
+    RunnerPutRequest,
+    RunnerRecord,
+    RunnerRevokeRequest,
+    RunnersListReply,
+    RunnersListRequest,
+    SessionAuditReply,
+    SessionAuditRequest,
+    TransferRequest,
+)
+from shared.identity import Access, RunnerDirectory
 from shared.session_record import StoredSession
 
 from . import rules
 from .store import SessionStore
 
+NO_RECORD = "no session record for this session"
+"""The one text of a missing record, whether it is missing or another runner's."""
+
 
 class SessionRequests:
-    def __init__(self, store: SessionStore) -> None:
+    def __init__(
+        self,
+        store: SessionStore,
+        directory: RunnerDirectory,
+        *,
+        enforced: bool = True,
+        claims_allowed: bool = False,
+    ) -> None:
         self.store = store
+        self.directory = directory
+        self._enforced = enforced
+        self._claims_allowed = claims_allowed
 
-    def decide(self, req: DecideRequest) -> Awaitable[DecideReply]:
+    # -- who may act -------------------------------------------------------------------------
+
+    async def _access(self, runner_id: str | None, session: SessionRef) -> bool:
+        """Whether the runner may act on sessions of this tenant (None: the services' account)."""
+        if runner_id is None:
+            return True
+        record = await self.directory.get(runner_id)
+        verdict = identity.access(record, session.tenant, enforced=self._enforced)
+        if verdict is Access.ALLOWED:
+            return True
+        identity.refused(runner_id, record, verdict.value)
+        return False
+
+    async def _visible(
+        self, runner_id: str | None, session: SessionRef, stored: StoredSession | None
+    ) -> bool:
+        """Whether the runner may see this record: its tenant's, and its own or nobody's."""
+        if not await self._access(runner_id, session):
+            return False
+        if stored is not None and identity.owner_refusal(stored.owner, runner_id):
+            assert runner_id is not None
+            identity.refused(runner_id, await self.directory.get(runner_id), "session_not_owned")
+            return False
+        return True
+
+    # -- decide ------------------------------------------------------------------------------
+
+    def decide(self, req: DecideRequest, runner_id: str | None = None) -> Awaitable[DecideReply]:
         """A pipelined endpoint: the record's read is sent now, the rules run on its reply."""
-        return self._decided(self.store.read(req.session.key), req)
+        return self._decided(self.store.read(req.session.key), req, runner_id)
 
-    @staticmethod
-    async def _decided(stored: Awaitable[StoredSession | None], req: DecideRequest) -> DecideReply:
-        reply = rules.decide(await stored, req)
+    async def _decided(
+        self, pending: Awaitable[StoredSession | None], req: DecideRequest, runner_id: str | None
+    ) -> DecideReply:
+        stored = await pending
+        if not await self._visible(runner_id, req.session, stored):
+            stored = None
+        reply = rules.decide(stored, req)
         metrics.adder(metrics.SESSION_DECISIONS, reply.mode, reply.reason or "none")()
         return reply
 
-    async def commit(self, req: CommitRequest) -> CommitReply:
-        result = await self.store.commit(req)
+    # -- commit, get, reject -----------------------------------------------------------------
+
+    async def commit(self, req: CommitRequest, runner_id: str | None = None) -> CommitReply:
+        if not await self._access(runner_id, req.session):
+            metrics.adder(metrics.SESSION_COMMITS, NOT_FOUND.code)()
+            raise NOT_FOUND.error(NO_RECORD)
+        result = await self.store.commit(req, runner_id)
         metrics.adder(metrics.SESSION_COMMITS, result.code)()
         if result.code != "ok":
-            raise CATALOGUE[result.code].error()  # revision_conflict, stale_epoch, session_held
+            if result.code == "session_not_owned" and runner_id is not None:
+                identity.refused(runner_id, await self.directory.get(runner_id), result.code)
+            raise CATALOGUE[result.code].error()  # revision_conflict, stale_epoch, session_held, ...
         return CommitReply(revision=result.revision, epoch=result.epoch)
 
-    async def get(self, req: GetRequest) -> SessionView:
+    async def get(self, req: GetRequest, runner_id: str | None = None) -> SessionView:
         stored = await self.store.read(req.session.key)
-        if stored is None:
-            raise NOT_FOUND.error("no session record for this session")
+        if stored is None or not await self._visible(runner_id, req.session, stored):
+            raise NOT_FOUND.error(NO_RECORD)
         v1 = stored.v1
         return SessionView(
             native_session_id=v1["native_session_id"],
@@ -61,7 +136,66 @@ class SessionRequests:
             updated_at=v1["updated_at"],
             has_generation=stored.has_generation,
             generation_trusted=stored.generation_trusted,
+            owner=stored.owner or None,
         )
 
-    async def reject(self, req: RejectRequest) -> RejectReply:
-        return RejectReply(cleared=await self.store.reject(req.session.key, req.native_session_id))
+    async def reject(self, req: RejectRequest, runner_id: str | None = None) -> RejectReply:
+        if not await self._access(runner_id, req.session):
+            return RejectReply(cleared=False)
+        return RejectReply(cleared=await self.store.reject(req.session.key, req.native_session_id, runner_id))
+
+    # -- ownership ---------------------------------------------------------------------------
+
+    async def claim(self, req: ClaimRequest, runner_id: str) -> OwnershipReply:
+        """A runner asks for a session of its tenant that another runner owns."""
+        if not await self._access(runner_id, req.session):
+            raise NOT_FOUND.error(NO_RECORD)
+        if not self._claims_allowed:
+            identity.refused(runner_id, await self.directory.get(runner_id), CLAIM_REFUSED.code)
+            raise CLAIM_REFUSED.error()
+        code, reply = await self.store.give(
+            req.session.key, runner_id, actor=runner_id, kind="claimed", held_refuses=True
+        )
+        if code == "not_found":
+            raise NOT_FOUND.error(NO_RECORD)
+        if code == "session_held":
+            raise SESSION_HELD.error(
+                "the session is held for an operator: only an operator's transfer moves it"
+            )
+        return reply
+
+    async def transfer(self, req: TransferRequest) -> OwnershipReply:
+        """An operator gives a session to a runner issued for its tenant (held ones too)."""
+        record = await self.directory.get(req.runner_id)
+        verdict = identity.access(record, req.session.tenant, enforced=True)
+        if verdict is not Access.ALLOWED:
+            raise RUNNER_NOT_ISSUED.error()
+        code, reply = await self.store.give(
+            req.session.key, req.runner_id, actor=req.actor, kind="transferred", held_refuses=False
+        )
+        if code == "not_found":
+            raise NOT_FOUND.error(NO_RECORD)
+        return reply
+
+    async def audit(self, req: SessionAuditRequest) -> SessionAuditReply:
+        return SessionAuditReply(items=await self.store.ownership(req.session.key))
+
+    # -- the runner directory (operators) ----------------------------------------------------
+
+    async def runner_put(self, req: RunnerPutRequest) -> RunnerRecord:
+        return await self.directory.put(req.runner_id, list(req.tenants), req.actor)
+
+    async def runner_revoke(self, req: RunnerRevokeRequest) -> RunnerRecord:
+        record = await self.directory.revoke(req.runner_id, req.actor)
+        if record is None:
+            raise NOT_FOUND.error("no such runner")
+        return record
+
+    async def runner_get(self, req: RunnerGetRequest) -> RunnerRecord:
+        record = await self.directory.read(req.runner_id)
+        if record is None:
+            raise NOT_FOUND.error("no such runner")
+        return record
+
+    async def runners_list(self, req: RunnersListRequest) -> RunnersListReply:
+        return RunnersListReply(items=await self.directory.list())

@@ -24,6 +24,7 @@ are answered with micro's `respond_error` and counted in `$SRV.STATS` (`num_erro
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
@@ -127,7 +128,10 @@ class Endpoints:
         handler: Callable[[Req], Awaitable[Any]],
         *,
         pipelined: bool = False,
+        runner_token: int | None = None,
     ) -> None:
+        """With `runner_token`, `subject` has a `*` at that position: the runner_id the server
+        put there (contract section 10) is passed to the handler after the request."""
         decoder = msgspec.json.Decoder(request_type)
 
         async def dispatch(request: Request) -> None:
@@ -136,7 +140,11 @@ class Endpoints:
             # Waiting here, not queueing unboundedly, is the back-pressure of a busy replica.
             await self._slots.acquire()
             started = time.perf_counter()
-            pending = _start(request.data, decoder, handler)
+            if runner_token is None:
+                pending = _start(request.data, decoder, handler)
+            else:
+                runner = request.subject.split(".")[runner_token]
+                pending = _start(request.data, decoder, functools.partial(_with_runner, handler, runner))
             if pipelined:
                 self._batch.append((route, request, started, pending))
                 if not self._batch_open:
@@ -247,6 +255,10 @@ def _start(
         return handler(decode(data, decoder))
     except Exception as err:
         return _raise(err)
+
+
+def _with_runner(handler: Callable[..., Awaitable[Any]], runner: str, request: Any) -> Awaitable[Any]:
+    return handler(request, runner)
 
 
 async def _raise(err: Exception) -> Any:

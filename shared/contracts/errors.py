@@ -56,6 +56,14 @@ STALE_EPOCH = ErrorCode("stale_epoch", 409, "epoch is older than the stored epoc
 SESSION_HELD = ErrorCode(
     "session_held", 409, "the session is held for an operator; commit a new native session instead"
 )
+# Ownership (10).
+SESSION_NOT_OWNED = ErrorCode(
+    "session_not_owned", 409, "another runner owns this session; it moves only by a claim or a transfer"
+)
+CLAIM_REFUSED = ErrorCode("claim_refused", 409, "the policy refuses runners' claims of sessions")
+RUNNER_NOT_ISSUED = ErrorCode(
+    "runner_not_issued", 409, "the runner is not issued, or not for the session's tenant"
+)
 # Reconciliation and operator actions (6, 9.2).
 EXECUTION_RECONCILIATION_CONFLICT = ErrorCode(
     "execution_reconciliation_conflict", 409, "the reconciliation was already resolved with another outcome"
@@ -90,6 +98,9 @@ CATALOGUE: dict[str, ErrorCode] = {
         REVISION_CONFLICT,
         STALE_EPOCH,
         SESSION_HELD,
+        SESSION_NOT_OWNED,
+        CLAIM_REFUSED,
+        RUNNER_NOT_ISSUED,
         EXECUTION_RECONCILIATION_CONFLICT,
         EXECUTION_RECONCILIATION_ALREADY_DELIVERED,
         RECONCILIATION_REQUIRED,

@@ -89,3 +89,5 @@ class SessionView(msgspec.Struct, kw_only=True):
     updated_at: str
     has_generation: bool
     generation_trusted: bool
+    owner: str | None = None
+    """The runner that owns the session (contract section 10); null before its first commit."""

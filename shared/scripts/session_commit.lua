@@ -1,15 +1,24 @@
--- Commit a session record in one atomic step (contract 3.2).
--- KEYS[1] session hash; KEYS[2] prefix of the held-record archive key (same hash tag).
+-- Commit a session record in one atomic step (contract 3.2), bound to its owner (section 10).
+-- KEYS[1] session hash; KEYS[2] prefix of the held-record archive key; KEYS[3] the session's
+-- ownership changes (all under the session's hash tag).
 -- ARGV: 1 native_session_id, 2 adapter, 3 model, 4 cwd, 5 cursor, 6 prompt_hash,
 --       7 checkpoint_policy, 8 updated_at, 9 generation ('' = clear), 10 binding stamp
 --       (the first 16 lowercase hex characters of the binding: every stored value is text),
 --       11 expected_revision ('' = any), 12 epoch ('' = unfenced), 13 archive retention in
---       milliseconds of the held record's copy (contract 9.9)
+--       milliseconds of the held record's copy (contract 9.9), 14 the committing runner ('' for
+--       the services' own account: no owner check, no binding), 15 the ownership entry (JSON
+--       without its closing brace: the script adds the epoch) written when this commit binds
+--       the session to that runner
 -- Returns {result, revision, epoch}; result is 'ok' or a conflict code, and nothing is
 -- written unless it is 'ok'.
-local cur = redis.call('HMGET', KEYS[1], 'revision', 'epoch', 'state', 'native_session_id')
+local cur = redis.call('HMGET', KEYS[1], 'revision', 'epoch', 'state', 'native_session_id', 'owner')
 local revision = tonumber(cur[1]) or 0
 local epoch = tonumber(cur[2]) or 0
+local owner = cur[5] or ''
+-- Checked first: another runner learns nothing of the record, not even its revision.
+if ARGV[14] ~= '' and owner ~= '' and owner ~= ARGV[14] then
+  return {'session_not_owned', 0, 0}
+end
 if ARGV[11] ~= '' and tonumber(ARGV[11]) ~= revision then
   return {'revision_conflict', revision, epoch}
 end
@@ -34,6 +43,12 @@ redis.call('HSET', KEYS[1],
 redis.call('HDEL', KEYS[1], 'state', 'compatibility_generation', 'generation_binding')
 if epoch > 0 then
   redis.call('HSET', KEYS[1], 'epoch', epoch)
+end
+if ARGV[14] ~= '' and owner == '' then
+  -- The first runner to commit the session owns it.
+  redis.call('HSET', KEYS[1], 'owner', ARGV[14])
+  redis.call('LPUSH', KEYS[3], ARGV[15] .. ',"epoch":' .. epoch .. '}')
+  redis.call('LTRIM', KEYS[3], 0, 99)
 end
 if ARGV[9] == '' then
   redis.call('HDEL', KEYS[1], 'generation')

@@ -70,6 +70,17 @@ async def test_srv_info_lists_each_endpoint_under_its_contract_subject(
         "runs-audit": (subjects.RUNS_AUDIT, subjects.QUEUE_GROUP),
         "runs-list": (subjects.RUNS_LIST, subjects.QUEUE_GROUP),
         "operator-retry": (subjects.OPERATOR_RETRY, subjects.QUEUE_GROUP),
+        # Ownership and the runner directory (contract section 10).
+        "transfer": (subjects.SESSIONS_TRANSFER, subjects.QUEUE_GROUP),
+        "ownership": (subjects.SESSIONS_AUDIT, subjects.QUEUE_GROUP),
+        "runners-put": (subjects.RUNNERS_PUT, subjects.QUEUE_GROUP),
+        "runners-revoke": (subjects.RUNNERS_REVOKE, subjects.QUEUE_GROUP),
+        "runners-get": (subjects.RUNNERS_GET, subjects.QUEUE_GROUP),
+        "runners-list": (subjects.RUNNERS_LIST, subjects.QUEUE_GROUP),
+        **{
+            f"runner-{op}": (subjects.runner_sessions_pattern(op), subjects.QUEUE_GROUP)
+            for op in subjects.SESSION_OPS
+        },
     }
 
 

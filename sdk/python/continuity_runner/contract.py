@@ -131,6 +131,8 @@ class SessionView(msgspec.Struct, kw_only=True):
     updated_at: str
     has_generation: bool
     generation_trusted: bool
+    owner: str | None = None
+    """The runner that owns the session; null before its first commit by a runner."""
 
 
 # ---- the resume_failed event (section 4.1) ----------------------------------------------------

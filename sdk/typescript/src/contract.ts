@@ -88,6 +88,8 @@ export interface SessionView {
   updated_at: string;
   has_generation: boolean;
   generation_trusted: boolean;
+  /** The runner that owns the session; null before its first commit by a runner. */
+  owner?: string | null;
 }
 
 /** A typed runner error (4.1); `message` is for the runner's own logs, never read by Continuity. */

@@ -12,12 +12,14 @@ import secrets
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 
 from continuity import registry
-from continuity.clitools import EXIT_BAD_INPUT, redacted_url, write_env_file
+from continuity.clitools import EXIT_BAD_INPUT, EXIT_CONFLICT, redacted_url, write_env_file
 from continuity.servers import free_port
 from continuity.stack import Stack, StartError
+from continuity.uplock import Busy, UpLock, busy_message, digest, stop_leftovers
 
 DEV_KEY_IDS = ("dev-k1", "dev-k2")
 
@@ -83,22 +85,50 @@ def run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    stack = Stack(data_dir=args.data_dir.resolve())
+    data_dir = args.data_dir.resolve()
+    lock = UpLock(data_dir)
+    try:
+        previous = lock.acquire()  # before anything in the folder is touched
+    except Busy as busy:
+        print(f"continuity up: {busy_message(data_dir, busy.record)}", file=sys.stderr, flush=True)
+        return EXIT_CONFLICT
+    except OSError as err:
+        print(f"continuity up: cannot use {data_dir} ({err.strerror})", file=sys.stderr, flush=True)
+        return EXIT_BAD_INPUT
+    try:
+        if previous is not None:
+            stop_leftovers(previous, _say)
+            env_file = data_dir / "env"
+            if previous.env_digest and digest(env_file) == previous.env_digest:
+                env_file.unlink(missing_ok=True)  # its addresses died with that stack
+        return _run(args, Stack(data_dir=data_dir), lock, stop)
+    finally:
+        lock.release()
+
+
+def _run(args: argparse.Namespace, stack: Stack, lock: UpLock, stop: threading.Event) -> int:
     env_file = stack.data_dir / "env"
     code = 0
     try:
         extra = service_extra(args)
         check_configuration(extra)
+        started = time.monotonic()
+        _say(_first_line(stack.data_dir))  # at once: the servers and services take seconds
         stack.start_servers()
+        for server in (stack.nats, stack.redis):
+            if server is not None and server.proc is not None:
+                lock.started(server.name, server.proc.pid)
         stack.check_servers(say=_say)
+        names = registry.available()
+        _say(f"starting the services: {', '.join(names)} ...")
         console: dict[str, str] = {}
-        for name in registry.available():
+        for name in names:
             log = stack.data_dir / f"{name}.log"
             env = dict(extra)
             if name == "console":
                 console = console_env(stack.data_dir)
                 env.update(console)
-            stack.start_service(name, env, log_path=log)
+            lock.started(name, stack.start_service(name, env, log_path=log).proc.pid)
         if not stack.wait_ready(stop=stop):
             print("continuity up: stopped while starting", file=sys.stderr, flush=True)
             return 130
@@ -108,11 +138,17 @@ def run(args: argparse.Namespace) -> int:
             "CONTINUITY_RUNNER_KEYS": extra["CONTINUITY_RUNNER_KEYS"],
         }
         write_env_file(env_file, shared)
+        console_url = f"http://127.0.0.1:{console['CONTINUITY_CONSOLE_PORT']}/" if console else ""
+        lock.record.nats_url = redacted_url(stack.nats_url)
+        lock.record.redis_url = redacted_url(stack.redis_url)
+        lock.record.console_url = console_url
+        lock.record.env_digest = digest(env_file)
+        lock.save()
+        _say(f"ready in {time.monotonic() - started:.1f}s\n")
         _print_endpoints(stack, env_file)
         if console:
             print(
-                f"console    http://127.0.0.1:{console['CONTINUITY_CONSOLE_PORT']}/  "
-                f"sign-in token in {_shown(stack.data_dir / CONSOLE_TOKEN_FILE)}",
+                f"console    {console_url}  sign-in token in {_shown(stack.data_dir / CONSOLE_TOKEN_FILE)}",
                 flush=True,
             )
         if args.demo:
@@ -137,8 +173,28 @@ def run(args: argparse.Namespace) -> int:
         if stack.services or stack.nats or stack.redis:
             print("stopping...", flush=True)
         stack.stop()
-        env_file.unlink(missing_ok=True)  # its addresses die with the stack
+        # Its addresses die with the stack; a file someone changed since is theirs.
+        if lock.record.env_digest and digest(env_file) == lock.record.env_digest:
+            env_file.unlink(missing_ok=True)
     return code
+
+
+def _first_line(data_dir: Path) -> str:
+    """What `up` is about to do, said before the seconds it takes."""
+    embedded = [
+        name
+        for name, variable in (("NATS", "NATS_URL"), ("Redis", "REDIS_URL"))
+        if not os.environ.get(variable)
+    ]
+    given = [
+        f"{name} at {redacted_url(os.environ[variable])}"
+        for name, variable in (("NATS", "NATS_URL"), ("Redis", "REDIS_URL"))
+        if os.environ.get(variable)
+    ]
+    if not embedded:
+        return f"checking {' and '.join(given)} ..."
+    line = f"starting {' and '.join(embedded)} under {_shown(data_dir)}/"
+    return f"{line} (with {given[0]}) ..." if given else f"{line} ..."
 
 
 CONSOLE_TOKEN_FILE = "console-token"

@@ -4,6 +4,7 @@ it with no setup, failures named within seconds, and output as a person sees it.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import itertools
 import json
@@ -23,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from continuity import registry
 from continuity.servers import NatsServer, RedisServer, free_port
 
 CLI = str(Path(sys.executable).parent / "continuity")
@@ -244,7 +246,7 @@ def test_no_service_answering_names_the_service(tmp_path: Path) -> None:
     assert "no reconciliation service is answering continuity.runs.get" in shown.stderr
 
 
-def test_the_demo_fits_100_columns(tmp_path: Path) -> None:
+def test_the_demo_says_what_it_does_at_once_and_fits_100_columns(tmp_path: Path) -> None:
     demo = subprocess.run(
         [CLI, "up", "--demo", "--demo-seconds", "4"],
         cwd=tmp_path,
@@ -257,6 +259,17 @@ def test_the_demo_fits_100_columns(tmp_path: Path) -> None:
     assert "contradictions: 0" in demo.stdout
     long = [line for line in (demo.stdout + demo.stderr).splitlines() if len(line) > 100]
     assert long == []
+    # Its first line comes before the servers start, then a line as each step begins; the
+    # addresses once everything is ready, and the demo's own lines after those.
+    lines = demo.stdout.splitlines()
+    assert lines[0] == "starting NATS and Redis under .continuity/ ...", lines[:3]
+    steps = [
+        lines.index(f"starting the services: {', '.join(registry.available())} ..."),
+        next(i for i, line in enumerate(lines) if line.startswith("ready in ")),
+        next(i for i, line in enumerate(lines) if re.match(r"NATS\s+nats://\S+\s+\(embedded\)", line)),
+        next(i for i, line in enumerate(lines) if line.startswith("Demo: ")),
+    ]
+    assert 0 < steps[0] and steps == sorted(steps), lines[:12]
 
 
 def test_up_waits_while_redis_loads_its_data(tmp_path: Path) -> None:
@@ -292,3 +305,92 @@ def test_up_waits_while_redis_loads_its_data(tmp_path: Path) -> None:
 
 
 SLOW_LOADING = ("--key-load-delay", "1000", "--loading-process-events-interval-bytes", "1024")
+
+
+def test_a_second_up_in_the_same_folder_refuses_and_leaves_the_first_alone(
+    stack: tuple[Path, Up, str],
+) -> None:
+    folder, first, text = stack
+    env_file = folder / ".continuity" / "env"
+    shared = env_file.read_bytes()
+    second = Up(folder, clean_env())
+    try:
+        code = second.proc.wait(30)
+    except subprocess.TimeoutExpired:
+        second.proc.send_signal(signal.SIGINT)  # it runs a stack of its own: stop it cleanly
+        second.finish(60)
+        raise AssertionError(f"a second up ran: {''.join(second.lines)}") from None
+    said = second.until("\n")
+    assert code == 1, said
+    exports = re.search(r"export NATS_URL=(\S+) REDIS_URL=(\S+)", text)
+    assert exports, text
+    nats, redis = exports.groups()
+    assert said.startswith(
+        f"continuity up: another `continuity up` (pid {first.proc.pid}) already runs on "
+        f"{folder.resolve() / '.continuity'} (NATS {nats}, Redis {redis}, console http://127.0.0.1:"
+    ), said
+    assert "stopping" not in said
+    # The first goes on as it was: its env file untouched, its services answering.
+    assert first.proc.poll() is None
+    assert env_file.read_bytes() == shared
+    found = cli(folder, "sessions", "get", "--tenant", "t", "--conversation", "c", "--agent", "a")
+    assert found.returncode == 3, found.stderr
+
+
+def _children(pid: int) -> dict[int, str]:
+    """The processes whose parent is `pid`, with their names."""
+    found = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            text = stat.read_text()
+            name, fields = text[text.index("(") + 1 : text.rindex(")")], text[text.rindex(")") + 2 :].split()
+            if int(fields[1]) == pid:
+                found[int(stat.parent.name)] = name
+    return found
+
+
+def _running(pid: int) -> bool:
+    """Alive, not a zombie waiting to be reaped (orphans are reaped by whoever adopts them)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return text[text.rindex(")") + 2 :].split()[0] not in ("Z", "X")
+
+
+def test_up_starts_again_after_a_stop_and_after_a_kill(tmp_path: Path) -> None:
+    data = tmp_path / ".continuity"
+    stopped = Up(tmp_path, clean_env())
+    stopped.until("Ctrl-C stops everything")
+    stopped.proc.send_signal(signal.SIGTERM)
+    assert stopped.finish() == 0, "".join(stopped.lines)
+    assert not (data / "env").exists()
+
+    killed = Up(tmp_path, clean_env())  # the folder is free again at once
+    text = killed.until("Ctrl-C stops everything")
+    assert "another `continuity up`" not in text, text
+    left = _children(killed.proc.pid)
+    assert {"nats-server", "redis-server"} <= set(left.values()), left
+    killed.proc.kill()  # no chance to stop anything or let go of the lock: the kernel does that
+    killed.proc.wait()
+    assert all(_running(pid) for pid in left), left  # what it started runs on, orphaned
+
+    again = Up(tmp_path, clean_env())
+    try:
+        text = again.until("Ctrl-C stops everything")
+        assert f"a previous `continuity up` (pid {killed.proc.pid}) did not stop" in text, text
+        assert [pid for pid in left if _running(pid)] == []  # the orphans were stopped first
+        # A file someone else wrote since is theirs: `up` leaves it when it stops.
+        (data / "env").write_text("export NATS_URL=nats://elsewhere:4222\n")
+        again.proc.send_signal(signal.SIGINT)
+        assert again.finish() == 0, "".join(again.lines)
+        assert (data / "env").read_text() == "export NATS_URL=nats://elsewhere:4222\n"
+    finally:
+        leftovers = [pid for pid in left if _running(pid)]
+        if again.proc.poll() is None:
+            leftovers += _children(again.proc.pid)
+            again.proc.kill()
+            again.proc.wait()
+        for pid in leftovers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)

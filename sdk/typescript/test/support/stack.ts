@@ -155,6 +155,8 @@ export interface StackOptions {
   /** The shipped NATS authorization, with these runners issued and their consumers created
    * (seed files in `seeds`). */
   authorization?: { runners: string[] };
+  /** false: only the NATS and Redis servers, no service (nothing answers a request). */
+  services?: boolean;
 }
 
 export class Stack {
@@ -247,7 +249,7 @@ export class Stack {
     const keys = Object.entries(options.runnerKeys ?? {})
       .map(([id, key]) => `${id}=${Buffer.from(key).toString("base64")}`)
       .join(",");
-    for (const name of SERVICES) {
+    for (const name of options.services === false ? [] : SERVICES) {
       const metricsPort = await freePort();
       const env = {
         ...process.env,
@@ -257,6 +259,9 @@ export class Stack {
         CONTINUITY_METRICS_PORT: String(metricsPort),
         CONTINUITY_RUNNER_KEYS: keys,
         CONTINUITY_LOG_LEVEL: "WARNING",
+        // The tests' runners are not in the runner directory (contract 10.2), except under the
+        // shipped authorization, where they are issued as an operator issues them.
+        ...(authorized ? {} : { CONTINUITY_TENANCY: "open" }),
         ...(options.env ?? {}),
       };
       const proc = new Proc(name, join(VENV_BIN, "continuity"), ["serve", name], join(this.dir, `${name}.log`), env);

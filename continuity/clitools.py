@@ -132,6 +132,15 @@ def explain(code: str, run_id: str | None, fallback: str, missing: str | None = 
             "the session was replaced since the given --epoch; this writer is fenced out"
         ),
         errors.SESSION_HELD.code: "the session is held for an operator; commit a new native session instead",
+        errors.SESSION_NOT_OWNED.code: (
+            "another runner owns this session; an operator moves it with `continuity sessions transfer`"
+        ),
+        errors.CLAIM_REFUSED.code: (
+            "runners' claims are refused (CONTINUITY_SESSION_CLAIMS=refuse); ask an operator to transfer it"
+        ),
+        errors.RUNNER_NOT_ISSUED.code: (
+            "that runner is not issued for the session's tenant: `continuity runners add RUNNER --tenant T`"
+        ),
         errors.MISSING_FIELD.code: f"the request was rejected: {fallback}",
         errors.INVALID_FIELD.code: f"the request was rejected: {fallback}",
         errors.MALFORMED_JSON.code: f"the request was rejected: {fallback}",

@@ -114,7 +114,9 @@ class Stack:
         asyncio.run(_check_servers(self.nats_url, self.redis_url, timeout_s, loading_timeout_s, say))
 
     def service_env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
-        env = dict(os.environ)
+        # A local stack has no NATS authorization, so no runner is issued: tenancy is open
+        # (docs/contract-v1.md, 10.2) unless the environment says otherwise.
+        env = {"CONTINUITY_TENANCY": "open", **os.environ}
         env.update({"NATS_URL": self.nats_url, "REDIS_URL": self.redis_url})
         env.update(extra or {})
         return env

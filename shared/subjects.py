@@ -15,6 +15,7 @@ DEAD_ALL = "continuity.dead.>"
 DEAD_INVALID = "continuity.dead.invalid"
 DEAD_QUARANTINE = "continuity.dead.quarantine"
 DEAD_EXHAUSTED = "continuity.dead.exhausted"
+DEAD_REFUSED = "continuity.dead.refused"  # an addition: events a runner may not send (section 10)
 
 SESSIONS_DECIDE = "continuity.sessions.decide"
 SESSIONS_COMMIT = "continuity.sessions.commit"

@@ -14,7 +14,7 @@ from collections.abc import Callable
 import msgspec
 from nats.aio.msg import Msg
 
-from shared import keys, metrics, store, subjects
+from shared import identity, keys, metrics, store, subjects
 from shared.bus.ack_reply import stored_at, stream_seq
 from shared.bus.consumer import Reject
 from shared.config import Config
@@ -52,6 +52,8 @@ class EventHandler:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._redis = client
+        self._directory = identity.RunnerDirectory(client, cache_s=config.runner_cache_s)
+        self._enforced = config.tenancy == "enforced"
         self._outbox = outbox
         self._keys = config.runner_keys
         self._backoff_s = config.retry_backoff_s
@@ -63,7 +65,7 @@ class EventHandler:
         try:
             outcome = await self._handle(msg)
         except Reject as rej:
-            outcome = "quarantined" if rej.dead_subject == subjects.DEAD_QUARANTINE else "invalid"
+            outcome = _OUTCOMES.get(rej.dead_subject, "invalid")
             metrics.adder(metrics.EVENTS, type_label, outcome)()
             seq = stream_seq(msg.reply)
             log.warning("event_rejected", reason=rej.reason, outcome=outcome, stream_seq=seq)
@@ -75,6 +77,11 @@ class EventHandler:
 
     async def _handle(self, msg: Msg) -> str:
         event = self._validate(msg)
+        record = await self._directory.get(event.runner_id)
+        verdict = identity.access(record, event.session.tenant, enforced=self._enforced)
+        if verdict is not identity.Access.ALLOWED:
+            identity.refused(event.runner_id, record, verdict.value)
+            raise Reject(subjects.DEAD_REFUSED, verdict.value)
         failure_class = failure_class_of(event, self._keys)
         sk = event.session.key
         published_at = stored_at(msg.reply)  # when JetStream stored the event
@@ -102,6 +109,12 @@ class EventHandler:
                 break
             except steps.SessionChanged:
                 continue  # a commit landed between the read and the recording: decide again
+            except steps.NotOwned as refusal:
+                if indexed is None:
+                    # This event indexed the run a moment ago: leave no claim on the run_id.
+                    await store.call(self._redis.execute_command("DEL", keys.run_index(event.run_id)))
+                identity.refused(event.runner_id, record, refusal.reason)
+                raise Reject(subjects.DEAD_REFUSED, refusal.reason) from None
         else:
             raise steps.SessionChanged(sk)  # a transient failure: the event is redelivered
         if existing is not None:
@@ -159,6 +172,10 @@ class EventHandler:
         if entries:
             await self._outbox.flush(sk, entries)
             log.info("outbox_repaired", run_id=run_id, attempt=attempt, count=len(entries))
+
+
+_OUTCOMES = {subjects.DEAD_QUARANTINE: "quarantined", subjects.DEAD_REFUSED: "refused"}
+"""The `outcome` label of an event dead-lettered on each subject (any other: `invalid`)."""
 
 
 def _type_label(subject: str) -> str:

@@ -91,6 +91,8 @@ def choose(
             also=also,
         )
     step.read = saved.read
+    # Recorded only while the run and the session are the event's runner's (contract 10.4).
+    step.for_runner = event.runner_id
     return Choice(verdict=verdict, reason=reason, step=step)
 
 

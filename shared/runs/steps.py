@@ -48,10 +48,22 @@ class RunStep(msgspec.Struct, kw_only=True):
     slot_is_last_decision: bool = False
     """The slot value is the decision the run record keeps as `last_decision`: the scripts copy
     it there, so the decision is sent once, not twice."""
+    for_runner: str | None = None
+    """The runner whose event this step answers: `record_step` records it only while the run
+    (if recorded) and the session (if owned) are that runner's (contract 10.4)."""
 
 
 class SessionChanged(Exception):
     """The session record changed between the read a decision was made on and its recording."""
+
+
+class NotOwned(Exception):
+    """The run or the session belongs to another runner than the step's (`reason`:
+    `run_not_owned` or `session_not_owned`); nothing was recorded."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 def run_fields(
@@ -139,6 +151,7 @@ def step_args(step: RunStep, retention: Retention = DEFAULT) -> list[bytes | str
         read[0] if read is not None else "",
         str(read[1]) if read is not None else "0",
         *_retention_args(step, retention),
+        step.for_runner or "",
     ]
 
 
@@ -159,6 +172,8 @@ async def record_step(
     )
     if int(recorded) == 2:
         raise SessionChanged(session_key)
+    if int(recorded) == 3:
+        raise NotOwned(text(existing))
     if not (index_fresh and int(ttl) > 0):
         await follow_run(client, run_id, int(ttl))
     return None if int(recorded) == 1 else bytes(existing)

@@ -5,10 +5,24 @@
 -- ARGV: 1 slot, 2 slot value, 3 run fields (JSON object; true: the slot value), 4 outbox entries (JSON array),
 --       5 audit entry (JSON), 6 the native session id to hold ('' to hold none),
 --       7 '1' when 8 and 9 are the session's checkpoint_policy and epoch the step was decided on,
---       10 retention in milliseconds, 11 '1' when the step waits on a person
+--       10 retention in milliseconds, 11 '1' when the step waits on a person, 12 the runner
+--       whose event the step answers ('' when no runner's: no ownership check)
 -- Returns {1, '', ttl} when recorded, {0, <value already in the slot>, ttl} for a duplicate,
--- and {2, '', -2} when the session changed since it was read (nothing is written: decide
--- again); ttl is the run record's remaining time to live in milliseconds (-1: kept).
+-- {2, '', -2} when the session changed since it was read (nothing is written: decide
+-- again), and {3, <reason>, -2} when the run or the session belongs to another runner
+-- (contract 10.4; nothing is written); ttl is the run record's remaining time to live in
+-- milliseconds (-1: kept).
+if ARGV[12] ~= '' then
+  -- Checked before the slot: another runner's event learns nothing of the run's decisions.
+  local run_owner = redis.call('HGET', KEYS[1], 'runner_id')
+  if run_owner and run_owner ~= ARGV[12] then
+    return {3, 'run_not_owned', -2}
+  end
+  local session_owner = redis.call('HGET', KEYS[5], 'owner')
+  if session_owner and session_owner ~= '' and session_owner ~= ARGV[12] then
+    return {3, 'session_not_owned', -2}
+  end
+end
 local existing = redis.call('HGET', KEYS[2], ARGV[1])
 if existing then
   return {0, existing, redis.call('PTTL', KEYS[1])}

@@ -25,6 +25,8 @@ def make_config(nats_url: str, redis_url: str, **overrides: Any) -> Config:
         metrics_host="127.0.0.1",
         nak_delay_s=0.2,
         drain_timeout_s=5.0,
+        # Runners of the tests are not issued; the tenancy tests enforce it on their own.
+        tenancy="open",
     )
     from dataclasses import replace
 
@@ -64,6 +66,7 @@ class ServiceProcess:
     def __init__(self, name: str, nats_url: str, redis_url: str, log_path: Path, **env: str) -> None:
         self.name = name
         self.env = {
+            "CONTINUITY_TENANCY": "open",
             **os.environ,
             "NATS_URL": nats_url,
             "REDIS_URL": redis_url,

@@ -78,10 +78,10 @@ class EventHandler:
     async def _handle(self, msg: Msg) -> str:
         event = self._validate(msg)
         record = await self._directory.get(event.runner_id)
-        verdict = identity.access(record, event.session.tenant, enforced=self._enforced)
-        if verdict is not identity.Access.ALLOWED:
-            identity.refused(event.runner_id, record, verdict.value)
-            raise Reject(subjects.DEAD_REFUSED, verdict.value)
+        allowed = identity.access(record, event.session.tenant, enforced=self._enforced)
+        if allowed is not identity.Access.ALLOWED:
+            identity.refused(event.runner_id, record, allowed.value)
+            raise Reject(subjects.DEAD_REFUSED, allowed.value)
         failure_class = failure_class_of(event, self._keys)
         sk = event.session.key
         published_at = stored_at(msg.reply)  # when JetStream stored the event

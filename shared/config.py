@@ -10,8 +10,10 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import dataclasses
 import difflib
 import functools
+import importlib
 import os
 import re
 from collections.abc import Iterator, Mapping
@@ -381,9 +383,10 @@ def _choice(env: Mapping[str, str], name: str, default: str, choices: tuple[str,
 
 # Every CONTINUITY_* variable -----------------------------------------------------------------
 # A mistyped name (an S too many after CONTINUITY_MAX_DELIVER) would be ignored without a word,
-# so each command and service names the ones nothing reads. Config's own names are recorded
-# from what `Config.from_env` reads, so a variable added there is known at once; the rest are
-# read elsewhere and listed here.
+# so each command and service names the ones nothing reads. The names come from the readers
+# themselves, so that a variable added to one is known at once: Config's are recorded from
+# what `Config.from_env` reads, the console's are its settings' fields; only the NATS server's
+# passwords, read by no Python code, are listed.
 
 NATS_PASSWORD_VARIABLES = tuple(
     f"CONTINUITY_NATS_{user}_PASSWORD"
@@ -391,22 +394,6 @@ NATS_PASSWORD_VARIABLES = tuple(
 )
 """The NATS server's passwords of each user (deploy/nats/auth.conf, compose, Helm): a shell
 that runs the servers exports them too."""
-
-OTHER_VARIABLES = (
-    # The console's own settings (services/console/config.py).
-    "CONTINUITY_CONSOLE_HOST",
-    "CONTINUITY_CONSOLE_PORT",
-    "CONTINUITY_CONSOLE_IDENTITY_HEADER",
-    "CONTINUITY_CONSOLE_TRUSTED_PROXIES",
-    "CONTINUITY_CONSOLE_DEV_TOKEN",
-    "CONTINUITY_CONSOLE_DEV_ACTOR",
-    "CONTINUITY_CONSOLE_SESSION_KEY",
-    "CONTINUITY_CONSOLE_ORIGIN",
-    "CONTINUITY_CONSOLE_SESSION_TTL_S",
-    "CONTINUITY_CONSOLE_REQUEST_TIMEOUT_S",
-    *NATS_PASSWORD_VARIABLES,
-)
-"""CONTINUITY_* variables read outside `Config`."""
 
 VARIABLE_PREFIX = "CONTINUITY_"
 
@@ -434,13 +421,28 @@ def known_variables() -> frozenset[str]:
     reads = _Reads()
     with contextlib.suppress(ConfigError):  # what was read up to a failure is still known
         Config.from_env(reads)
-    return frozenset(n for n in reads.names if n.startswith(VARIABLE_PREFIX)) | frozenset(OTHER_VARIABLES)
+    config = frozenset(n for n in reads.names if n.startswith(VARIABLE_PREFIX))
+    return config | _console_variables() | frozenset(NATS_PASSWORD_VARIABLES)
+
+
+def _console_variables() -> frozenset[str]:
+    """The console's settings: each field of its ConsoleConfig is read from
+    CONTINUITY_CONSOLE_<FIELD> (services/console/config.py). Imported by name, as this module
+    sits below the services, and only in a build that has the console."""
+    try:
+        console = importlib.import_module("services.console.config")
+    except ImportError:
+        return frozenset()
+    fields = dataclasses.fields(console.ConsoleConfig)
+    return frozenset(f"CONTINUITY_CONSOLE_{f.name.upper()}" for f in fields)
 
 
 def unknown_variables(env: Mapping[str, str] | None = None) -> list[tuple[str, str | None]]:
     """Each CONTINUITY_* variable of `env` that nothing reads, with the known name closest to
     it (None when none is close), sorted by name."""
     env = os.environ if env is None else env
+    if not any(n.startswith(VARIABLE_PREFIX) for n in env):
+        return []  # nothing to check: the readers are not even looked at
     known = known_variables()
     suffixes = {name[len(VARIABLE_PREFIX) :]: name for name in known}
     found = []

@@ -35,8 +35,8 @@ _TOKEN = re.compile(TOKEN_PATTERN)
 _MAX_COOKIE = 1024
 _MAX_NEXT = 2048
 _NEXT_DECODINGS = 4
-"""A `next` still percent-encoded after this many decodings is refused: no link of the console
-is encoded more than twice."""
+"""A `next` that still changes when decoded after this many decodings is refused: no link of
+the console is encoded more than twice."""
 _DOT_SEGMENTS = {".": 1, "%2e": 1, "..": 2, ".%2e": 2, "%2e.": 2, "%2e%2e": 2}
 
 
@@ -218,7 +218,7 @@ def safe_next(target: str | None) -> str:
     if not target or len(target) > _MAX_NEXT or not target.isascii():
         return "/"
     text = target
-    for _ in range(_NEXT_DECODINGS):
+    for _ in range(_NEXT_DECODINGS + 1):  # the text as sent, then each decoding of it
         if not _local_path(text):
             return "/"
         decoded = unquote(text)

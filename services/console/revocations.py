@@ -33,19 +33,26 @@ class Revocations:
         existing bucket is used as it is, like the streams; one keeping entries for less than a
         session lasts is reported, since a revoked cookie would be accepted again."""
         try:
+            kv = await cls._bucket(js, ttl_s, replicas)
+        except Exception as exc:
+            # Without it a copied cookie would outlive signing out: the development login stops.
+            log.error("console_revocations_unavailable", bucket=BUCKET, error_type=type(exc).__name__)
+            raise
+        return cls(kv)
+
+    @staticmethod
+    async def _bucket(js: JetStreamContext, ttl_s: int, replicas: int) -> KeyValue:
+        try:
             kv = await js.key_value(BUCKET)
         except BucketNotFoundError:
             # Replicas starting together create the same configuration: JetStream accepts both.
-            kv = await js.create_key_value(
+            return await js.create_key_value(
                 bucket=BUCKET, ttl=float(ttl_s), history=1, replicas=replicas, storage=StorageType.FILE
             )
-        else:
-            kept = (await js.stream_info(f"KV_{BUCKET}")).config.max_age
-            if kept and kept < ttl_s:
-                log.warning(
-                    "console_revocations_kept_shorter_than_sessions", kept_s=kept, session_ttl_s=ttl_s
-                )
-        return cls(kv)
+        kept = (await js.stream_info(f"KV_{BUCKET}")).config.max_age
+        if kept and kept < ttl_s:
+            log.warning("console_revocations_kept_shorter_than_sessions", kept_s=kept, session_ttl_s=ttl_s)
+        return kv
 
     async def revoke(self, sid: str) -> None:
         if _KEY.match(sid):

@@ -42,13 +42,14 @@ class ConsoleApp:
         if self.config.dev_token:  # only the development login signs sessions in
             revocations = await Revocations.open(js, self.config.session_ttl_s, ctx.config.stream_replicas)
         console = Console(self.config, client, js, self._feed, revocations)
-        self._runner = web.AppRunner(console.app(), access_log=None, shutdown_timeout=5)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.config.host, self.config.port)
+        runner = web.AppRunner(console.app(), access_log=None, shutdown_timeout=5)
+        await runner.setup()
+        site = web.TCPSite(runner, self.config.host, self.config.port)
         await site.start()
         server = site._server
         sockets = getattr(server, "sockets", None) or []
         self.port = int(sockets[0].getsockname()[1]) if sockets else self.config.port
+        self._runner = runner  # last: ready only once the port is known
         log.info("console_listening", port=self.port)
 
     def ready(self) -> bool:

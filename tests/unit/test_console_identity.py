@@ -179,6 +179,8 @@ HOSTILE_NEXT = (
     "javascript:alert(1)",
     "data:text/html,x",
     "evil.example",
+    "/\u00fcber",  # raw non-ASCII: the console's own links are percent-encoded
+    "/runs%2525252541",  # still changing after 4 decodings
     "",
     None,
     "/" + "a" * 5000,
@@ -198,6 +200,8 @@ def test_after_login_a_path_of_the_console_is_followed() -> None:
         "/run?id=.",
         "/runs?tenant=a%3Ab&limit=5",
         "/dead",
+        "/runs%25252541",  # decoded 4 times
+        "/run?id=%E3%81%82",  # a printable character, percent-encoded
     ):
         assert safe_next(target) == target
 

@@ -37,6 +37,14 @@ def test_memory_is_bounded_whatever_the_number_of_addresses() -> None:
     assert throttle.addresses == 100
     throttle.failed("late", 1000.0)  # every earlier failure left the window: all forgotten
     assert throttle.addresses == 1
+    default = LoginThrottle(per_address=3, total=50, window_s=60)
+    for n in range(5000):
+        default.failed(f"addr-{n}", 0.0)
+    assert default.addresses == 4096
+    oldest_first = LoginThrottle(per_address=1, total=50, window_s=60, max_addresses=2)
+    for at, address in enumerate(("a", "b", "c")):
+        oldest_first.failed(address, float(at))
+    assert [oldest_first.wait_s(a, 3.0) for a in ("a", "b", "c")] == [0, 58, 59]  # `a` forgotten
 
 
 def test_the_throttles_settings_come_from_the_environment() -> None:

@@ -5,6 +5,7 @@ never a form field."""
 
 from __future__ import annotations
 
+import asyncio
 import html
 import re
 import uuid
@@ -12,13 +13,17 @@ from collections.abc import AsyncIterator
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import aiohttp
+import nats
 import pytest
+from nats.js.api import StreamConfig
+from nats.js.errors import BadBucketError
 from prometheus_client import REGISTRY
 from yarl import URL
 
 from continuity.servers import NatsServer, RedisServer
 from services.console.config import ConsoleConfig
 from services.console.identity import COOKIE
+from services.console.revocations import BUCKET, Revocations
 from services.console.runs_query import RUN_STATUSES, count_label
 from services.console.service import ConsoleApp
 from services.console.web import STATUS_COUNT_CAP
@@ -274,7 +279,7 @@ async def test_the_login_never_sends_the_browser_off_the_console(consoles: Conso
 
 
 async def resolve_form(
-    http: aiohttp.ClientSession, url: str, run_id: str, evidence: str
+    http: aiohttp.ClientSession, url: str, run_id: str, evidence: str, outcome: str = "completed"
 ) -> aiohttp.ClientResponse:
     """Post the resolve form of `run_id`'s reconciliation as its page names it."""
     who = {HEADER: "proxy-jo"}
@@ -283,7 +288,7 @@ async def resolve_form(
         assert r.status == 200, text
     action = html.unescape(re.search(r'<form method="post" action="([^"]+/resolve[^"]*)"', text).group(1))  # type: ignore[union-attr]
     token = CSRF.search(text).group(1)  # type: ignore[union-attr]
-    form = {"csrf_token": token, "outcome": "completed", "evidence": evidence}
+    form = {"csrf_token": token, "outcome": outcome, "evidence": evidence}
     return await http.post(f"{url}{action}", data=form, headers={**who, "Origin": url})
 
 
@@ -310,10 +315,19 @@ async def test_evidence_over_the_limit_is_refused_with_the_text_kept(
         assert r.status == 400 and "2004 characters; at most 2000" in text
         assert 'name="evidence"' in text and evidence in text
         assert 'value="completed" required checked' in text
+        assert 'maxlength="4000"' in text  # UTF-16 units: 2000 characters outside the BMP fit
+    async with await resolve_form(http, consoles.url, run.run_id, evidence, outcome="") as r:
+        text = await r.text()
+        assert r.status == 400 and "Choose what the tool call did." in text and evidence in text
+    async with await resolve_form(http, consoles.url, run.run_id, " \r\n ", outcome="mixed") as r:
+        text = await r.text()
+        assert r.status == 400 and "Say how the outcome was checked." in text
+        assert 'value="mixed" required checked' in text
     # More than any browser sends for the textarea: refused with the form, not a bare status.
     async with await resolve_form(http, consoles.url, run.run_id, "x" * 70_000) as r:
         text = await r.text()
         assert r.status == 413 and 'id="form-error"' in text and 'name="evidence"' in text
+        assert "nothing of it was kept" in text
     assert (await runs.client.reconciliation(run.run_id)).status == "open"
 
 
@@ -322,7 +336,7 @@ def cookie_of(http: aiohttp.ClientSession, url: str) -> str:
 
 
 async def test_a_signed_out_session_is_refused_by_every_console(
-    consoles: Consoles, http: aiohttp.ClientSession
+    consoles: Consoles, http: aiohttp.ClientSession, runs: Runs
 ) -> None:
     origin = {"Origin": consoles.url}
     token = await csrf_of(http, f"{consoles.url}/login")
@@ -346,6 +360,10 @@ async def test_a_signed_out_session_is_refused_by_every_console(
             async with thief.get(f"{base}/runs", cookies={COOKIE: copied}, allow_redirects=False) as r:
                 assert r.status == 303 and r.headers["Location"] == "/login?next=/runs"
     assert refused("session_revoked") == before + 2
+    # Kept in JetStream as long as a cookie can be valid, for every replica (8 hours here).
+    info = await runs.js.stream_info(f"KV_{BUCKET}")
+    assert info.config.max_age == 8 * 3600 and info.config.max_msgs_per_subject == 1
+    assert info.config.num_replicas == 1  # CONTINUITY_STREAM_REPLICAS of the tests
 
 
 async def test_wrong_tokens_are_slowed_and_the_right_one_works_after_the_window(
@@ -440,5 +458,64 @@ async def test_run_links_carry_the_run_id_in_their_query(
         assert r.status == 303 and r.headers["Location"] == "/run?id=.."
     async with http.get(f"{consoles.url}/runs/{run.run_id}", headers=who) as r:  # an older link
         assert r.status == 200 and r.url.path == "/run" and r.url.query["id"] == run.run_id
+    async with http.get(f"{consoles.url}/reconciliations/{run.run_id}", headers=who) as r:
+        assert r.url.path == "/reconciliation" and r.url.query["id"] == run.run_id
+        assert [h.status for h in r.history] == [301]
+        assert r.status == 404  # a run stopped for an operator has no reconciliation
     async with http.get(f"{consoles.url}/run", headers=who) as r:
         assert r.status == 400 and "not a run id" in await r.text()
+
+
+async def test_while_signed_out_sessions_cannot_be_looked_up_signed_in_pages_are_refused(
+    fresh_servers: tuple[NatsServer, RedisServer],
+) -> None:
+    nats_server, redis_server = fresh_servers  # servers of the test's own: NATS is stopped below
+    console = ConsoleApp(
+        ConsoleConfig(port=0, dev_token=DEV_TOKEN, dev_actor=DEV_ACTOR, session_key=b"s" * 32)
+    )
+    async with (
+        running(console, make_config(nats_server.url, redis_server.url)),
+        aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http,
+    ):
+        base, origin = f"http://127.0.0.1:{console.port}", {"Origin": f"http://127.0.0.1:{console.port}"}
+        token = await csrf_of(http, f"{base}/login")
+        login = {"csrf_token": token, "token": DEV_TOKEN}
+        async with http.post(f"{base}/login", data=login, headers=origin, allow_redirects=False) as r:
+            assert r.status == 303  # to the overview, which needs services this test does not run
+        token = await csrf_of(http, f"{base}/login")
+
+        async def signed_in() -> bool:
+            async with http.get(f"{base}/dead", allow_redirects=False) as r:
+                return r.status == 200 and DEV_ACTOR in await r.text()
+
+        assert await signed_in()
+        nats_server.stop()
+        page, sign_out = await asyncio.gather(
+            http.get(f"{base}/dead"), http.post(f"{base}/logout", data={"csrf_token": token}, headers=origin)
+        )
+        for r in (page, sign_out):
+            async with r:
+                assert r.status == 503 and "cannot be checked" in await r.text()
+        nats_server.start()
+        await wait_for(signed_in, timeout=20, interval=0.2, what="the session checked again")  # kept
+        async with http.post(f"{base}/logout", data={"csrf_token": token}, headers=origin) as r:
+            assert r.status == 200 and r.url.path == "/login"
+        assert not await signed_in()
+
+
+async def test_a_bucket_that_cannot_hold_revocations_fails_the_start(
+    fresh_servers: tuple[NatsServer, RedisServer], caplog: pytest.LogCaptureFixture
+) -> None:
+    nats_server, _ = fresh_servers
+    nc = await nats.connect(nats_server.url)
+    try:
+        js = nc.jetstream()
+        # A stream of the bucket's name that keeps no message per key: not a key-value bucket.
+        await js.add_stream(
+            StreamConfig(name=f"KV_{BUCKET}", subjects=[f"$KV.{BUCKET}.>"], max_msgs_per_subject=-1)
+        )
+        with pytest.raises(BadBucketError):
+            await Revocations.open(js, ttl_s=3600, replicas=1)
+    finally:
+        await nc.close()
+    assert "console_revocations_unavailable" in caplog.text

@@ -244,7 +244,7 @@ class Steps:
 def shell_commands(text: str) -> list[str]:
     """Each command of the page's `sh` blocks, continuation lines joined."""
     commands = []
-    for block in re.findall(r"^```sh\n(.*?)^```", text, re.MULTILINE | re.DOTALL):
+    for block in re.findall(r"^[ \t]*```sh\n(.*?)^[ \t]*```", text, re.MULTILINE | re.DOTALL):
         for line in block.replace("\\\n", " ").splitlines():
             if line.strip() and not line.lstrip().startswith("#"):
                 commands.append(line.strip())
@@ -481,6 +481,24 @@ def test_a_missing_key_is_found(case: str) -> None:
     assert text.count(old) == 1, old
     problems = check_page(text.replace(old, new))
     assert any(expected in p for p in problems), "\n".join(problems) or "no problem found"
+
+
+def test_every_secret_the_operations_pages_read_is_created_by_the_deploy_page() -> None:
+    """tls.md's and the runbooks' `kubectl get secret ... {.data.KEY}` read what deploy.md makes."""
+    text = DEPLOY_MD.read_text()
+    steps = parse_steps(text)
+    end = len(shell_commands(text))
+    reads = 0
+    for page in sorted(DEPLOY_MD.parent.glob("*.md")):
+        for command in shell_commands(page.read_text()):
+            for read in _GET_SECRET.finditer(command):
+                key = read.group("key").replace("\\.", ".")  # jsonpath escapes the dots of a key
+                if key == "$1":
+                    continue
+                reads += 1
+                ref = Ref("Secret", read.group("ns"), read.group("name"), key, page.name)
+                assert not missing(steps, end, [ref], []), ref
+    assert reads >= 4, "tls.md copies the operators' certificate and reads their password"
 
 
 def test_the_example_secrets_have_the_keys_the_page_creates() -> None:

@@ -117,6 +117,11 @@ class Config:
     They are asked for as slots free up, at least a quarter of them per pull request under load:
     the more in hand, the more of their Redis commands and publications share one write."""
 
+    runner_in_flight: int = 64
+    """CONTINUITY_RUNNER_IN_FLIGHT: events of one runner the classifier handles at once (its
+    share of CONTINUITY_CONSUMER_IN_FLIGHT); the classifier holds more, and starts them by
+    runner in turn, so one runner's flood cannot delay another's decisions."""
+
     log_level: str = "INFO"
     """CONTINUITY_LOG_LEVEL: DEBUG, INFO, WARNING or ERROR."""
 
@@ -195,6 +200,9 @@ class Config:
             ),
             consumer_in_flight=_int(
                 env, "CONTINUITY_CONSUMER_IN_FLIGHT", d.consumer_in_flight, lo=1, hi=MAX_IN_FLIGHT
+            ),
+            runner_in_flight=_int(
+                env, "CONTINUITY_RUNNER_IN_FLIGHT", d.runner_in_flight, lo=1, hi=MAX_IN_FLIGHT
             ),
             log_level=_choice(env, "CONTINUITY_LOG_LEVEL", d.log_level, _LEVELS),
             retention_days=_days(env, "CONTINUITY_RETENTION_DAYS", d.retention_days),

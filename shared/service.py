@@ -38,6 +38,9 @@ class ConsumerSpec(Generic[M]):
     filter_subject: str | None
     message_type: type[M]
     handler: Callable[[M], Awaitable[None]]
+    fair_by: Callable[[Msg], str] | None = None
+    """A key of each delivery (the classifier's: the runner of the subject): messages are then
+    started by key in turn, each key with a bounded share (shared/bus/fair.py)."""
 
     def delivery_handler(self) -> Handler:
         if self.message_type is Msg:
@@ -141,6 +144,7 @@ class ServiceApp:
                 filter_subject=c.filter_subject,
                 handler=c.delivery_handler(),
                 service=spec.name,
+                fair_key=c.fair_by,
             )
             for c in spec.consumers
         ]

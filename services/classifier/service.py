@@ -33,11 +33,19 @@ def build(ctx: Context) -> ServiceSpec:
                 subjects.EVENTS_ALL,
                 Msg,
                 EventHandler(redis, outbox, ctx.config),
+                # Runners in turn, each with a bounded share: one runner's storm cannot delay
+                # another's decisions (docs/contract-v1.md, 10.6).
+                fair_by=_runner_of,
             ),
         ),
         outbox=outbox,
         closers=(redis.aclose,),
     )
+
+
+def _runner_of(msg: Msg) -> str:
+    """The runner token of `continuity.events.<runner_id>.<type>` (the server's word)."""
+    return subjects.runner_of_event_subject(msg.subject) or ""
 
 
 class ClassifierApp(ServiceApp):

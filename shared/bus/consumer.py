@@ -21,10 +21,11 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
 from shared import metrics, subjects
+from shared.bus.fair import FairQueue
 from shared.bus.publish import TOO_LARGE_REASON, PayloadTooLarge, dead_letter
 from shared.bus.pull import Puller
 from shared.bus.streams import ConsumerSpec, durable_config, ensure_consumer
-from shared.config import Config
+from shared.config import MAX_IN_FLIGHT, Config
 from shared.contracts.limits import MAX_EVENT_BYTES
 from shared.decoding import InvalidInput, decode
 from shared.logs import Log
@@ -75,7 +76,13 @@ class PullConsumer:
         ack_wait_s: float,
         batch: int = 64,
         replicas: int = 1,
+        fair_key: Callable[[Msg], str] | None = None,
+        hold: int | None = None,
+        per_key: int | None = None,
     ) -> None:
+        """`batch` messages are handled at once. With `fair_key`, up to `hold` (more than
+        `batch`) are held, and started by key in rotation, at most `per_key` of one key at once
+        (shared/bus/fair.py): one key's backlog cannot hold back another key's message."""
         self._js = js
         self._stream = stream
         self._durable = durable
@@ -90,7 +97,11 @@ class PullConsumer:
         self._stopping = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._pending_task: asyncio.Task[None] | None = None
-        self._slots = asyncio.Semaphore(batch)
+        self._fair_key = fair_key
+        self._hold = max(batch, hold or batch) if fair_key is not None else batch
+        self._fair: FairQueue[Msg] = FairQueue(per_key or batch)
+        self._handling = 0
+        self._slots = asyncio.Semaphore(self._hold)
         self._min_fetch = max(1, batch // 4)
         self._inflight: set[asyncio.Task[None]] = set()
         self._puller: Puller | None = None
@@ -109,8 +120,11 @@ class PullConsumer:
         filter_subject: str | None,
         handler: Handler,
         service: str,
+        fair_key: Callable[[Msg], str] | None = None,
     ) -> PullConsumer:
-        """A consumer with the delivery settings of the service's configuration."""
+        """A consumer with the delivery settings of the service's configuration; with
+        `fair_key`, it holds up to the consumer's whole `max_ack_pending` and serves keys in
+        turn, each at most `runner_in_flight` at once."""
         return cls(
             js,
             stream=stream,
@@ -123,6 +137,9 @@ class PullConsumer:
             ack_wait_s=config.ack_wait_s,
             batch=config.consumer_in_flight,
             replicas=config.stream_replicas,
+            fair_key=fair_key,
+            hold=MAX_IN_FLIGHT,
+            per_key=config.runner_in_flight,
         )
 
     async def ensure(self) -> None:
@@ -141,6 +158,7 @@ class PullConsumer:
         if self._puller is not None:
             self._puller.wake()
         await self._finish(self._task, timeout)
+        await self._return_held()
         if self._inflight:
             await asyncio.wait(set(self._inflight), timeout=timeout)
         await self._finish(self._pending_task, timeout)
@@ -172,7 +190,7 @@ class PullConsumer:
                 # Under load, wait for a quarter of the slots: one request for many messages
                 # costs the server and this process far less than many requests for one.
                 free = 0
-                while free < self._min_fetch or (free < self._batch and not self._slots.locked()):
+                while free < self._min_fetch or (free < self._hold and not self._slots.locked()):
                     await self._slots.acquire()
                     free += 1
                 if self._stopping.is_set():  # drained while waiting for slots: ask for nothing
@@ -208,15 +226,57 @@ class PullConsumer:
                 await sub.unsubscribe()
 
     def _start(self, msg: Msg) -> None:
-        """Handle one delivery in a task of its own; its slot was taken for the request."""
+        """Handle one delivery in a task of its own (held first, with a fair key); its slot
+        was taken for the request."""
         self._started += 1
-        task = asyncio.create_task(self._process(msg))
-        self._inflight.add(task)
-        task.add_done_callback(self._done)
+        if self._fair_key is None:
+            task = asyncio.create_task(self._process(msg))
+            self._inflight.add(task)
+            task.add_done_callback(self._done)
+            return
+        self._fair.push(self._key(msg), msg)
+        self._pump()
+
+    def _key(self, msg: Msg) -> str:
+        assert self._fair_key is not None
+        try:
+            return self._fair_key(msg)
+        except Exception:  # a subject the key function cannot read: one shared key
+            return ""
+
+    def _pump(self) -> None:
+        """Start held messages while handlers are free, by key in rotation."""
+        while self._handling < self._batch:
+            picked = self._fair.pop()
+            if picked is None:
+                return
+            key, msg = picked
+            self._handling += 1
+            task = asyncio.create_task(self._process(msg))
+            self._inflight.add(task)
+            task.add_done_callback(lambda t, key=key: self._fair_done(t, key))  # type: ignore[misc]
+
+    def _fair_done(self, task: asyncio.Task[None], key: str) -> None:
+        self._inflight.discard(task)
+        self._handling -= 1
+        self._fair.done(key)
+        self._slots.release()
+        if not self._stopping.is_set():
+            self._pump()
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self._inflight.discard(task)
         self._slots.release()
+
+    async def _return_held(self) -> None:
+        """At the drain: held messages not yet started go back at once, for another replica."""
+        while (picked := self._fair.pop()) is not None or len(self._fair):
+            if picked is None:  # every waiting key is at its share: take the rest in order
+                picked = self._fair.drain_one()
+            key, msg = picked
+            self._fair.done(key)
+            self._slots.release()
+            await self._settle(msg.nak())
 
     async def _process(self, msg: Msg) -> None:
         try:

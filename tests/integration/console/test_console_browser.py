@@ -265,7 +265,9 @@ async def test_evidence_of_2000_japanese_characters_resolves(page: Page, runs: R
     assert record.resolution is not None and record.resolution.evidence == evidence
 
 
-async def test_evidence_over_the_limit_comes_back_with_what_was_typed(page: Page, runs: Runs) -> None:
+async def test_evidence_over_the_limit_comes_back_with_what_was_typed(
+    page: Page, runs: Runs, artifacts: Path
+) -> None:
     run = await runs.reconciling()
     await page.goto("/")
     await (
@@ -280,10 +282,13 @@ async def test_evidence_over_the_limit_comes_back_with_what_was_typed(page: Page
     await expect(page.get_by_role("alert")).to_contain_text("2100 characters; at most 2000")
     await expect(page.get_by_label("Evidence")).to_have_value(evidence)
     await expect(page.get_by_label("Part of it took effect")).to_be_checked()
+    await shot(page, artifacts, "reconciliation-evidence-too-long")
     assert (await runs.client.reconciliation(run.run_id)).status == "open"
 
 
-async def test_runs_named_dot_and_dot_dot_are_opened_retried_and_resolved(page: Page, runs: Runs) -> None:
+async def test_runs_named_dot_and_dot_dot_are_opened_retried_and_resolved(
+    page: Page, runs: Runs, artifacts: Path
+) -> None:
     # `.` and `..` are valid run ids; as path segments a browser would resolve them away.
     dots, dot = await runs.stopped(run_id=".."), await runs.stopped(run_id=".")
     await runs.indexed(dots, "operator")
@@ -309,6 +314,7 @@ async def test_runs_named_dot_and_dot_dot_are_opened_retried_and_resolved(page: 
     await page.get_by_label("I removed the cause").check()
     await page.get_by_role("button", name="Retry run").click()
     await expect(page.get_by_role("alert")).to_contain_text("waits on a reconciliation")
+    await shot(page, artifacts, "retry-refused-reconciliation")
     await page.get_by_role("link", name="Record what the pending tool call did").click()
     await expect(page.get_by_role("heading", level=1)).to_have_text("Reconciliation of run .")
     await page.get_by_label("It completed").check()

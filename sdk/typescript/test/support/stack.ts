@@ -259,9 +259,9 @@ export class Stack {
         CONTINUITY_METRICS_PORT: String(metricsPort),
         CONTINUITY_RUNNER_KEYS: keys,
         CONTINUITY_LOG_LEVEL: "WARNING",
-        // The tests' runners are not in the runner directory (contract 10.2), except under the
-        // shipped authorization, where they are issued as an operator issues them.
-        ...(authorized ? {} : { CONTINUITY_TENANCY: "open" }),
+        // The tests' runners are not in the runner directory (contract 10.2): open tenancy, as
+        // a development stack runs, unless a test's `env` says otherwise.
+        CONTINUITY_TENANCY: "open",
         ...(options.env ?? {}),
       };
       const proc = new Proc(name, join(VENV_BIN, "continuity"), ["serve", name], join(this.dir, `${name}.log`), env);

@@ -2,7 +2,8 @@
 that sdist, its wheel (hatchling the backend), both with the licence, the changelog and the
 README; the wheel installs into an empty virtual environment with its two dependencies, and
 works there, from its installed files: a bad runner id is an `InvalidRequest`, a closed port an
-`Unavailable` within `connect_timeout`, a signature 64 hex characters."""
+`Unavailable` within `connect_timeout`, a signature 64 hex characters. `pip install ./sdk/python`
+installs it too."""
 
 from __future__ import annotations
 
@@ -109,3 +110,15 @@ def test_the_sdk_builds_an_sdist_and_a_wheel_that_installs_into_an_empty_environ
     assert len(out["signature"]) == 64 and int(out["signature"], 16) >= 0
     code, took = out["closed"]
     assert code == "unavailable" and took < 1.0 + 3.0
+
+    # `pip install ./sdk/python`, the other way docs/integrate-a-runner.md gives.
+    from_path = _environment(tmp_path / "from-path")
+    _run(*PIP, "--python", from_path, "install", "--constraint", pins, SDK)
+    where = _run(
+        from_path,
+        "-c",
+        "import continuity_runner; print(continuity_runner.__file__)",
+        cwd=tmp_path,
+        env=clean,
+    )
+    assert where.startswith(str(tmp_path / "from-path")), where

@@ -78,17 +78,39 @@ def test_the_sdks_signature_verifies_with_the_services_code() -> None:
     assert verify({"k1": b"another"}, "runner-a", "run-1", 2, _as_server(signed)) is Verdict.SIGNATURE_INVALID
 
 
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [
+        ({"runner_id": "runner.a"}, "runner_id"),
+        ({"runner_id": "r" * 65}, "runner_id"),
+        ({"connect_timeout": 0}, "connect_timeout"),
+        ({"request_timeout": -1.0}, "request_timeout"),
+        ({"publish_attempts": 0}, "publish_attempts"),
+        ({"signing_keys": {"k 1": b"x"}}, "signing_keys"),
+        ({"signing_keys": {"k1": b"x"}, "signing_key_id": "k2"}, "signing_key_id"),
+        ({"tls_cert": "/c.pem"}, "tls_cert"),
+    ],
+)
+def test_an_option_that_cannot_be_used_is_an_invalid_request_naming_it(
+    options: dict[str, object], field: str
+) -> None:
+    with pytest.raises(InvalidRequest) as refused:
+        RunnerOptions(**{"runner_id": "r", **options})  # type: ignore[arg-type]
+    assert (refused.value.code, refused.value.field) == ("invalid_field", field)
+    assert isinstance(refused.value, ValueError)  # what Python raises for a bad argument
+
+
 def test_options_are_checked() -> None:
-    with pytest.raises(ValueError, match="runner_id"):
-        RunnerOptions(runner_id="runner.a")
-    with pytest.raises(ValueError, match="signing_key_id"):
-        RunnerOptions(runner_id="r", signing_keys={"k1": b"x"}, signing_key_id="k2")
     options = RunnerOptions(runner_id="r", servers=" nats://a:4222, nats://b:4222 ", password="hunter2")
     assert options.server_list == ["nats://a:4222", "nats://b:4222"]
     assert options.effective_inbox_prefix == "_INBOX.r"
     assert "hunter2" not in repr(options)
-    with pytest.raises(ValueError, match="several"):
+    with pytest.raises(InvalidRequest, match="several") as several:
         RunnerOptions(runner_id="r", signing_keys={"k1": b"x", "k2": b"y"}).signing_key()
+    assert several.value.field == "signing_key_id"
+    assert options.connect_timeout == 5.0  # the documented default
+    # Each of the two servers gets half of the bound for its attempt.
+    assert options.nats_options()["connect_timeout"] == 2.5
 
 
 def test_tls_is_on_with_a_tls_url_or_a_tls_option_and_starts_first() -> None:

@@ -2,13 +2,14 @@
  * The first connection is bounded by `connectTimeout`: a port nobody listens on and a server that
  * accepts the connection but never speaks NATS both end in `Unavailable` within it (measured
  * generously), without the URL and its credentials in the message; with several servers each gets
- * its share, so a good server after silent ones is still reached in time.
+ * its share, so a good server after silent ones is still reached in time. Options it cannot use are
+ * refused with `InvalidRequest` before any connection.
  */
 
 import assert from "node:assert/strict";
 import { createServer, type Server, type Socket } from "node:net";
 import { after, before, describe, it } from "node:test";
-import { connect, Unavailable, type ConnectOptions, type Runner } from "../src/index.js";
+import { connect, InvalidRequest, Unavailable, type ConnectOptions, type Runner } from "../src/index.js";
 import { freePort, Stack, uniqueId } from "./support/stack.js";
 
 /** A TCP server that accepts connections and never says a word (no NATS INFO). */
@@ -68,6 +69,24 @@ describe("the first connection", () => {
       assert.ok(tookMs >= 900 && tookMs < 1000 + 3000, `took ${tookMs} ms`);
     } finally {
       await silent.close();
+    }
+  });
+
+  it("refuses options it cannot use with InvalidRequest naming the option, before connecting", async () => {
+    const cases: [Partial<ConnectOptions>, string][] = [
+      [{ runnerId: "runner.a" }, "runner_id"],
+      [{ connectTimeout: 0 }, "connectTimeout"],
+      [{ requestTimeout: -1 }, "requestTimeout"],
+      [{ servers: " , " }, "servers"],
+      [{ signingKeys: { "k 1": new Uint8Array(32) } }, "signingKeys"],
+      [{ signingKeys: { k1: new Uint8Array(32) }, signingKeyId: "k2" }, "signingKeyId"],
+    ];
+    for (const [options, field] of cases) {
+      await assert.rejects(connect({ servers: "nats://127.0.0.1:1", runnerId: "sdkts-options", ...options }), (err) => {
+        assert.ok(err instanceof InvalidRequest, `got ${String(err)}`);
+        assert.deepEqual([err.code, err.field], ["invalid_field", field]);
+        return true;
+      });
     }
   });
 

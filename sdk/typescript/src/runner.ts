@@ -25,13 +25,13 @@ import {
   type JsMsg,
 } from "@nats-io/jetstream";
 import {
-  ATTEMPT,
   archiveAnswer,
+  ATTEMPT,
+  checkValue,
   COMMAND_RESULT,
   COMMIT_REQUEST,
   DECIDE_REQUEST,
   encodeChecked,
-  checkValue,
   GET_REQUEST,
   LIMITS,
   REJECT_REQUEST,

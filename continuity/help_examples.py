@@ -58,6 +58,7 @@ EXAMPLES: dict[str, list[str]] = {
     ],
     "bench sessions": ["continuity bench sessions", "continuity bench sessions --json"],
     "bench pipeline": ["continuity bench pipeline", "continuity bench pipeline --json"],
+    "bench fairness": ["continuity bench fairness", "continuity bench fairness --unfair --json"],
     "simulate": [
         "continuity simulate                                 # against `continuity up`",
         "continuity simulate --scenario pending,refusal --no-operator --events 10",

@@ -84,6 +84,8 @@ async def watch(args: argparse.Namespace) -> None:
                 if nc.is_closed:
                     raise Failure(EXIT_UNAVAILABLE, "unavailable", "the NATS connection closed") from None
                 continue
+            if msg.data.startswith(b'{"type":"refusal"'):
+                continue  # a refused event's notice to its runner, not a decision (contract 10.5)
             try:
                 decision = _decision.decode(msg.data)
             except msgspec.MsgspecError:

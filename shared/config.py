@@ -117,10 +117,31 @@ class Config:
     They are asked for as slots free up, at least a quarter of them per pull request under load:
     the more in hand, the more of their Redis commands and publications share one write."""
 
-    runner_in_flight: int = 64
+    runner_in_flight: int = 128
     """CONTINUITY_RUNNER_IN_FLIGHT: events of one runner the classifier handles at once (its
     share of CONTINUITY_CONSUMER_IN_FLIGHT); the classifier holds more, and starts them by
     runner in turn, so one runner's flood cannot delay another's decisions."""
+
+    runner_event_rate: float = 200.0
+    """CONTINUITY_RUNNER_EVENT_RATE: events a second one runner may send, per classifier replica;
+    past it (and its burst) an event is refused `quota_exceeded`, with when to send it again."""
+
+    runner_event_burst: int = 1000
+    """CONTINUITY_RUNNER_EVENT_BURST: events one runner may send at once above its rate."""
+
+    tenant_event_rate: float = 2000.0
+    """CONTINUITY_TENANT_EVENT_RATE: the same for all runners of one tenant together."""
+
+    tenant_event_burst: int = 10000
+    """CONTINUITY_TENANT_EVENT_BURST: a tenant's burst above its rate."""
+
+    tenant_recovery_budget: int = 1000
+    """CONTINUITY_TENANT_RECOVERY_BUDGET: retries and replacements the classifier decides for one
+    tenant per window; past it, such an event stops for an operator with the reason
+    `tenant_recovery_budget_exhausted` (the storm breaker)."""
+
+    tenant_recovery_window_s: float = 600.0
+    """CONTINUITY_TENANT_RECOVERY_WINDOW_S: the storm breaker's window."""
 
     log_level: str = "INFO"
     """CONTINUITY_LOG_LEVEL: DEBUG, INFO, WARNING or ERROR."""
@@ -203,6 +224,20 @@ class Config:
             ),
             runner_in_flight=_int(
                 env, "CONTINUITY_RUNNER_IN_FLIGHT", d.runner_in_flight, lo=1, hi=MAX_IN_FLIGHT
+            ),
+            runner_event_rate=_rate(env, "CONTINUITY_RUNNER_EVENT_RATE", d.runner_event_rate),
+            runner_event_burst=_int(
+                env, "CONTINUITY_RUNNER_EVENT_BURST", d.runner_event_burst, lo=1, hi=10**9
+            ),
+            tenant_event_rate=_rate(env, "CONTINUITY_TENANT_EVENT_RATE", d.tenant_event_rate),
+            tenant_event_burst=_int(
+                env, "CONTINUITY_TENANT_EVENT_BURST", d.tenant_event_burst, lo=1, hi=10**9
+            ),
+            tenant_recovery_budget=_int(
+                env, "CONTINUITY_TENANT_RECOVERY_BUDGET", d.tenant_recovery_budget, lo=1, hi=10**9
+            ),
+            tenant_recovery_window_s=_float(
+                env, "CONTINUITY_TENANT_RECOVERY_WINDOW_S", d.tenant_recovery_window_s
             ),
             log_level=_choice(env, "CONTINUITY_LOG_LEVEL", d.log_level, _LEVELS),
             retention_days=_days(env, "CONTINUITY_RETENTION_DAYS", d.retention_days),
@@ -360,6 +395,19 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
         raise ConfigError(f"{name}: expected a number of seconds, got {raw!r}") from None
     if not 0 < value < 86_400:
         raise ConfigError(f"{name}: must be more than 0 and less than a day, got {raw}")
+    return value
+
+
+def _rate(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{name}: expected a number of events a second, got {raw!r}") from None
+    if not 0 < value <= 1e9:
+        raise ConfigError(f"{name}: must be more than 0 and at most 1e9 events a second, got {raw}")
     return value
 
 

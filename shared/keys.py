@@ -70,6 +70,11 @@ RUNNERS_AUDIT = "continuity:runners:audit"
 """List of the directory's changes (JSON), newest first."""
 
 
+def recovery_budget(tenant: str, window: int) -> str:
+    """Counter of a tenant's retries and replacements in one window of the storm breaker."""
+    return f"continuity:recovery:{{tenant:{tenant}}}:{window}"
+
+
 def run_index(run_id: str) -> str:
     """String: run_id -> session key; the one lookup that is not under a session's tag."""
     return f"continuity:runidx:{{{run_id}}}"

@@ -9,7 +9,8 @@ import argparse
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     bench = sub.add_parser("bench", help="measure Continuity against raw NATS/Redis baselines")
     kinds = bench.add_subparsers(dest="kind", required=True)
-    from continuity.bench import pipeline, sessions
+    from continuity.bench import fairness, pipeline, sessions
 
     sessions.register(kinds)
     pipeline.register(kinds)
+    fairness.register(kinds)

@@ -316,8 +316,20 @@ def report(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def classifier_env() -> dict[str, str]:
-    return {"CONTINUITY_RUNNER_KEYS": DEMO_KEYS_ENV, "CONTINUITY_LOG_LEVEL": "WARNING"}
+def classifier_env(limits: bool = False) -> dict[str, str]:
+    """The classifier's settings for a benchmark. Without `limits`, the event quotas and the
+    storm breaker are lifted: the pipeline measures the decision path, and its runners send
+    more events a second than the default quotas allow (contract 10.6)."""
+    env = {"CONTINUITY_RUNNER_KEYS": DEMO_KEYS_ENV, "CONTINUITY_LOG_LEVEL": "WARNING"}
+    if not limits:
+        env |= {
+            "CONTINUITY_RUNNER_EVENT_RATE": "1000000",
+            "CONTINUITY_TENANT_EVENT_RATE": "1000000",
+            "CONTINUITY_RUNNER_EVENT_BURST": "1000000",
+            "CONTINUITY_TENANT_EVENT_BURST": "1000000",
+            "CONTINUITY_TENANT_RECOVERY_BUDGET": "1000000000",
+        }
+    return env
 
 
 def main(args: argparse.Namespace) -> int:

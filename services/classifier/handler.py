@@ -10,25 +10,32 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import NoReturn, cast
 
 import msgspec
 from nats.aio.msg import Msg
+from nats.js import JetStreamContext
 
 from shared import identity, keys, metrics, store, subjects
 from shared.bus.ack_reply import stored_at, stream_seq
 from shared.bus.consumer import Reject
+from shared.bus.publish import publish
 from shared.config import Config
 from shared.contracts.events import ResumeFailed
 from shared.contracts.limits import MAX_EVENT_BYTES
+from shared.contracts.tenancy import Refusal, RunnerRecord
+from shared.contracts.types import QuotaScope, RefusalCode
 from shared.decoding import InvalidInput, decode
 from shared.logs import Log
 from shared.outbox import Outbox, OutboxEntry
 from shared.pipeline import PipelinedRedis
+from shared.quotas import TokenBuckets
 from shared.runs import index, steps
 from shared.runs.retention import Retention
 from shared.runs.session_hash import SAVED_FIELDS, saved_session_of
+from shared.times import rfc3339_from_epoch
 
-from .step import SlotView, announced_ids, choose, failure_class_of
+from .step import SPENDING, SlotView, announced_ids, choose, failure_class_of
 
 log = Log("continuity.classifier")
 
@@ -36,6 +43,7 @@ EVENT_TYPE = "resume_failed"
 _TYPE_SUFFIX = "." + EVENT_TYPE
 
 _decoder = msgspec.json.Decoder(ResumeFailed)
+_encode_refusal = msgspec.json.Encoder().encode
 
 
 DECIDE_TRIES = 3
@@ -49,11 +57,17 @@ class EventHandler:
         outbox: Outbox,
         config: Config,
         *,
+        js: JetStreamContext | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._redis = client
+        self._js = js
         self._directory = identity.RunnerDirectory(client, cache_s=config.runner_cache_s)
         self._enforced = config.tenancy == "enforced"
+        self._runner_rate = TokenBuckets(config.runner_event_rate, config.runner_event_burst)
+        self._tenant_rate = TokenBuckets(config.tenant_event_rate, config.tenant_event_burst)
+        self._budget = config.tenant_recovery_budget
+        self._window_s = config.tenant_recovery_window_s
         self._outbox = outbox
         self._keys = config.runner_keys
         self._backoff_s = config.retry_backoff_s
@@ -80,16 +94,26 @@ class EventHandler:
         record = await self._directory.get(event.runner_id)
         allowed = identity.access(record, event.session.tenant, enforced=self._enforced)
         if allowed is not identity.Access.ALLOWED:
-            identity.refused(event.runner_id, record, allowed.value)
-            raise Reject(subjects.DEAD_REFUSED, allowed.value)
+            await self._refuse(msg, event, record, allowed.value)
+        now = self._clock()
+        over = self._over_quota(event, now)
+        if over is not None:
+            scope, wait_s = over
+            identity.refused(event.runner_id, record, "quota_exceeded")
+            await self._notify(msg, event, "quota_exceeded", scope=scope, not_before=now + wait_s)
+            log.info("event_over_quota", runner_id=event.runner_id, run_id=event.run_id, scope=scope)
+            return "quota_exceeded"
         failure_class = failure_class_of(event, self._keys)
         sk = event.session.key
         published_at = stored_at(msg.reply)  # when JetStream stored the event
+        budget_key = keys.recovery_budget(event.session.tenant, int(now // self._window_s))
         for _ in range(DECIDE_TRIES):
-            # One round trip: index the run (unless it is already) and read the session record.
+            # One round trip: index the run (unless it is already), read the session record and
+            # the tenant's recovery budget.
             claimed = index.claim_run(self._redis, event.run_id, sk, self._retention.run_ms)
             session = self._redis.send("HMGET", keys.session(sk), *SAVED_FIELDS)
-            indexed, raw_session = await claimed, await session
+            spent = self._redis.send("GET", budget_key)
+            indexed, raw_session, spent_count = await claimed, await session, await spent
             if indexed is not None and indexed != sk:
                 # A run's slots live under its session's tag: an event naming another session for
                 # the same run would find no slot there and decide the run a second time.
@@ -101,6 +125,7 @@ class EventHandler:
                 self._clock(),
                 backoff_s=self._backoff_s,
                 published_at=published_at,
+                budget_spent=int(spent_count or 0) >= self._budget,
             )
             try:
                 existing = await steps.record_step(
@@ -113,8 +138,7 @@ class EventHandler:
                 if indexed is None:
                     # This event indexed the run a moment ago: leave no claim on the run_id.
                     await store.call(self._redis.execute_command("DEL", keys.run_index(event.run_id)))
-                identity.refused(event.runner_id, record, refusal.reason)
-                raise Reject(subjects.DEAD_REFUSED, refusal.reason) from None
+                await self._refuse(msg, event, record, cast(RefusalCode, refusal.reason))
         else:
             raise steps.SessionChanged(sk)  # a transient failure: the event is redelivered
         if existing is not None:
@@ -125,6 +149,11 @@ class EventHandler:
             return "duplicate"
 
         verdict, reason = choice.verdict, choice.reason
+        if verdict in SPENDING:
+            # Counted after the step is recorded: a redelivery finds its slot and spends nothing.
+            counted = self._redis.send("INCR", budget_key)
+            expiring = self._redis.send("PEXPIRE", budget_key, str(int(self._window_s * 2000)))
+            await counted, await expiring
         await self._outbox.flush(sk, choice.step.outbox)
         metrics.adder(metrics.FAILURE_CLASSES, failure_class)()
         log.info(
@@ -142,6 +171,56 @@ class EventHandler:
         if published_at is not None:
             metrics.observer(metrics.DECISION_LATENCY)(max(0.0, time.time() - published_at))
         return "decided"
+
+    def _over_quota(self, event: ResumeFailed, now: float) -> tuple[QuotaScope, float] | None:
+        """The scope whose event rate the event exceeds, and how long until it may be sent."""
+        wait_s = self._runner_rate.take(event.runner_id, now)
+        if wait_s > 0:
+            return "runner", wait_s
+        wait_s = self._tenant_rate.take(event.session.tenant, now)
+        if wait_s > 0:
+            return "tenant", wait_s
+        return None
+
+    async def _refuse(
+        self, msg: Msg, event: ResumeFailed, record: RunnerRecord | None, code: RefusalCode
+    ) -> NoReturn:
+        """Tell the runner its event is refused, count it, and dead-letter the event."""
+        identity.refused(event.runner_id, record, code)
+        await self._notify(msg, event, code)
+        raise Reject(subjects.DEAD_REFUSED, code)
+
+    async def _notify(
+        self,
+        msg: Msg,
+        event: ResumeFailed,
+        code: RefusalCode,
+        *,
+        scope: QuotaScope | None = None,
+        not_before: float | None = None,
+    ) -> None:
+        """A `refusal` on the runner's decisions subject (contract 10.5), de-duplicated by the
+        event's stream sequence, so a redelivery tells the runner once."""
+        if self._js is None:
+            return
+        now = self._clock()
+        refusal = Refusal(
+            runner_id=event.runner_id,
+            run_id=event.run_id,
+            attempt=event.attempt,
+            event_id=event.event_id,
+            code=code,
+            scope=scope,
+            not_before=rfc3339_from_epoch(not_before) if not_before is not None else None,
+            refused_at=rfc3339_from_epoch(now),
+        )
+        seq = stream_seq(msg.reply)
+        await publish(
+            self._js,
+            subjects.decisions(event.runner_id),
+            _encode_refusal(refusal),
+            f"refusal:{seq if seq is not None else event.event_id}",
+        )
 
     def _validate(self, msg: Msg) -> ResumeFailed:
         runner = subjects.runner_of_event_subject(msg.subject)

@@ -32,7 +32,7 @@ def build(ctx: Context) -> ServiceSpec:
                 subjects.CLASSIFIER_CONSUMER,
                 subjects.EVENTS_ALL,
                 Msg,
-                EventHandler(redis, outbox, ctx.config),
+                EventHandler(redis, outbox, ctx.config, js=ctx.js),
                 # Runners in turn, each with a bounded share: one runner's storm cannot delay
                 # another's decisions (docs/contract-v1.md, 10.6).
                 fair_by=_runner_of,

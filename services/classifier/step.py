@@ -59,6 +59,7 @@ def choose(
     *,
     backoff_s: float,
     published_at: float | None,
+    budget_spent: bool = False,
 ) -> Choice:
     """The table's row for the event and the saved session, and the step recording it; the
     step is recorded only while the policy and epoch it was decided on are still stored."""
@@ -69,6 +70,7 @@ def choose(
             attempt=event.attempt,
             policy=table.effective_policy(saved.policy),
             governed_wait_elapsed=event.governed_wait_elapsed,
+            recovery_budget_spent=budget_spent,
         )
     )
     if verdict == "archive":
@@ -172,3 +174,7 @@ def announced_ids(slot: SlotView, run_id: str, attempt: int) -> list[str]:
             ids.append(names.work_id(run_id, attempt, "reconcile"))
         return ids
     return []
+
+
+SPENDING: frozenset[str] = frozenset({"retry_same_session", "archive"})
+"""Verdicts that spend the tenant's recovery budget (retries and replacements)."""

@@ -28,6 +28,9 @@ class Facts:
     attempt: int
     policy: CheckpointPolicy
     governed_wait_elapsed: bool
+    recovery_budget_spent: bool = False
+    """The session's tenant has spent its retries and replacements of the window (the storm
+    breaker, contract 10.6)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +38,8 @@ class Row:
     """One line of the table. A row matches when the event's class is one of `classes` (or,
     with `or_pending_tool_call`, whenever the event carries a pending tool call) and every
     condition that is set holds: `attempt >= min_attempt`, the session's policy is `policy`,
-    `governed_wait_elapsed` is true when required."""
+    `governed_wait_elapsed` is true when required, the tenant's recovery budget is spent when
+    required."""
 
     classes: tuple[FailureClass, ...]
     verdict: Verdict
@@ -48,6 +52,7 @@ class Row:
     min_attempt: int | None = None
     policy: CheckpointPolicy | None = None
     governed_wait_elapsed: bool = False
+    budget_spent: bool = False
 
 
 TABLE: tuple[Row, ...] = (
@@ -74,6 +79,13 @@ TABLE: tuple[Row, ...] = (
         ("event_replay_conflict",),
         verdict="operator",
         reason="native_event_replay_conflict",
+        holds_session=True,
+    ),
+    Row(
+        ("unclassified",),
+        budget_spent=True,
+        verdict="operator",
+        reason="tenant_recovery_budget_exhausted",
         holds_session=True,
     ),
     Row(
@@ -118,6 +130,8 @@ def decide_row(facts: Facts) -> Row:
         if row.policy is not None and facts.policy != row.policy:
             continue
         if row.governed_wait_elapsed and not facts.governed_wait_elapsed:
+            continue
+        if row.budget_spent and not facts.recovery_budget_spent:
             continue
         return row
     # Every class has a row above; reaching here means a class was added without one.

@@ -59,23 +59,31 @@ RULES: tuple[tuple[str, str, str | None, str, str], ...] = (
     ),
     (
         "operator",
-        "native_session_retry_exhausted",
+        "tenant_recovery_budget_exhausted",
         ANY,
         "contract 4.4, row 5",
+        "the tenant spent its retries and replacements of the window (the storm breaker): stop for "
+        "an operator",
+    ),
+    (
+        "operator",
+        "native_session_retry_exhausted",
+        ANY,
+        "contract 4.4, row 6",
         f"an unclassified failure at attempt {ATTEMPT_BUDGET}, the whole budget: stop for an operator",
     ),
     (
         "open_replacement",
         "native_session_continuity_break",
         ANY,
-        "contract 4.4, rows 6 and 7",
+        "contract 4.4, rows 7 and 8",
         "an unclassified failure and a policy that allows replacing: archived, then a new session",
     ),
     (
         "retry_same_session",
         "native_session_interrupted",
         ANY,
-        "contract 4.4, row 8",
+        "contract 4.4, row 9",
         "an unclassified failure within the budget: retry the same session after a pause",
     ),
     (

@@ -70,6 +70,10 @@ _entry = msgspec.json.Decoder(RunEntry)
 _decision = msgspec.json.Decoder(Decision)
 
 
+REFUSAL_PREFIX = b'{"type":"refusal"'
+"""How a refusal's encoding starts (msgspec writes the fields in order, `type` first)."""
+
+
 def bucket_of(run_id: str) -> int:
     return zlib.crc32(run_id.encode()) % BUCKETS
 
@@ -182,6 +186,8 @@ class RunsIndex:
         """The consumer's handler: returning acknowledges, raising redelivers. A message that is
         not a decision is skipped, not dead-lettered: a service published it and its runner has
         it already; the index has nothing to learn from it."""
+        if msg.data.startswith(REFUSAL_PREFIX):
+            return  # a refused event's notice (contract 10.5): no run step, nothing to index
         try:
             decision = decode(msg.data, _decision, max_bytes=MAX_EVENT_BYTES)
         except InvalidInput as err:

@@ -9,7 +9,7 @@ import msgspec
 from msgspec import Meta
 
 from shared.contracts.session import SessionRef
-from shared.contracts.types import RunnerId, Token
+from shared.contracts.types import QuotaScope, RefusalCode, RunnerId, Token
 
 MAX_TENANTS = 64
 """Tenants one runner may be issued for: a runner serves a team or a few, not a whole fleet."""
@@ -98,3 +98,19 @@ class RunnersListRequest(msgspec.Struct, kw_only=True):
 
 class RunnersListReply(msgspec.Struct, kw_only=True):
     items: list[RunnerRecord]
+
+
+class Refusal(msgspec.Struct, kw_only=True, omit_defaults=False):
+    """On `continuity.decisions.<runner_id>`: the runner's event was refused before any
+    decision (contract 10.5). With `quota_exceeded`, send the same report again (a new
+    `event_id`) at or after `not_before`; any other code is final."""
+
+    type: Literal["refusal"] = "refusal"
+    runner_id: str
+    run_id: str
+    attempt: int
+    event_id: str
+    code: RefusalCode
+    scope: QuotaScope | None = None
+    not_before: str | None = None
+    refused_at: str

@@ -98,7 +98,18 @@ DecisionReason = Literal[
     "runner_continuity_break_archive_failed",
     "execution_reconciled",
     "operator_retry",
+    "tenant_recovery_budget_exhausted",
 ]
+RefusalCode = Literal[
+    "runner_not_registered",
+    "runner_revoked",
+    "tenant_not_allowed",
+    "session_not_owned",
+    "run_not_owned",
+    "quota_exceeded",
+]
+"""Why an event was refused before any decision (contract 10.5)."""
+QuotaScope = Literal["runner", "tenant"]
 RecordedOutcome = Literal["completed", "not_performed"]
 ActionOutcome = Literal["completed", "not_performed", "mixed"]
 ReconciliationStatus = Literal["open", "delivered"]

@@ -309,7 +309,9 @@ async def test_operators_discover_the_services(services, connect) -> None:
 
     await operator.nc.subscribe(inbox, cb=pong)
     await operator.nc.publish("$SRV.PING", b"", reply=inbox)
-    expected = {f"continuity-{name}" for name in ("session-store", "reconciliation", "classifier", "archiver")}
+    expected = {
+        f"continuity-{name}" for name in ("session-store", "reconciliation", "classifier", "archiver")
+    }
     await wait_for(lambda: expected <= names, what="every service's PING answer")
     for verb in ("INFO", "STATS"):
         for name in expected:

@@ -21,7 +21,7 @@ from continuity.servers import NatsServer, RedisServer
 from shared import keys, subjects
 from shared.bus.publish import DEAD_REASON_HEADER
 from shared.client import ContinuityClient, RequestError, RunnerSessions
-from shared.contracts import GetRequest, RetryRequest, SessionRef
+from shared.contracts import GetRequest, ResumeFailed, RetryRequest, SessionRef
 from shared.contracts.tenancy import RunnerPutRequest
 from tests.support import (
     KEYS,
@@ -97,16 +97,19 @@ async def snapshot(fleet: Fleet, s: SessionRef) -> dict[bytes, bytes]:
     return await fleet.redis.hgetall(keys.session(s.key))  # type: ignore[misc,no-any-return]
 
 
-async def refused_with(fleet: Fleet, run_id: str) -> str:
-    """The reason of the one refused dead letter of `run_id`."""
+async def refused_with(fleet: Fleet, event: ResumeFailed) -> str:
+    """The reason of the one refused dead letter of `event`, which its runner was told too."""
     found: list[Any] = []
 
     async def dead() -> bool:
-        found.extend(await fleet.bus.dead(subjects.DEAD_REFUSED, run_id))
+        found.extend(await fleet.bus.dead(subjects.DEAD_REFUSED, event.event_id))
         return bool(found)
 
-    await wait_for(dead, what=f"the refusal of {run_id}")
-    return header(found[0], DEAD_REASON_HEADER) or ""
+    await wait_for(dead, what=f"the refusal of {event.event_id}")
+    reason = header(found[0], DEAD_REASON_HEADER) or ""
+    told = [r for r in await fleet.bus.refusals(event.runner_id) if r["event_id"] == event.event_id]
+    assert [(r["code"], r["run_id"], r["attempt"]) for r in told] == [(reason, event.run_id, event.attempt)]
+    return reason
 
 
 async def test_an_event_naming_another_runners_session_archives_nothing(fleet: Fleet) -> None:
@@ -118,7 +121,7 @@ async def test_an_event_naming_another_runners_session_archives_nothing(fleet: F
     try:
         drop = resume_failed(fleet.ids["A"], session=s)  # unclassified: a transport drop
         await fleet.bus.settled(await fleet.bus.publish(drop, msg_id=drop.event_id))
-        assert await refused_with(fleet, drop.run_id) == "session_not_owned"
+        assert await refused_with(fleet, drop) == "session_not_owned"
     finally:
         await archive_answers.stop()
     assert archive_answers.per_archive == {}
@@ -136,7 +139,7 @@ async def test_a_pending_tool_call_on_another_runners_session_holds_nothing(flee
     before = await snapshot(fleet, s)
     pending = resume_failed(fleet.ids["A"], session=s, pending=tool_call())
     await fleet.bus.settled(await fleet.bus.publish(pending, msg_id=pending.event_id))
-    assert await refused_with(fleet, pending.run_id) == "session_not_owned"
+    assert await refused_with(fleet, pending) == "session_not_owned"
     assert await snapshot(fleet, s) == before
     with pytest.raises(RequestError) as missing:
         await fleet.client.reconciliation(pending.run_id)
@@ -154,7 +157,7 @@ async def test_another_runner_cannot_take_over_a_run(fleet: Fleet) -> None:
         a, session=s, run_id=first.run_id, attempt=2, classification="provider_attach_refused"
     )
     await fleet.bus.settled(await fleet.bus.publish(hijack, msg_id=hijack.event_id))
-    assert await refused_with(fleet, hijack.event_id) == "run_not_owned"
+    assert await refused_with(fleet, hijack) == "run_not_owned"
     assert (await fleet.client.run(first.run_id)).runner_id == b
 
     # B's own attempt 2 gets its decision, and only B receives the run's decisions.
@@ -178,7 +181,7 @@ async def test_events_outside_a_runners_tenants_are_refused(fleet: Fleet, name: 
     before = await snapshot(fleet, s)
     event = resume_failed(fleet.ids[name], session=s, classification="provider_attach_refused")
     await fleet.bus.settled(await fleet.bus.publish(event, msg_id=event.event_id))
-    assert await refused_with(fleet, event.run_id) == reason
+    assert await refused_with(fleet, event) == reason
     assert await snapshot(fleet, s) == before
     assert await fleet.bus.decisions(fleet.ids[name]) == []
     # And their own sessions in that tenant: none can be made.

@@ -9,6 +9,7 @@ from nats.js import JetStreamContext
 
 from shared import subjects
 from shared.contracts import Decision
+from shared.contracts.tenancy import Refusal
 from tests.support.waiting import wait_for
 
 
@@ -20,6 +21,8 @@ class Decisions:
         self.js = js
         self.runner_id = runner_id
         self.items: list[tuple[Decision, str | None]] = []
+        self.refusals: list[Refusal] = []
+        """Refusals of the runner's events (contract 10.5), kept apart from its decisions."""
         self._sub: JetStreamContext.PullSubscription | None = None
 
     @property
@@ -39,6 +42,9 @@ class Decisions:
         for m in msgs:
             await m.ack()
             msg_id = (m.headers or {}).get("Nats-Msg-Id")
+            if m.data.startswith(b'{"type":"refusal"'):
+                self.refusals.append(msgspec.json.decode(m.data, type=Refusal))
+                continue
             self.items.append((msgspec.json.decode(m.data, type=Decision), msg_id))
         return True
 

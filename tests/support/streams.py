@@ -85,6 +85,15 @@ class Bus:
         finally:
             await reader.close()
 
+    async def refusals(self, runner: str) -> list[dict[str, Any]]:
+        """Every refusal of `runner`'s events stored on its decisions subject (contract 10.5)."""
+        reader = Decisions(self.js, runner)
+        try:
+            await reader.all()
+            return [msgspec.to_builtins(r) for r in reader.refusals]
+        finally:
+            await reader.close()
+
     async def dead(self, subject: str, needle: str) -> list[Msg]:
         """Dead letters on `subject` whose original bytes contain `needle`."""
         msgs = await self.read_all(subjects.DEAD_STREAM, subject)

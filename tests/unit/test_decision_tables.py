@@ -93,6 +93,8 @@ def recovery_condition(cell: str, where: str) -> dict[str, Any]:
             fields["or_pending_tool_call"] = True
         elif part == "otherwise":
             pass
+        elif part == "the tenant's recovery budget spent":
+            fields["budget_spent"] = True
         elif part == "unclassified" or re.fullmatch(r"`[a-z_]+`", part):
             fields["classes"] += (ticked(part.strip("`"), CLASSES, "failure class", where),)
         elif match := re.fullmatch(r"attempt >= (\d+)", part):
@@ -305,18 +307,21 @@ ROW_7 = (
     "archive, then `open_replacement` | `native_session_continuity_break` |"
 )
 ROW_EXHAUSTED = "| unclassified, attempt >= 3 | `operator` | `native_session_retry_exhausted` |"
+ROW_BREAKER = (
+    "| unclassified, the tenant's recovery budget spent | `operator` | `tenant_recovery_budget_exhausted` |"
+)
 
 
 @pytest.mark.parametrize(
     ("old", "new", "rows"),
     [
-        pytest.param(f"{ROW_6}\n{ROW_7}", f"{ROW_7}\n{ROW_6}", [6, 7], id="two rows swapped"),
+        pytest.param(f"{ROW_6}\n{ROW_7}", f"{ROW_7}\n{ROW_6}", [7, 8], id="two rows swapped"),
         pytest.param(
-            f"{ROW_EXHAUSTED}\n{ROW_6}", f"{ROW_6}\n{ROW_EXHAUSTED}", [5, 6], id="budget after policy"
+            f"{ROW_EXHAUSTED}\n{ROW_6}", f"{ROW_6}\n{ROW_EXHAUSTED}", [6, 7], id="budget after policy"
         ),
-        pytest.param(ROW_EXHAUSTED, ROW_EXHAUSTED.replace(">= 3", ">= 4"), [5], id="another budget"),
-        pytest.param(ROW_6, ROW_6.replace("resume_failure", "governed_wait"), [6], id="another policy"),
-        pytest.param(ROW_7, ROW_7.replace(" and `governed_wait_elapsed`", ""), [7], id="condition dropped"),
+        pytest.param(ROW_EXHAUSTED, ROW_EXHAUSTED.replace(">= 3", ">= 4"), [6], id="another budget"),
+        pytest.param(ROW_6, ROW_6.replace("resume_failure", "governed_wait"), [7], id="another policy"),
+        pytest.param(ROW_7, ROW_7.replace(" and `governed_wait_elapsed`", ""), [8], id="condition dropped"),
         pytest.param(
             "| `event_replay_conflict` | `operator` |",
             "| `event_replay_conflict` | `retry_same_session` |",
@@ -344,8 +349,11 @@ ROW_EXHAUSTED = "| unclassified, attempt >= 3 | `operator` | `native_session_ret
         pytest.param(
             "After an\n`operator` or `reconcile` decision", "After an\n`operator` decision", [1], id="hold"
         ),
-        pytest.param(f"{ROW_6}\n", "", [6, 7, 8], id="row removed"),
-        pytest.param(f"{ROW_6}\n", f"{ROW_6}\n{ROW_6}\n", [7, 8, 9], id="row added"),
+        pytest.param(f"{ROW_6}\n", "", [7, 8, 9], id="row removed"),
+        pytest.param(f"{ROW_6}\n", f"{ROW_6}\n{ROW_6}\n", [8, 9, 10], id="row added"),
+        pytest.param(
+            ROW_BREAKER, ROW_BREAKER.replace(", the tenant's recovery budget spent", ""), [5], id="breaker"
+        ),
     ],
 )
 def test_a_doctored_recovery_table_is_reported(old: str, new: str, rows: list[int]) -> None:
@@ -419,7 +427,7 @@ def test_wording_the_parser_cannot_read_fails(parse: Callable[[str], object], ol
 
 
 def test_a_changed_code_table_is_reported() -> None:
-    swapped = (*table.TABLE[:5], table.TABLE[6], table.TABLE[5], table.TABLE[7])
+    swapped = (*table.TABLE[:6], table.TABLE[7], table.TABLE[6], table.TABLE[8])
     assert len(mismatches(recovery_table(DOC), swapped)) == 2
     no_hold = (dataclasses.replace(table.TABLE[0], holds_session=False), *table.TABLE[1:])
     assert len(mismatches(recovery_table(DOC), no_hold)) == 1
@@ -510,6 +518,7 @@ def test_each_recovery_row_fires_first_when_its_condition_holds() -> None:
             attempt=row.min_attempt or 1,
             policy=row.policy or table.SAFE_POLICY,
             governed_wait_elapsed=row.governed_wait_elapsed,
+            recovery_budget_spent=row.budget_spent,
         )
         assert table.decide_row(given) is row, number
         assert table.decide(given) == (row.verdict, row.reason)

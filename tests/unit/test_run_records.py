@@ -90,7 +90,11 @@ def test_every_script_takes_the_step_in_the_same_order() -> None:
     assert msgspec.json.decode(args[4], type=AuditEntry) == step.audit
     assert args[5:9] == ["ns", "1", "same_session_only", "3"]
     # Then the retention, and whether the step waits on a person (an operator's does).
-    assert args[9:] == [str(DEFAULT.run_ms), "1"]
+    assert args[9:11] == [str(DEFAULT.run_ms), "1"]
+    # Last, the runner the step answers ('' for none: no ownership check, contract 10.4).
+    assert args[11:] == [""]
+    step.for_runner = "runner-a"
+    assert steps.step_args(step)[11:] == ["runner-a"]
     step.read = None
     assert steps.step_args(step)[6:9] == ["0", "", "0"]
     assert steps.outbox_arg([]) == ""

@@ -135,6 +135,13 @@ class Config:
     tenant_event_burst: int = 10000
     """CONTINUITY_TENANT_EVENT_BURST: a tenant's burst above its rate."""
 
+    runner_stored_runs: int = 100_000
+    """CONTINUITY_RUNNER_STORED_RUNS: runs one runner may start within the retention (their
+    records are kept that long); past it, a new run's event is refused `quota_exceeded`."""
+
+    tenant_stored_runs: int = 1_000_000
+    """CONTINUITY_TENANT_STORED_RUNS: the same for all runners of one tenant."""
+
     tenant_recovery_budget: int = 1000
     """CONTINUITY_TENANT_RECOVERY_BUDGET: retries and replacements the classifier decides for one
     tenant per window; past it, such an event stops for an operator with the reason
@@ -232,6 +239,12 @@ class Config:
             tenant_event_rate=_rate(env, "CONTINUITY_TENANT_EVENT_RATE", d.tenant_event_rate),
             tenant_event_burst=_int(
                 env, "CONTINUITY_TENANT_EVENT_BURST", d.tenant_event_burst, lo=1, hi=10**9
+            ),
+            runner_stored_runs=_int(
+                env, "CONTINUITY_RUNNER_STORED_RUNS", d.runner_stored_runs, lo=1, hi=10**12
+            ),
+            tenant_stored_runs=_int(
+                env, "CONTINUITY_TENANT_STORED_RUNS", d.tenant_stored_runs, lo=1, hi=10**12
             ),
             tenant_recovery_budget=_int(
                 env, "CONTINUITY_TENANT_RECOVERY_BUDGET", d.tenant_recovery_budget, lo=1, hi=10**9

@@ -70,6 +70,16 @@ RUNNERS_AUDIT = "continuity:runners:audit"
 """List of the directory's changes (JSON), newest first."""
 
 
+def runner_runs(runner_id: str) -> str:
+    """Sorted set of the runs a runner started within the retention (its stored-runs quota)."""
+    return f"continuity:stored-runs:{{runner:{runner_id}}}"
+
+
+def tenant_runs(tenant: str) -> str:
+    """The same for all runners of a tenant."""
+    return f"continuity:stored-runs:{{tenant:{tenant}}}"
+
+
 def recovery_budget(tenant: str, window: int) -> str:
     """Counter of a tenant's retries and replacements in one window of the storm breaker."""
     return f"continuity:recovery:{{tenant:{tenant}}}:{window}"

@@ -8,6 +8,7 @@ delay, redelivery; the shared consumer moves it to `continuity.dead.exhausted` a
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from typing import NoReturn, cast
@@ -24,7 +25,7 @@ from shared.config import Config
 from shared.contracts.events import ResumeFailed
 from shared.contracts.limits import MAX_EVENT_BYTES
 from shared.contracts.tenancy import Refusal, RunnerRecord
-from shared.contracts.types import QuotaScope, RefusalCode
+from shared.contracts.types import QuotaKind, QuotaScope, RefusalCode
 from shared.decoding import InvalidInput, decode
 from shared.logs import Log
 from shared.outbox import Outbox, OutboxEntry
@@ -44,6 +45,7 @@ _TYPE_SUFFIX = "." + EVENT_TYPE
 
 _decoder = msgspec.json.Decoder(ResumeFailed)
 _encode_refusal = msgspec.json.Encoder().encode
+_ADMIT = store.Script("runs_admit")
 
 
 DECIDE_TRIES = 3
@@ -66,6 +68,8 @@ class EventHandler:
         self._enforced = config.tenancy == "enforced"
         self._runner_rate = TokenBuckets(config.runner_event_rate, config.runner_event_burst)
         self._tenant_rate = TokenBuckets(config.tenant_event_rate, config.tenant_event_burst)
+        self._runner_runs = config.runner_stored_runs
+        self._tenant_runs = config.tenant_stored_runs
         self._budget = config.tenant_recovery_budget
         self._window_s = config.tenant_recovery_window_s
         self._outbox = outbox
@@ -100,7 +104,9 @@ class EventHandler:
         if over is not None:
             scope, wait_s = over
             identity.refused(event.runner_id, record, "quota_exceeded")
-            await self._notify(msg, event, "quota_exceeded", scope=scope, not_before=now + wait_s)
+            await self._notify(
+                msg, event, "quota_exceeded", scope=scope, quota="event_rate", not_before=now + wait_s
+            )
             log.info("event_over_quota", runner_id=event.runner_id, run_id=event.run_id, scope=scope)
             return "quota_exceeded"
         failure_class = failure_class_of(event, self._keys)
@@ -113,7 +119,19 @@ class EventHandler:
             claimed = index.claim_run(self._redis, event.run_id, sk, self._retention.run_ms)
             session = self._redis.send("HMGET", keys.session(sk), *SAVED_FIELDS)
             spent = self._redis.send("GET", budget_key)
+            admitted = asyncio.ensure_future(self._admit(event, now))  # sent with the three above
             indexed, raw_session, spent_count = await claimed, await session, await spent
+            refused_by = await admitted
+            if refused_by is not None:
+                if indexed is None:  # this event indexed the run: leave no claim on the run_id
+                    await store.call(self._redis.execute_command("DEL", keys.run_index(event.run_id)))
+                scope, free_at = refused_by
+                identity.refused(event.runner_id, record, "quota_exceeded")
+                await self._notify(
+                    msg, event, "quota_exceeded", scope=scope, quota="stored_runs", not_before=free_at
+                )
+                log.info("event_over_quota", runner_id=event.runner_id, run_id=event.run_id, scope=scope)
+                return "quota_exceeded"
             if indexed is not None and indexed != sk:
                 # A run's slots live under its session's tag: an event naming another session for
                 # the same run would find no slot there and decide the run a second time.
@@ -172,6 +190,25 @@ class EventHandler:
             metrics.observer(metrics.DECISION_LATENCY)(max(0.0, time.time() - published_at))
         return "decided"
 
+    async def _admit(self, event: ResumeFailed, now: float) -> tuple[QuotaScope, float] | None:
+        """Count the run against its runner's and its tenant's stored runs (both scripts sent at
+        once); the scope whose limit refuses it, and when its oldest run leaves the window."""
+        now_ms, window_ms = int(now * 1000), self._retention.run_ms
+        checks: list[tuple[QuotaScope, str, int]] = [
+            ("runner", keys.runner_runs(event.runner_id), self._runner_runs),
+            ("tenant", keys.tenant_runs(event.session.tenant), self._tenant_runs),
+        ]
+        replies = await asyncio.gather(
+            *(
+                _ADMIT(self._redis, [key], [event.run_id, now_ms, window_ms, limit])
+                for _, key, limit in checks
+            )
+        )
+        for (scope, _, _), (admitted, oldest) in zip(checks, replies, strict=True):
+            if not int(admitted):
+                return scope, (float(oldest) + window_ms) / 1000
+        return None
+
     def _over_quota(self, event: ResumeFailed, now: float) -> tuple[QuotaScope, float] | None:
         """The scope whose event rate the event exceeds, and how long until it may be sent."""
         wait_s = self._runner_rate.take(event.runner_id, now)
@@ -197,6 +234,7 @@ class EventHandler:
         code: RefusalCode,
         *,
         scope: QuotaScope | None = None,
+        quota: QuotaKind | None = None,
         not_before: float | None = None,
     ) -> None:
         """A `refusal` on the runner's decisions subject (contract 10.5), de-duplicated by the
@@ -211,6 +249,7 @@ class EventHandler:
             event_id=event.event_id,
             code=code,
             scope=scope,
+            quota=quota,
             not_before=rfc3339_from_epoch(not_before) if not_before is not None else None,
             refused_at=rfc3339_from_epoch(now),
         )

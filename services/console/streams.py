@@ -2,7 +2,9 @@
 sequence (`$JS.API.STREAM.MSG.GET`), and the live feed of decisions from an ordered consumer.
 
 Dead letters keep a runner's original bytes as their body; the console shows only their
-headers (closed reasons, sizes, times), never the body."""
+headers (closed reasons, sizes, times), never the body. CONTINUITY_DECISIONS also carries
+refusals (contract 10.5), a refused event's notice to its runner: they are not decisions of a
+run, and neither list shows them."""
 
 from __future__ import annotations
 
@@ -26,6 +28,9 @@ log = Log("continuity.console")
 
 SUBJECT_CHARS = 200
 """How much of a dead letter's original subject is shown (a runner chose it)."""
+RECENT_SCAN = 200
+"""How many of the stream's latest messages are looked through for the recent decisions: a
+storm of refusals must not hide the decisions before it, nor make a page read the stream."""
 
 
 @dataclass(frozen=True)
@@ -72,7 +77,12 @@ class DeadLetter:
     truncated: bool
 
 
+class _Kind(msgspec.Struct):
+    type: str | None = None
+
+
 _decode_decision = msgspec.json.Decoder(Decision).decode
+_decode_kind = msgspec.json.Decoder(_Kind).decode
 
 
 def decision_of(data: bytes) -> DecisionLine | None:
@@ -82,31 +92,60 @@ def decision_of(data: bytes) -> DecisionLine | None:
         return None
 
 
-async def _recent(js: JetStreamContext, stream: str, subject: str, limit: int) -> list[tuple[int, object]]:
-    """The last `limit` messages of `stream` (oldest first) as (sequence, raw message)."""
-    info = await js.stream_info(stream)
-    last, first = info.state.last_seq, info.state.first_seq
-    if not info.state.messages:
-        return []
-    seq = max(first, last - limit + 1)
+def is_refusal(data: bytes) -> bool:
+    """A refused event's notice to its runner (contract 10.5), told apart by its `type`."""
+    try:
+        return _decode_kind(data).type == "refusal"
+    except (msgspec.MsgspecError, ValueError):
+        return False
+
+
+async def _between(
+    js: JetStreamContext, stream: str, subject: str, first: int, last: int
+) -> list[tuple[int, object]]:
+    """The messages of `stream` from sequence `first` to `last` (oldest first) as (sequence,
+    raw message); sequences removed meanwhile are skipped."""
+    seq = first
     found: list[tuple[int, object]] = []
-    while seq <= last and len(found) < limit:
+    while seq <= last:
         try:
             raw = await js.get_msg(stream, seq, subject=subject, next=True)
         except NotFoundError:
             break
-        found.append((raw.seq or seq, raw))
-        seq = (raw.seq or seq) + 1
+        seq = raw.seq or seq
+        if seq > last:
+            break
+        found.append((seq, raw))
+        seq += 1
     return found
 
 
-async def recent_decisions(js: JetStreamContext, limit: int) -> list[DecisionLine]:
-    lines = []
-    for _, raw in await _recent(js, subjects.DECISIONS_STREAM, subjects.DECISIONS_ALL, limit):
-        line = decision_of(getattr(raw, "data", b"") or b"")
-        if line is not None:
-            lines.append(line)
-    return lines
+async def _recent(js: JetStreamContext, stream: str, subject: str, limit: int) -> list[tuple[int, object]]:
+    """The last `limit` messages of `stream` (oldest first) as (sequence, raw message)."""
+    info = await js.stream_info(stream)
+    if not info.state.messages:
+        return []
+    last, first = info.state.last_seq, info.state.first_seq
+    return await _between(js, stream, subject, max(first, last - limit + 1), last)
+
+
+async def recent_decisions(js: JetStreamContext, limit: int, scan: int = RECENT_SCAN) -> list[DecisionLine]:
+    """The last `limit` decisions (oldest first) among the stream's latest `scan` messages,
+    read back from the newest a window at a time, refusals left out."""
+    stream = subjects.DECISIONS_STREAM
+    info = await js.stream_info(stream)
+    if not info.state.messages:
+        return []
+    first, end = info.state.first_seq, info.state.last_seq
+    floor = max(first, end - max(scan, limit) + 1)
+    lines: list[DecisionLine] = []
+    while end >= floor and len(lines) < limit:
+        start = max(floor, end - limit + 1)
+        window = await _between(js, stream, subjects.DECISIONS_ALL, start, end)
+        older = [decision_of(getattr(raw, "data", b"") or b"") for _, raw in window]
+        lines = [line for line in older if line is not None] + lines
+        end = start - 1
+    return lines[-limit:]
 
 
 async def recent_dead_letters(js: JetStreamContext, limit: int) -> list[DeadLetter]:
@@ -159,7 +198,9 @@ class DecisionFeed:
     async def _received(self, msg: Msg) -> None:
         line = decision_of(msg.data)
         if line is None:
-            log.warning("console_undecodable_decision")
+            # A refusal is expected on this stream (a quota storm sends many): skipped unlogged.
+            if not is_refusal(msg.data):
+                log.warning("console_undecodable_decision")
             return
         self.latest.appendleft(line)
         for queue in self._listeners:

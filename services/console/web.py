@@ -42,16 +42,19 @@ from services.console.runs_query import CURSOR_MESSAGE, REASONS, RUN_STATUSES, Q
 from services.console.streams import DecisionFeed, recent_dead_letters, recent_decisions
 from shared import metrics
 from shared.client import ContinuityClient, RequestError
-from shared.contracts import GetRequest, ListRequest, ResolveRequest, RetryRequest
+from shared.contracts import GetRequest, ListRequest, ResolveRequest, RetryRequest, SessionRef
 from shared.contracts.limits import EVIDENCE_CHARS
 from shared.contracts.runs import RunsListRequest
-from shared.contracts.types import TOKEN_PATTERN, ActionOutcome
+from shared.contracts.tenancy import RunnerRecord, SessionAuditRequest, TransferRequest
+from shared.contracts.types import RUNNER_ID_PATTERN, TOKEN_PATTERN, ActionOutcome
 from shared.logs import Log
 
 log = Log("continuity.console")
 HERE = Path(__file__).parent
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 _TOKEN = re.compile(TOKEN_PATTERN)
+_RUNNER_ID = re.compile(RUNNER_ID_PATTERN)
+SESSION_FIELDS = ("tenant", "conversation_id", "agent_id")
 OUTCOMES = ("completed", "not_performed", "mixed")
 # What the middleware learns about a request, for its handler and its response.
 SESSION = web.RequestKey("session", Session)
@@ -98,6 +101,12 @@ REFUSALS = {
     "bad_token": "That token is not valid.",
 }
 RECONCILE_LINK = "Record what the pending tool call did"
+BACK_TO_SESSION = "Back to the session"
+NOT_A_SESSION = (
+    "That is not a session: its tenant, conversation and agent are each 1 to 128 letters, digits, "
+    "'.', '_', ':' or '-'."
+)
+NO_SESSION = "No saved session is known for this tenant, conversation and agent."
 
 
 def link(page: str, run_id: str, **query: str) -> str:
@@ -105,6 +114,21 @@ def link(page: str, run_id: str, **query: str) -> str:
     `reconciliation/resolve`). The run id travels in the query: `.` and `..` are valid run ids,
     and as path segments a browser would resolve them away (`/runs/..` is `/`)."""
     return f"/{page}?{urlencode({'id': run_id, **query})}"
+
+
+def session_link(session: SessionRef, page: str = "session", **query: str) -> str:
+    """The console's address of a session's `page` (`session`, `session/transfer`). Its three
+    ids travel in the query, like a run's: `.` and `..` are tokens too."""
+    ids = {"tenant": session.tenant, "conversation_id": session.conversation_id, "agent_id": session.agent_id}
+    return f"/{page}?{urlencode({**ids, **query})}"
+
+
+def transfer_choices(runners: list[RunnerRecord], tenant: str, owner: str | None) -> list[str]:
+    """The runners a session of `tenant` may be given to: active, issued for the tenant, and not
+    its owner already (the session-store checks the same again when the transfer arrives)."""
+    return [
+        r.runner_id for r in runners if r.status == "active" and tenant in r.tenants and r.runner_id != owner
+    ]
 
 
 class Failure(Exception):
@@ -157,7 +181,7 @@ class Console:
             autoescape=True,
             undefined=jinja2.StrictUndefined,
         )
-        self.templates.globals.update(age=age, link=link, rule_of=rule_of)
+        self.templates.globals.update(age=age, link=link, session_link=session_link, rule_of=rule_of)
 
     # The application ----------------------------------------------------------------------
 
@@ -171,6 +195,8 @@ class Console:
         r.add_post("/run/retry", self.retry, name="retry")
         r.add_get("/reconciliation", self.reconciliation, name="reconciliation")
         r.add_post("/reconciliation/resolve", self.resolve, name="resolve")
+        r.add_get("/session", self.session, name="session")
+        r.add_post("/session/transfer", self.transfer, name="transfer")
         # The addresses of earlier releases, kept for links people saved: to the query form.
         r.add_get("/runs/{run_id}", self.moved, name="run_moved")
         r.add_get("/reconciliations/{run_id}", self.moved, name="reconciliation_moved")
@@ -324,6 +350,12 @@ class Console:
             raise Failure(400, "That is not a run id.")
         return run_id
 
+    def _session_ref(self, request: web.Request) -> SessionRef:
+        values = [request.query.get(field, "") for field in SESSION_FIELDS]
+        if not all(_TOKEN.match(value) for value in values):
+            raise Failure(400, NOT_A_SESSION)
+        return SessionRef(*values)
+
     async def moved(self, request: web.Request) -> web.Response:
         page = "run" if request.path.startswith("/runs/") else "reconciliation"
         raise web.HTTPMovedPermanently(link(page, request.match_info["run_id"]))
@@ -399,6 +431,27 @@ class Console:
             session = None
         return self._page(
             request, "run.html", run=run, audit=audit.items, session=session, done=request.query.get("done")
+        )
+
+    async def session(self, request: web.Request) -> web.Response:
+        ref = self._session_ref(request)
+        history = await self.client.ownership(SessionAuditRequest(session=ref))
+        try:
+            record = await self.client.get(GetRequest(session=ref))
+        except RequestError as err:
+            if err.status != 404:
+                raise
+            # Its ownership history may outlive the record: shown, with nothing to transfer.
+            return self._page(request, "session.html", 404, ref=ref, record=None, history=history.items)
+        directory = await self.client.runners()
+        return self._page(
+            request,
+            "session.html",
+            ref=ref,
+            record=record,
+            history=history.items,
+            choices=transfer_choices(directory.items, ref.tenant, record.owner),
+            done=request.query.get("done"),
         )
 
     async def reconciliation(
@@ -500,6 +553,33 @@ class Console:
             reconcile = (link("reconciliation", run_id), RECONCILE_LINK)
             raise Failure(err.status, MESSAGES[err.code], reconcile) from None
         raise web.HTTPSeeOther(link("run", run_id, done="retried"))
+
+    async def transfer(self, request: web.Request) -> web.Response:
+        ref = self._session_ref(request)
+        form: MultiDictProxy[Any] = request[FORM]
+        back = (session_link(ref), BACK_TO_SESSION)
+        runner_id = str(form.get("runner_id", ""))
+        if not _RUNNER_ID.match(runner_id):
+            raise Failure(400, "Choose the runner to give the session to.", back)
+        if form.get("confirm") != "yes":
+            raise Failure(400, "Confirm the transfer before submitting it.", back)
+        try:
+            reply = await self.client.transfer(
+                TransferRequest(session=ref, runner_id=runner_id, actor=self._actor(request))
+            )
+        except RequestError as err:
+            if err.code == "runner_not_issued":
+                # Revoked or issued elsewhere since the page listed it: the page lists again.
+                message = (
+                    f"Runner {runner_id} is not an active runner issued for tenant {ref.tenant}, so "
+                    "nothing was transferred. Choose a runner the session's page lists now."
+                )
+                raise Failure(err.status, message, back) from None
+            if err.code == "not_found":
+                raise Failure(err.status, f"{NO_SESSION} Nothing was transferred.", back) from None
+            raise
+        done = "unchanged" if reply.previous_owner == reply.owner else "transferred"
+        raise web.HTTPSeeOther(session_link(ref, done=done))
 
     # Signing in (development) -------------------------------------------------------------
 

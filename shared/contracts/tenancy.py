@@ -9,7 +9,7 @@ import msgspec
 from msgspec import Meta
 
 from shared.contracts.session import SessionRef
-from shared.contracts.types import QuotaScope, RefusalCode, RunnerId, Token
+from shared.contracts.types import QuotaKind, QuotaScope, RefusalCode, RunnerId, Token
 
 MAX_TENANTS = 64
 """Tenants one runner may be issued for: a runner serves a team or a few, not a whole fleet."""
@@ -112,5 +112,6 @@ class Refusal(msgspec.Struct, kw_only=True, omit_defaults=False):
     event_id: str
     code: RefusalCode
     scope: QuotaScope | None = None
+    quota: QuotaKind | None = None
     not_before: str | None = None
     refused_at: str

@@ -110,6 +110,7 @@ RefusalCode = Literal[
 ]
 """Why an event was refused before any decision (contract 10.5)."""
 QuotaScope = Literal["runner", "tenant"]
+QuotaKind = Literal["event_rate", "stored_runs"]
 RecordedOutcome = Literal["completed", "not_performed"]
 ActionOutcome = Literal["completed", "not_performed", "mixed"]
 ReconciliationStatus = Literal["open", "delivered"]

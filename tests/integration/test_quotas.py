@@ -142,3 +142,42 @@ async def test_the_storm_breaker_stops_a_tenants_recoveries_for_an_operator(
             assert decided[e.session.conversation_id]["action"] == "retry_same_session"
         finally:
             await nc.close()
+
+
+async def test_a_runner_holding_its_stored_runs_starts_no_more(
+    nats_url: str, redis_server: RedisServer, r: aioredis.Redis
+) -> None:
+    config = make_config(nats_url, redis_server.url, runner_keys=KEYS)
+    config = dataclasses.replace(config, runner_stored_runs=2)
+    runner, tenant = f"keeper-{uuid.uuid4().hex[:6]}", f"t-{uuid.uuid4().hex[:6]}"
+    async with running(ClassifierApp(), config):
+        nc = await nats.connect(nats_url)
+        bus = Bus(nc.jetstream())
+        try:
+            runs = [resume_failed(runner, session=session_of(tenant)) for _ in range(3)]
+            for e in runs:
+                await bus.settled(await bus.publish(e, msg_id=e.event_id))
+            # A later attempt of a run already stored is still decided.
+            again = resume_failed(runner, session=runs[0].session, run_id=runs[0].run_id, attempt=2)
+            await bus.settled(await bus.publish(again, msg_id=again.event_id))
+            reader = Decisions(bus.js, runner)
+            decided = await reader.read()
+            refused = reader.refusals
+            await reader.close()
+            assert sorted((d.run_id, d.attempt) for d in decided) == sorted(
+                [(runs[0].run_id, 1), (runs[1].run_id, 1), (runs[0].run_id, 2)]
+            )
+            [refusal] = refused
+            assert (refusal.run_id, refusal.code, refusal.scope, refusal.quota) == (
+                runs[2].run_id,
+                "quota_exceeded",
+                "runner",
+                "stored_runs",
+            )
+            # It may come back once the oldest run leaves the retention.
+            assert refusal.not_before is not None
+            assert seconds(refusal.not_before) > seconds(refusal.refused_at) + 86_400
+            # Nothing of the refused run was kept.
+            assert await r.exists(keys.run_index(runs[2].run_id)) == 0
+        finally:
+            await nc.close()

@@ -1,5 +1,6 @@
-"""What the console's tests share: the consoles started, runs made as runners make them, and
-what the tests configured (imported by the fixtures of conftest.py and by the tests)."""
+"""What the console's tests share: the consoles started, runs made as runners make them (by
+runners issued for their session's tenant, which own the session they commit), and what the
+tests configured (imported by the fixtures of conftest.py and by the tests)."""
 
 from __future__ import annotations
 
@@ -12,14 +13,17 @@ import msgspec
 from nats.aio.client import Client
 
 from shared import subjects
-from shared.client import ContinuityClient
+from shared.client import ContinuityClient, RunnerSessions
 from shared.contracts import Decision, ErrorInfo, ResumeFailed, RunsListRequest, SessionRef, ToolCall
+from shared.contracts.tenancy import RunnerPutRequest
 from shared.times import now_rfc3339
 from tests.support import read_stream, wait_for
 from tests.support.sessions import commit_req, new_session
 
 DEV_TOKEN = "console-development-token"
 DEV_ACTOR = "dev-alice"
+ISSUER = "tests-issuer"
+"""The actor that issues the tests' runners."""
 HEADER = "X-Forwarded-User"
 GENERATION = "gen-never-shown-7c1e"
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts" / "console"  # tests/artifacts/console
@@ -58,10 +62,16 @@ class Runs:
         self.client = ContinuityClient(nc)
 
     async def _event(
-        self, tenant: str | None = None, run_id: str | None = None, after: Run | None = None, **fields: Any
+        self,
+        tenant: str | None = None,
+        run_id: str | None = None,
+        after: Run | None = None,
+        session: SessionRef | None = None,
+        **fields: Any,
     ) -> Run:
-        """A new run's first attempt (named `run_id`, else a fresh id), or `after`'s next one."""
-        run, attempt = (after, after.attempt + 1) if after else (await self._new(tenant, run_id), 1)
+        """A new run's first attempt (named `run_id`, else a fresh id; on `session`, else a new
+        one of `tenant`), or `after`'s next one."""
+        run, attempt = (after, after.attempt + 1) if after else (await self._new(tenant, run_id, session), 1)
         run.attempt = attempt
         event = ResumeFailed(
             type="resume_failed",
@@ -81,12 +91,22 @@ class Runs:
         )
         return run
 
-    async def _new(self, tenant: str | None, run_id: str | None) -> Run:
-        session = new_session()
-        if tenant is not None:
-            session = msgspec.structs.replace(session, tenant=tenant)
-        run = Run(run_id or f"run-{uuid.uuid4().hex[:12]}", f"r{uuid.uuid4().hex[:10]}", session)
-        await self.client.commit(commit_req(run.session, compatibility_generation=GENERATION))
+    async def runner(self, *tenants: str) -> str:
+        """A new runner issued for `tenants` (`continuity.runners.put`)."""
+        runner_id = f"r{uuid.uuid4().hex[:10]}"
+        issued = RunnerPutRequest(runner_id=runner_id, tenants=list(tenants), actor=ISSUER)
+        await self.client.runner_put(issued)
+        return runner_id
+
+    async def _new(self, tenant: str | None, run_id: str | None, session: SessionRef | None) -> Run:
+        if session is None:
+            session = new_session()
+            if tenant is not None:
+                session = msgspec.structs.replace(session, tenant=tenant)
+        run = Run(run_id or f"run-{uuid.uuid4().hex[:12]}", await self.runner(session.tenant), session)
+        # Committed as the runner does, on its own subject: the first commit binds the owner.
+        owner = RunnerSessions(self.client, run.runner_id)
+        await owner.commit(commit_req(run.session, compatibility_generation=GENERATION))
         return run
 
     async def reconciling(
@@ -112,14 +132,33 @@ class Runs:
         await wait_for(opened, what="the reconciliation opened")
         return run
 
-    async def stopped(self, tenant: str | None = None, run_id: str | None = None) -> Run:
+    async def stopped(
+        self, tenant: str | None = None, run_id: str | None = None, session: SessionRef | None = None
+    ) -> Run:
         """A run stopped for an operator (a replay conflict)."""
         run = await self._event(
             tenant,
             run_id,
+            session=session,
             error=ErrorInfo(type="runner_error", code="native_event_replay_conflict", message="x"),
         )
         await self.wait_status(run, "operator")
+        return run
+
+    async def refused(self, count: int) -> Run:
+        """`count` events of a runner that was never issued, each refused `runner_not_registered`
+        by the classifier, which tells the runner with a refusal on its decisions subject; back
+        once every refusal is stored (the run's `attempt` is the last event's)."""
+        run = Run(f"run-{uuid.uuid4().hex[:12]}", f"r{uuid.uuid4().hex[:10]}", new_session(), attempt=0)
+        for _ in range(count):
+            await self._event(after=run)
+        refusals = subjects.decisions(run.runner_id)
+
+        async def told() -> bool:
+            stored = await read_stream(self.js, subjects.DECISIONS_STREAM, refusals)
+            return len(stored) == count
+
+        await wait_for(told, what=f"{count} refusals of runner {run.runner_id}")
         return run
 
     async def wait_status(self, run: Run, status: str) -> None:

@@ -1,8 +1,9 @@
 """The console against the real services: NATS and Redis from the session's fixtures, the
-session-store, the classifier and the reconciliation service in-process, and two consoles:
-one that trusts 127.0.0.1 as its authenticating proxy (and has a development login), one that
-trusts only an address the tests never come from. Runs are made by publishing runners'
-`resume_failed` events, so every decision shown comes from the real classifier."""
+session-store, the classifier and the reconciliation service in-process with tenancy enforced
+(CONTINUITY_TENANCY=enforced, as in production), and two consoles: one that trusts 127.0.0.1 as
+its authenticating proxy (and has a development login), one that trusts only an address the
+tests never come from. Runs are made by publishing runners' `resume_failed` events, each runner
+issued for its session's tenant first, so every decision shown comes from the real classifier."""
 
 from __future__ import annotations
 
@@ -37,7 +38,13 @@ from tests.support.console import (
 async def consoles(nats_server: NatsServer, redis_server: RedisServer) -> AsyncIterator[Consoles]:
     from services.classifier.service import ClassifierApp
 
-    config = replace(make_config(nats_server.url, redis_server.url), runner_keys={"k1": b"k" * 32})
+    # A runner's record is read again after 50 ms, so a revocation is in force at once.
+    config = replace(
+        make_config(nats_server.url, redis_server.url),
+        runner_keys={"k1": b"k" * 32},
+        tenancy="enforced",
+        runner_cache_s=0.05,
+    )
     base = ConsoleConfig(
         port=0,
         identity_header=HEADER,

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import html
+import json
 import re
 import uuid
 from collections.abc import AsyncIterator
-from urllib.parse import parse_qs, urlencode, urlsplit
+from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
 import aiohttp
 import nats
@@ -26,9 +27,12 @@ from services.console.identity import COOKIE
 from services.console.revocations import BUCKET, Revocations
 from services.console.runs_query import RUN_STATUSES, count_label
 from services.console.service import ConsoleApp
-from services.console.web import STATUS_COUNT_CAP
-from shared.contracts import RunsListRequest
-from tests.support import make_config, running, wait_for
+from services.console.streams import recent_decisions
+from services.console.web import LIVE_SHOWN, STATUS_COUNT_CAP, session_link
+from shared import subjects
+from shared.contracts import GetRequest, RunsListRequest, SessionRef
+from shared.contracts.tenancy import RunnerRevokeRequest, SessionAuditRequest
+from tests.support import make_config, read_stream, running, wait_for
 from tests.support.console import DEV_ACTOR, DEV_TOKEN, GENERATION, HEADER, Consoles, Runs
 
 pytestmark = pytest.mark.asyncio
@@ -519,3 +523,273 @@ async def test_a_bucket_that_cannot_hold_revocations_fails_the_start(
     finally:
         await nc.close()
     assert "console_revocations_unavailable" in caplog.text
+
+
+# Tenancy: tenants and owners on the pages, the session page and its transfer ---------------
+
+OPTION = re.compile(r'<option value="([^"]+)">')
+
+
+def field(text: str, element_id: str) -> str:
+    """The text of the element `element_id` of a page, unescaped, its markup removed."""
+    found = re.search(rf'id="{element_id}">(.*?)</d[dt]>', text, re.S)
+    assert found, element_id
+    return html.unescape(re.sub(r"<[^>]+>", "", found.group(1))).strip()
+
+
+async def page_text(http: aiohttp.ClientSession, url: str, who: str, status: int = 200) -> str:
+    async with http.get(url, headers={HEADER: who}) as r:
+        text = await r.text()
+        assert r.status == status, text
+        return text
+
+
+def transfer_action(text: str) -> str:
+    found = re.search(r'<form method="post" action="([^"]+/transfer[^"]*)"', text)
+    assert found, "the page has no transfer form"
+    return html.unescape(found.group(1))
+
+
+async def test_a_run_page_shows_its_tenant_and_owner_and_links_its_session_page(
+    consoles: Consoles, http: aiohttp.ClientSession, runs: Runs
+) -> None:
+    run = await runs.stopped(f"t-{uuid.uuid4().hex[:10]}")
+    text = await page_text(http, f"{consoles.url}{page_of('run', run.run_id)}", "proxy-nia")
+    assert field(text, "run-tenant") == run.session.tenant
+    assert field(text, "session-owner") == f"{run.runner_id}, the run's runner"
+    found = re.search(r'<a id="session-link" href="([^"]+)">', text)
+    assert found
+    target = urlsplit(html.unescape(found.group(1)))
+    assert target.path == "/session"
+    assert parse_qs(target.query) == {
+        "tenant": [run.session.tenant],
+        "conversation_id": [run.session.conversation_id],
+        "agent_id": [run.session.agent_id],
+    }
+
+    text = await page_text(http, f"{consoles.url}{html.unescape(found.group(1))}", "proxy-nia")
+    assert field(text, "session-tenant") == run.session.tenant
+    assert field(text, "session-conversation") == run.session.conversation_id
+    assert field(text, "session-owner") == run.runner_id
+    assert field(text, "session-handle") == "ns-1"
+    assert field(text, "session-generation") == "stored, trusted"
+    assert "c-1" in text and "dsh-pro" in text  # the cursor and the model
+    view = await runs.client.get(GetRequest(session=run.session))
+    assert field(text, "session-epoch") == str(view.epoch)
+    assert field(text, "session-revision") == str(view.revision)
+    assert f"<strong>bound</strong> by {run.runner_id}: no owner to {run.runner_id}" in text
+    assert GENERATION not in text
+
+
+async def test_the_transfer_lists_only_active_runners_of_the_sessions_tenant(
+    consoles: Consoles, http: aiohttp.ClientSession, runs: Runs
+) -> None:
+    tenant = f"t-{uuid.uuid4().hex[:10]}"
+    run = await runs.stopped(tenant)
+    same, both = await runs.runner(tenant), await runs.runner("t-other", tenant)
+    other, revoked = await runs.runner("t-other"), await runs.runner(tenant)
+    await runs.client.runner_revoke(RunnerRevokeRequest(runner_id=revoked, actor="tests-issuer"))
+    text = await page_text(http, f"{consoles.url}{session_link(run.session)}", "proxy-oli")
+    form = text.split('id="transfer-title"', 1)[1]
+    # Not the owner itself, not another tenant's runner, not a revoked one.
+    assert sorted(OPTION.findall(form)) == sorted([same, both])
+    assert other not in text and revoked not in text
+
+    lonely = await runs.stopped(f"t-{uuid.uuid4().hex[:10]}")
+    text = await page_text(http, f"{consoles.url}{session_link(lonely.session)}", "proxy-oli")
+    assert 'id="no-runner"' in text and "/transfer" not in text
+
+
+async def test_a_transfer_moves_the_session_as_the_signed_in_operator_and_is_audited(
+    consoles: Consoles, http: aiohttp.ClientSession, runs: Runs
+) -> None:
+    tenant = f"t-{uuid.uuid4().hex[:10]}"
+    run = await runs.stopped(tenant)
+    heir, stranger = await runs.runner(tenant), await runs.runner(f"t-{uuid.uuid4().hex[:10]}")
+    who = {HEADER: "proxy-pat", "Origin": consoles.url}
+    text = await page_text(http, f"{consoles.url}{session_link(run.session)}", "proxy-pat")
+    action, token = f"{consoles.url}{transfer_action(text)}", CSRF.search(text).group(1)  # type: ignore[union-attr]
+    before = await runs.client.get(GetRequest(session=run.session))
+
+    async def post(**form: str) -> tuple[int, str]:
+        async with http.post(action, data={"csrf_token": token, **form}, headers=who) as r:
+            return r.status, await r.text()
+
+    status, text = await post(runner_id=heir)
+    assert status == 400 and "Confirm the transfer" in text
+    status, text = await post(confirm="yes")
+    assert status == 400 and "Choose the runner" in text
+    status, text = await post(runner_id=heir, confirm="yes", csrf_token="0" * 64)
+    assert status == 403
+    status, text = await post(runner_id=stranger, confirm="yes")  # issued for another tenant
+    assert status == 409 and f"Runner {stranger} is not an active runner issued for tenant {tenant}" in text
+    assert "nothing was transferred" in text
+    back = re.search(r'<a id="next-step" href="([^"]+)">Back to the session</a>', text)
+    assert back and html.unescape(back.group(1)) == session_link(run.session)
+    assert await runs.client.get(GetRequest(session=run.session)) == before
+
+    # The actor is the signed-in identity: a form field naming another is ignored.
+    async with http.post(
+        action,
+        data={"csrf_token": token, "runner_id": heir, "confirm": "yes", "actor": "mallory"},
+        headers=who,
+    ) as r:
+        text = await r.text()
+        assert r.status == 200 and r.url.path == "/session" and r.url.query["done"] == "transferred"
+    after = await runs.client.get(GetRequest(session=run.session))
+    assert (after.owner, after.epoch, after.revision) == (heir, before.epoch + 1, before.revision + 1)
+    assert field(text, "session-owner") == heir and field(text, "session-epoch") == str(after.epoch)
+    assert f"runner {heir} owns this session now, at epoch {after.epoch}" in text
+    trail = (await runs.client.ownership(SessionAuditRequest(session=run.session))).items
+    assert [(e.kind, e.actor, e.previous_owner, e.owner) for e in trail] == [
+        ("bound", run.runner_id, None, run.runner_id),
+        ("transferred", "proxy-pat", run.runner_id, heir),
+    ]
+    assert (
+        f"<strong>transferred</strong> by proxy-pat: {run.runner_id} to {heir}, epoch {after.epoch}" in text
+    )
+
+    # The run's page says its runner no longer owns the session.
+    text = await page_text(http, f"{consoles.url}{page_of('run', run.run_id)}", "proxy-pat")
+    assert field(text, "session-owner").startswith(f"{heir}, not the run's runner")
+
+    # Giving it to its owner again changes nothing, and says so.
+    status, text = await post(runner_id=heir, confirm="yes")
+    assert status == 200 and "already owned this session: nothing changed" in text
+    assert await runs.client.get(GetRequest(session=run.session)) == after
+
+    # A session with no record: its page says so, and a transfer of it is refused.
+    nobody = SessionRef(tenant=tenant, conversation_id=f"c-{uuid.uuid4().hex[:8]}", agent_id="codex")
+    text = await page_text(http, f"{consoles.url}{session_link(nobody)}", "proxy-pat", status=404)
+    assert 'id="no-record"' in text and "/transfer" not in text
+    async with http.post(
+        f"{consoles.url}{session_link(nobody, 'session/transfer')}",
+        data={"csrf_token": token, "runner_id": heir, "confirm": "yes"},
+        headers=who,
+    ) as r:
+        text = await r.text()
+        assert r.status == 404 and "No saved session is known" in text and "Nothing was transferred" in text
+
+
+def console_label_values() -> set[str]:
+    """Every label value of the console's metrics in this process."""
+    return {
+        value
+        for family in REGISTRY.collect()
+        if family.name.startswith("continuity_console")
+        for sample in family.samples
+        for value in sample.labels.values()
+    }
+
+
+async def test_the_consoles_metric_labels_name_no_runner_tenant_or_session(
+    consoles: Consoles, http: aiohttp.ClientSession, runs: Runs
+) -> None:
+    tenant = f"t-{uuid.uuid4().hex[:10]}"
+    run = await runs.stopped(tenant)
+    heir = await runs.runner(tenant)
+    text = await page_text(http, f"{consoles.url}{session_link(run.session)}", "proxy-quinn")
+    token = CSRF.search(text).group(1)  # type: ignore[union-attr]
+    form = {"csrf_token": token, "runner_id": heir, "confirm": "yes"}
+    async with http.post(
+        f"{consoles.url}{transfer_action(text)}",
+        data=form,
+        headers={HEADER: "proxy-quinn", "Origin": consoles.url},
+    ) as r:
+        assert r.status == 200 and r.url.query["done"] == "transferred"
+    await page_text(http, f"{consoles.url}{page_of('run', run.run_id)}", "proxy-quinn")
+    labels = console_label_values()
+    assert {"session", "transfer", "run"} <= labels  # the pages, by their route's name
+    named = {run.runner_id, heir, tenant, run.session.conversation_id, run.run_id}
+    assert not {value for value in labels if any(n in value for n in named)}
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "tenant=%3Cscript%3Ealert(1)%3C%2Fscript%3E&conversation_id=c&agent_id=a",
+        "tenant=acme&conversation_id=%252e%252e&agent_id=a",  # `%2e%2e` once decoded: not a token
+        "tenant=acme&conversation_id=c&agent_id=..%2F..",
+        "tenant=acme&conversation_id=" + "c" * 129 + "&agent_id=a",
+        "tenant=acme&conversation_id=c",
+        "tenant=acme&conversation_id=c%0A&agent_id=a",
+    ],
+)
+async def test_a_session_page_refuses_what_is_not_a_session_and_repeats_none_of_it(
+    consoles: Consoles, http: aiohttp.ClientSession, query: str
+) -> None:
+    async with http.get(
+        URL(f"{consoles.url}/session?{query}", encoded=True), headers={HEADER: "proxy-ray"}
+    ) as r:
+        text = await r.text()
+        assert r.status == 400 and "That is not a session" in text
+    assert "<script>" not in text and "%2e" not in text and "..%2F" not in text and "c" * 129 not in text
+
+
+async def test_hostile_session_ids_are_escaped_and_their_page_opens(
+    consoles: Consoles, http: aiohttp.ClientSession, runs: Runs
+) -> None:
+    # Tokens a browser would resolve away in a path, or read as more than text.
+    session = SessionRef(tenant="..", conversation_id=".", agent_id=f"..:{uuid.uuid4().hex[:8]}-._")
+    run = await runs.stopped(session=session)
+    text = await page_text(http, f"{consoles.url}{page_of('run', run.run_id)}", "proxy-sam")
+    found = re.search(r'<a id="session-link" href="([^"]+)">', text)
+    assert found and html.unescape(found.group(1)) == session_link(session)
+    # The same page however the ids are percent-encoded in the query.
+    spelled = (
+        f"/session?tenant=%2E%2E&conversation_id=%2e&agent_id={quote(session.agent_id, safe='')}",
+        html.unescape(found.group(1)),
+    )
+    for path in spelled:
+        async with http.get(URL(f"{consoles.url}{path}", encoded=True), headers={HEADER: "proxy-sam"}) as r:
+            text = await r.text()
+            assert r.status == 200, text
+        assert field(text, "session-tenant") == ".." and field(text, "session-conversation") == "."
+        assert field(text, "session-agent") == session.agent_id
+        assert field(text, "session-owner") == run.runner_id
+
+
+# Refusals share the decisions stream (contract 10.5): they are not decisions of a run. -------
+
+
+async def live_decisions(response: aiohttp.ClientResponse, until: str, seen: list[dict[str, object]]) -> None:
+    """Read the `/events` stream into `seen` until a decision of the run `until` arrives."""
+    async with asyncio.timeout(20):
+        event = ""
+        async for raw in response.content:
+            line = raw.decode().rstrip("\n")
+            if line.startswith("event: "):
+                event = line.removeprefix("event: ")
+            elif line.startswith("data: "):
+                assert event == "decision", line
+                seen.append(json.loads(line.removeprefix("data: ")))
+                if seen[-1]["run_id"] == until:
+                    return
+
+
+async def test_refusals_on_the_decisions_stream_are_left_out_of_the_live_and_recent_decisions(
+    consoles: Consoles, http: aiohttp.ClientSession, runs: Runs, caplog: pytest.LogCaptureFixture
+) -> None:
+    seen: list[dict[str, object]] = []
+    async with http.get(f"{consoles.url}/events", headers={HEADER: "proxy-tia"}) as stream:
+        assert stream.status == 200
+        assert await stream.content.readline() == b": connected\n"  # listening from here on
+        before = await runs.stopped()
+        # More refusals than the overview shows decisions, after the last decision.
+        refused = await runs.refused(LIVE_SHOWN + 2)
+        told = await read_stream(runs.js, subjects.DECISIONS_STREAM, subjects.decisions(refused.runner_id))
+        assert all(m.data.startswith(b'{"type":"refusal"') for m in told)
+
+        recent = await recent_decisions(runs.js, LIVE_SHOWN)
+        assert recent and recent[-1].run_id == before.run_id  # not hidden behind the refusals
+        assert refused.run_id not in {line.run_id for line in recent}
+
+        after = await runs.stopped()  # the live view goes on after them
+        await live_decisions(stream, after.run_id, seen)
+    shown = [d["run_id"] for d in seen]
+    assert before.run_id in shown and refused.run_id not in shown
+    assert "console_undecodable_decision" not in caplog.text  # expected on this stream: no warning
+
+    text = await page_text(http, f"{consoles.url}/", "proxy-tia")
+    live = text.split('id="live"', 1)[1]
+    assert after.run_id in live and before.run_id in live and refused.run_id not in text

@@ -19,7 +19,7 @@ import msgspec
 
 from shared.client import ContinuityClient, RequestError
 from shared.contracts import errors
-from shared.contracts.types import TOKEN_PATTERN
+from shared.contracts.types import RUNNER_ID_PATTERN, TOKEN_PATTERN
 
 DEFAULT_NATS_URL = "nats://127.0.0.1:4222"
 EXIT_OK = 0
@@ -33,6 +33,7 @@ EXIT_PERMISSION = 7
 
 EXIT_BY_STATUS = {400: EXIT_BAD_INPUT, 404: EXIT_NOT_FOUND, 409: EXIT_CONFLICT, 503: EXIT_UNAVAILABLE}
 _TOKEN = re.compile(TOKEN_PATTERN)
+_RUNNER_ID = re.compile(RUNNER_ID_PATTERN)
 
 
 class Failure(Exception):
@@ -139,7 +140,8 @@ def explain(code: str, run_id: str | None, fallback: str, missing: str | None = 
             "runners' claims are refused (CONTINUITY_SESSION_CLAIMS=refuse); ask an operator to transfer it"
         ),
         errors.RUNNER_NOT_ISSUED.code: (
-            "that runner is not issued for the session's tenant: `continuity runners add RUNNER --tenant T`"
+            "that runner is not issued for the session's tenant (or is revoked): "
+            "`continuity runners tenants RUNNER --tenant T`, or issue it with `continuity runners add`"
         ),
         errors.MISSING_FIELD.code: f"the request was rejected: {fallback}",
         errors.INVALID_FIELD.code: f"the request was rejected: {fallback}",
@@ -376,6 +378,38 @@ def token(what: str) -> Callable[[str], str]:
         return value
 
     return check
+
+
+def runner_id(value: str) -> str:
+    """An argparse type: a runner_id as the contract allows it (it is a subject token)."""
+    if not _RUNNER_ID.match(value):
+        raise argparse.ArgumentTypeError("RUNNER_ID must be 1 to 64 of A-Z a-z 0-9 _ -")
+    return value
+
+
+def default_actor() -> str:
+    """Who an operator command records when --actor is not given: the login name when it is a
+    valid token, else `operator`."""
+    import getpass
+
+    try:
+        name = getpass.getuser()
+    except Exception:  # no login name (a container without a passwd entry)
+        return "operator"
+    return name if _TOKEN.match(name) else "operator"
+
+
+def actor_of(args: argparse.Namespace) -> str:
+    return str(args.actor) if args.actor else default_actor()
+
+
+def actor_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--actor",
+        type=token("--actor"),
+        default=None,
+        help="who does it, recorded in the audit (default: your login name)",
+    )
 
 
 def number(

@@ -47,7 +47,7 @@ from shared.bus.publish import (
     DEAD_TRUNCATED_HEADER,
 )
 
-KINDS = ("invalid", "quarantine", "exhausted")
+KINDS = ("invalid", "quarantine", "exhausted", "refused")
 REPLAYABLE_PREFIXES = ("continuity.events.", "continuity.work.")
 """Subjects of the streams the services consume: what a replay can hand back to them."""
 

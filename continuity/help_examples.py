@@ -27,6 +27,13 @@ EXAMPLES: dict[str, list[str]] = {
         "continuity sessions commit --tenant acme --conversation c-1 --agent codex "
         "--native-session-id s-1 --adapter codex --model gpt-5 --cwd /work",
     ],
+    "sessions transfer": [
+        "continuity sessions transfer acme c-1 codex --to r-02 --actor alice",
+    ],
+    "sessions ownership": [
+        "continuity sessions ownership acme c-1 codex",
+        "continuity sessions ownership acme c-1 codex --json",
+    ],
     "reconciliations list": [
         "continuity reconciliations list",
         "continuity reconciliations list --status all --limit 20 --json",
@@ -53,8 +60,18 @@ EXAMPLES: dict[str, list[str]] = {
     "dead show": ["continuity dead show 42"],
     "dead replay": ["continuity dead replay 42       # once the cause is fixed"],
     "runners add": [
-        "continuity runners add r-01 --seed-file r-01.nk",
-        "continuity runners add r-01 --seed-file r-01.nk --conf-dir deploy/nats --create-consumer",
+        "continuity runners add r-01 --tenant acme --seed-file r-01.nk",
+        "continuity runners add r-01 --tenant acme,globex --seed-file r-01.nk --conf-dir deploy/nats "
+        "--create-consumer",
+        "continuity runners add r-01 --consumer-only     # once the streams exist",
+    ],
+    "runners tenants": [
+        "continuity runners tenants r-01 --tenant acme,globex --actor alice",
+    ],
+    "runners list": ["continuity runners list --conf-dir deploy/nats", "continuity runners list --json"],
+    "runners remove": [
+        "continuity runners remove r-01 --conf-dir deploy/nats --actor alice",
+        "continuity runners remove r-01 --conf-dir deploy/nats --yes --json",
     ],
     "bench sessions": ["continuity bench sessions", "continuity bench sessions --json"],
     "bench pipeline": ["continuity bench pipeline", "continuity bench pipeline --json"],

@@ -1,11 +1,23 @@
-"""`continuity sessions get|decide|commit`: look at and try session records from a shell."""
+"""`continuity sessions get|decide|commit`: look at and try session records from a shell;
+`continuity sessions transfer|ownership`: an operator moves a session to another runner and
+reads the audit of its owners (contract section 10.3)."""
 
 from __future__ import annotations
 
 import argparse
 
-from continuity.clitools import connection_parent, execute, fields, token
+from continuity.clitools import (
+    actor_of,
+    actor_option,
+    connection_parent,
+    execute,
+    fields,
+    runner_id,
+    table,
+    token,
+)
 from shared.contracts import CommitRequest, DecideRequest, GetRequest, SessionRef
+from shared.contracts.tenancy import OwnershipReply, SessionAuditReply, SessionAuditRequest, TransferRequest
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -54,11 +66,34 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     commit.add_argument("--cancelled", action="store_true")
     commit.set_defaults(func=_commit)
 
+    transfer = verbs.add_parser(
+        "transfer",
+        parents=[common],
+        help="give a session to another runner of its tenant (fences the previous owner)",
+    )
+    _session_positionals(transfer)
+    transfer.add_argument("--to", required=True, type=runner_id, metavar="RUNNER_ID", help="the new owner")
+    actor_option(transfer)
+    transfer.set_defaults(func=_transfer)
+
+    ownership = verbs.add_parser(
+        "ownership", parents=[common], help="the changes of a session's owner, oldest first"
+    )
+    _session_positionals(ownership)
+    ownership.set_defaults(func=_ownership)
+
 
 def _session_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tenant", required=True, type=token("--tenant"))
     parser.add_argument("--conversation", required=True, type=token("--conversation"), help="conversation_id")
     parser.add_argument("--agent", required=True, type=token("--agent"), help="agent_id")
+
+
+def _session_positionals(parser: argparse.ArgumentParser) -> None:
+    # Named like the options of `get`, so that a `not_found` names the session the same way.
+    parser.add_argument("tenant", metavar="TENANT", type=token("TENANT"))
+    parser.add_argument("conversation", metavar="CONVERSATION", type=token("CONVERSATION"))
+    parser.add_argument("agent", metavar="AGENT", type=token("AGENT"))
 
 
 def _session(args: argparse.Namespace) -> SessionRef:
@@ -98,3 +133,29 @@ def _commit(args: argparse.Namespace) -> int:
         cancelled=args.cancelled,
     )
     return execute(args, lambda c: c.commit(req), fields)
+
+
+def _transfer(args: argparse.Namespace) -> int:
+    req = TransferRequest(session=_session(args), runner_id=args.to, actor=actor_of(args))
+    return execute(args, lambda c: c.transfer(req), _render_transfer)
+
+
+def _render_transfer(reply: OwnershipReply) -> str:
+    if reply.previous_owner is None or reply.previous_owner == reply.owner:
+        return f"{fields(reply)}\n\nOwned by {reply.owner} from epoch {reply.epoch}."
+    return (
+        f"{fields(reply)}\n\nOwned by {reply.owner} from epoch {reply.epoch}: a commit of "
+        f"{reply.previous_owner} with an older epoch is refused stale_epoch, any other session_not_owned."
+    )
+
+
+def _ownership(args: argparse.Namespace) -> int:
+    req = SessionAuditRequest(session=_session(args))
+    return execute(args, lambda c: c.ownership(req), _render_ownership)
+
+
+def _render_ownership(reply: SessionAuditReply) -> str:
+    if not reply.items:
+        return "No owner recorded: no runner has committed this session (or it does not exist)."
+    rows = [[e.at, e.kind, e.actor, e.previous_owner or "-", e.owner, str(e.epoch)] for e in reply.items]
+    return table(["AT", "CHANGE", "ACTOR", "PREVIOUS OWNER", "OWNER", "EPOCH"], rows)

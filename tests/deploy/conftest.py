@@ -1,5 +1,6 @@
 """Shared helpers of the deploy tests: paths, required tools, rendered kustomize overlays, and
-a nats-server running the shipped authorization with runners issued by `continuity runners add`.
+a nats-server running the shipped authorization with runners issued by `continuity runners add`
+and recorded in the runner directory by `continuity runners tenants`.
 
 A missing tool fails the test with the package to install; nothing is skipped silently, since
 the test setup is expected to install every tool named here.
@@ -7,6 +8,7 @@ the test setup is expected to install every tool named here.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import re
@@ -16,7 +18,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
@@ -92,6 +94,8 @@ SERVICE_USERS = ("classifier", "session-store", "archiver", "reconciliation")
 PASSWORD_USERS = (*SERVICE_USERS, "operator", "console", "system")
 PASSWORDS = {u: f"test-{u}-password" for u in PASSWORD_USERS}
 RUNNERS = ("runner-a", "runner-b")
+TENANTS: Mapping[str, tuple[str, ...]] = {"runner-a": ("t1",), "runner-b": ("t1",)}
+"""The tenants each runner is issued for (the tests' sessions are of tenant t1)."""
 
 
 def env_name(user: str) -> str:
@@ -117,24 +121,44 @@ def continuity(*args: str, env: dict[str, str] | None = None) -> subprocess.Comp
     )
 
 
+async def acontinuity(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:
+    """`continuity` from a test that runs services in its own event loop, which must keep
+    serving while the command waits for their answers."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "continuity",
+        *args,
+        stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(stdin), 60)
+    assert proc.returncode is not None
+    return subprocess.CompletedProcess(list(args), proc.returncode, out.decode(), err.decode())
+
+
 @dataclass
 class Stack:
     port: int
     conf_dir: Path
     log: Path
     seeds: dict[str, Path]
+    tenants: Mapping[str, tuple[str, ...]]
 
     def url(self, user: str | None = None) -> str:
         auth = f"{user}:{PASSWORDS[user]}@" if user else ""
         return f"nats://{auth}127.0.0.1:{self.port}"
 
-    def violations_of(self, users: tuple[str, ...]) -> list[str]:
+    def violations_of(
+        self, users: tuple[str, ...], deliberate: tuple[str, ...] = ("continuity.runner.runner-b.archive",)
+    ) -> list[str]:
         """The server's permission-violation lines about these users (2.10+ and 2.9 formats),
-        but for the operator's deliberate attempt on a runner's archive subject."""
+        but for the tests' deliberate attempts on the subjects `deliberate`."""
         lines = [
             line
             for line in self.log.read_text().splitlines()
-            if "Violation" in line and "continuity.runner.runner-b.archive" not in line
+            if "Violation" in line and not any(f'"{s}"' in line for s in deliberate)
         ]
         names = "|".join(re.escape(u) for u in users)
         pattern = re.compile(rf'(/user:({names})"|User "({names})")')
@@ -165,45 +189,65 @@ def start_server(work: Path, log: Path) -> tuple[subprocess.Popen[bytes], int]:
 
 
 @contextlib.contextmanager
-def issued_stack(work: Path) -> Iterator[Stack]:
-    """The shipped authorization files in `work`, the RUNNERS issued by `continuity runners
-    add`, and a nats-server on them until the block ends."""
+def issued_stack(
+    work: Path,
+    tenants: Mapping[str, tuple[str, ...]] = TENANTS,
+    edit: Callable[[Path], None] | None = None,
+) -> Iterator[Stack]:
+    """The shipped authorization files in `work`, the runners of `tenants` issued by
+    `continuity runners add` (then `edit(work)`, if given, changes the files), and a nats-server
+    on them until the block ends.
+
+    The runners are issued before any server runs, as on a first deployment: the command writes
+    the seed and the account, says that the runner directory could not be reached, and how to
+    record the tenants later (`authorized_services` does, with `continuity runners tenants`)."""
     for name in ("auth.conf", ACCOUNTS_FILE, IMPORTS_FILE):
         shutil.copy(DEPLOY / "nats" / name, work / name)
+    nobody = f"nats://operator:{PASSWORDS['operator']}@127.0.0.1:{free_port()}"  # nothing listens
     seeds = {}
-    for runner in RUNNERS:
+    for runner, its_tenants in tenants.items():
         seeds[runner] = work / f"{runner}.nk"
+        listed = ",".join(its_tenants)
         done = continuity(
-            "runners", "add", runner, "--seed-file", str(seeds[runner]), "--conf-dir", str(work)
-        )
-        assert done.returncode == 0, done.stderr
+            "runners", "add", runner, "--tenant", listed, "--seed-file", str(seeds[runner]),
+            "--conf-dir", str(work), "--nats-url", nobody,
+        )  # fmt: skip
+        assert done.returncode == 4 and "[tenants_not_recorded]" in done.stderr, done.stderr
+        assert f"continuity runners tenants {runner} --tenant {listed}" in done.stderr
+        assert "cannot connect to NATS at nats://127.0.0.1:" in done.stderr
+        assert PASSWORDS["operator"] not in done.stdout + done.stderr  # credentials never printed
         assert seeds[runner].stat().st_mode & 0o777 == 0o600
         seed = seeds[runner].read_text().strip()
         assert seed.startswith("SU") and seed not in done.stdout + done.stderr  # never printed
+    if edit is not None:
+        edit(work)
     log = work / "server.log"
     proc, port = start_server(work, log)
     try:
-        yield Stack(port, work, log, seeds)
+        yield Stack(port, work, log, seeds, tenants)
     finally:
         proc.terminate()
         proc.wait(timeout=10)
 
 
 @contextlib.asynccontextmanager
-async def authorized_services(stack: Stack, redis_url: str) -> AsyncIterator[None]:
-    """The four services on `stack`, each as its own user, then the runners' consumers, created
-    by the operator command."""
+async def authorized_services(stack: Stack, redis_url: str, **settings: Any) -> AsyncIterator[None]:
+    """The four services on `stack`, each as its own user, with tenancy enforced (the default
+    of a deployment) unless `settings` says otherwise; then, with the operator's commands, the
+    runners' tenants recorded in the runner directory and their decisions consumers created."""
     apps = []
     for name in SERVICE_USERS:
         config = make_config(stack.url(name), redis_url, archive_timeout_s=5.0)
-        app = RunningApp(load(name), replace(config, retry_backoff_s=0.1))
+        config = replace(config, retry_backoff_s=0.1, tenancy="enforced", **settings)
+        app = RunningApp(load(name), config)
         await app.start()
         apps.append(app)
     try:
-        for runner in RUNNERS:
-            done = continuity(
-                "runners", "add", runner, "--consumer-only", "--nats-url", stack.url("operator")
-            )
+        for runner, tenants in stack.tenants.items():
+            operator = ("--nats-url", stack.url("operator"))
+            done = await acontinuity("runners", "tenants", runner, "--tenant", ",".join(tenants), *operator)
+            assert done.returncode == 0, done.stderr
+            done = await acontinuity("runners", "add", runner, "--consumer-only", *operator)
             assert done.returncode == 0, done.stderr
         yield
     finally:

@@ -10,6 +10,7 @@ discover the services), and every attack of a runner is refused. The server is t
 from __future__ import annotations
 
 import asyncio
+import re
 import shutil
 import sys
 import time
@@ -25,7 +26,7 @@ from prometheus_client import REGISTRY
 
 from continuity.runners_cli import ACCOUNTS_FILE, IMPORTS_FILE
 from shared import subjects
-from shared.client import ContinuityClient, RequestError
+from shared.client import ContinuityClient, RequestError, RunnerSessions
 from shared.contracts import ArchiveResult, CommitRequest, Decision, GetRequest, ResumeFailed, SessionRef
 from shared.times import now_rfc3339
 from tests.deploy.conftest import (
@@ -35,6 +36,7 @@ from tests.deploy.conftest import (
     Stack,
     authorized_services,
     continuity,
+    free_port,
     issued_stack,
     start_server,
 )
@@ -136,7 +138,11 @@ def requests_counted(endpoint: str, code: str) -> float:
 
 async def test_unknown_keys_and_wrong_passwords_are_refused(stack: Stack, tmp_path: Path) -> None:
     stranger = tmp_path / "stranger.nk"
-    assert continuity("runners", "add", "stranger", "--seed-file", str(stranger)).returncode == 0
+    nobody = f"nats://127.0.0.1:{free_port()}"  # issued, but neither in the conf nor the directory
+    issued = continuity(
+        "runners", "add", "stranger", "--tenant", "t1", "--seed-file", str(stranger), "--nats-url", nobody
+    )
+    assert issued.returncode == 4 and "[tenants_not_recorded]" in issued.stderr and stranger.exists()
     with pytest.raises(Exception):  # noqa: B017  (nats-py raises a generic error on auth failure)
         await nats.connect(stack.url(), nkeys_seed=str(stranger), allow_reconnect=False, connect_timeout=2)
     with pytest.raises(Exception):  # noqa: B017
@@ -148,7 +154,7 @@ async def test_unknown_keys_and_wrong_passwords_are_refused(stack: Stack, tmp_pa
 async def test_a_runners_event_is_archived_on_that_runner_and_decided_for_it(services, connect) -> None:
     a, b = await connect("runner-a"), await connect("runner-b")
     sess = session("c-archive")
-    store = ContinuityClient(a.nc)
+    store = RunnerSessions(ContinuityClient(a.nc), "runner-a")
     await store.commit(
         CommitRequest(
             session=sess,
@@ -208,7 +214,11 @@ async def test_a_runner_reads_only_its_own_decisions(services, connect, stack: S
     await a.nc.publish("$JS.API.CONSUMER.DURABLE.CREATE.CONTINUITY_DECISIONS.runner-a", b"{}")
     await a.nc.publish("$JS.API.CONSUMER.DELETE.CONTINUITY_DECISIONS.runner-a", b"")
     # An acknowledgement subject as a reply address is refused by the server itself.
-    await a.nc.publish(subjects.SESSIONS_GET, b"{}", reply="$JS.ACK.CONTINUITY_DECISIONS.runner-b.1.2.1.0.0")
+    await a.nc.publish(
+        subjects.runner_sessions("runner-a", "get"),
+        b"{}",
+        reply="$JS.ACK.CONTINUITY_DECISIONS.runner-b.1.2.1.0.0",
+    )
     assert len(await a.violations()) == 8
     operator = await connect("operator")
     info = await operator.nc.jetstream().consumer_info(subjects.DECISIONS_STREAM, "runner-b")
@@ -272,19 +282,22 @@ async def test_reply_addresses_aimed_elsewhere_reach_nobody(services, connect) -
         "_INBOX.runner-b.trap",
         subjects.decisions("runner-b"),
     )
-    answered = requests_counted("get", "invalid_field") + requests_counted("get", "missing_field")
+    own_get = subjects.runner_sessions("runner-a", "get")
+
+    def answered_so_far() -> float:
+        return requests_counted("runner-get", "invalid_field") + requests_counted(
+            "runner-get", "missing_field"
+        )
+
+    answered = answered_so_far()
     for reply in aimed:
-        await a.nc.publish(subjects.SESSIONS_GET, b"{}", reply=reply)
+        await a.nc.publish(own_get, b"{}", reply=reply)
     await a.nc.flush()
 
-    async def all_answered() -> bool:
-        now = requests_counted("get", "invalid_field") + requests_counted("get", "missing_field")
-        return now >= answered + len(aimed)
-
-    await wait_for(all_answered, what="the session-store's answers")
+    await wait_for(lambda: answered_so_far() >= answered + len(aimed), what="the session-store's answers")
     # One more request on the same path: its answer follows the others out of the service.
     with pytest.raises(RequestError):
-        await ContinuityClient(a.nc).call(subjects.SESSIONS_GET, b"{}", GetRequest)
+        await ContinuityClient(a.nc).call(own_get, b"{}", GetRequest)
     await b.nc.flush()
     assert seen_by_b == []
 
@@ -329,6 +342,8 @@ def test_runner_accounts_come_from_the_template(stack: Stack) -> None:
         "runners",
         "add",
         "runner-a",
+        "--tenant",
+        "t1",
         "--seed-file",
         str(stack.conf_dir / "x.nk"),
         "--conf-dir",
@@ -431,6 +446,89 @@ async def test_the_console_serves_its_pages_as_the_console_user(
     finally:
         await app.stop()
     assert stack.violations_of(("console",)) == []
+
+
+async def test_a_runner_sends_session_requests_only_on_the_subjects_that_carry_its_id(
+    services, connect
+) -> None:
+    a = await connect("runner-a")
+    # Its own: answered by the session-store (here: no such session).
+    with pytest.raises(RequestError) as missing:
+        await RunnerSessions(ContinuityClient(a.nc), "runner-a").get(GetRequest(session=session("c-none")))
+    assert missing.value.code == "not_found"
+    # The services' own subjects, another runner's, and the operators' are refused by the server.
+    refused = [
+        *(f"continuity.sessions.{op}" for op in ("decide", "commit", "get", "reject")),
+        *(subjects.runner_sessions("runner-b", op) for op in subjects.SESSION_OPS),
+        subjects.runner_sessions("*", "get"),
+        subjects.SESSIONS_TRANSFER,
+        subjects.SESSIONS_AUDIT,
+        subjects.RUNNERS_PUT,
+        subjects.RUNNERS_REVOKE,
+        subjects.RUNNERS_LIST,
+    ]
+    for subject in refused:
+        await a.nc.publish(subject, b"{}", reply="_INBOX.runner-a.x")
+    assert len(await a.violations()) == len(refused)
+
+
+async def test_the_console_with_the_development_login_signs_in_and_out_as_the_console_user(
+    services, stack: Stack, redis_server
+) -> None:
+    """Its signed-out sessions are kept in a key-value bucket it creates at start: the console
+    user may create that one stream, read it by key and write it."""
+    import ipaddress
+
+    import aiohttp
+    from yarl import URL
+
+    from services.console.config import ConsoleConfig
+    from services.console.identity import COOKIE
+    from services.console.revocations import BUCKET
+    from services.console.service import ConsoleApp
+
+    token = "development-token-for-tests"
+    console = ConsoleApp(
+        ConsoleConfig(
+            port=0,
+            dev_token=token,
+            trusted_proxies=(ipaddress.ip_network("127.0.0.1/32"),),
+            session_key=b"d" * 32,
+        )
+    )
+    app = RunningApp(console, make_config(stack.url("console"), redis_server.url))
+    await app.start()  # creates the bucket, or stops: without it a copied cookie outlives signing out
+    try:
+        base = f"http://127.0.0.1:{console.port}"
+        origin = {"Origin": base}
+        async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
+
+            async def form_token(path: str) -> str:
+                async with http.get(f"{base}{path}") as r:
+                    assert r.status == 200, path
+                    found = re.search(r'name="csrf_token" value="([^"]+)"', await r.text())
+                    assert found
+                    return found.group(1)
+
+            data = {"csrf_token": await form_token("/login"), "token": token}
+            async with http.post(f"{base}/login", data=data, headers=origin) as r:
+                assert r.status == 200 and r.url.path == "/"
+            copied = http.cookie_jar.filter_cookies(URL(base))[COOKIE].value
+            data = {"csrf_token": await form_token("/runs")}
+            async with http.post(f"{base}/logout", data=data, headers=origin, allow_redirects=False) as r:
+                assert r.status == 303 and r.headers["Location"] == "/login"
+        async with aiohttp.ClientSession() as thief:  # the copied cookie signs nobody in now
+            async with thief.get(f"{base}/runs", cookies={COOKIE: copied}, allow_redirects=False) as r:
+                assert r.status == 303 and r.headers["Location"] == "/login?next=/runs"
+    finally:
+        await app.stop()
+    assert stack.violations_of(("console",)) == []
+    operator = await nats.connect(stack.url("operator"))
+    try:
+        info = await operator.jetstream().stream_info(f"KV_{BUCKET}")
+        assert info.state.messages == 1  # the one session signed out
+    finally:
+        await operator.close()
 
 
 async def test_no_service_or_operator_was_refused_anything(services, stack: Stack, connect) -> None:

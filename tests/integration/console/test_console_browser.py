@@ -1,21 +1,26 @@
 """The console in headless Chromium (Debian's package, driven by Playwright) against the real
 services: an operator signs in, resolves a reconciliation and retries a stopped run, and the
 runner reads `continue_fresh` from CONTINUITY_DECISIONS; a decision appears live on the
-overview; the runs page filters the runs index and pages through it. A screenshot of every page
-is kept under tests/artifacts/console/."""
+overview; the runs page filters the runs index and pages through it; a session is transferred
+to another runner of its tenant; hostile session ids open and are shown as text. A screenshot of
+every page is kept under tests/artifacts/console/."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
+from urllib.parse import quote, urlsplit
 
 import pytest
 from playwright.async_api import Browser, Page, expect
 
+from services.console.web import link, session_link
 from shared import subjects
+from shared.contracts import GetRequest, SessionRef
+from shared.contracts.tenancy import RunnerRevokeRequest, SessionAuditRequest
 from tests.support import wait_for
-from tests.support.console import DEV_ACTOR, DEV_TOKEN, GENERATION, Consoles, Run, Runs
+from tests.support.console import DEV_ACTOR, DEV_TOKEN, GENERATION, ISSUER, Consoles, Run, Runs
 
 pytestmark = pytest.mark.asyncio
 
@@ -146,6 +151,7 @@ async def test_every_page_renders_and_is_keyboard_and_phone_ready(
         ("/", "overview-phone"),
         ("/runs?status=operator", "runs-phone"),
         (f"/runs/{run.run_id}", "run-phone"),
+        (session_link(run.session), "session-phone"),
     )
     for path, name in phone:
         await page.goto(path)
@@ -346,3 +352,93 @@ async def test_runs_named_dot_and_dot_dot_are_opened_retried_and_resolved(
             return fresh == reasons
 
         await wait_for(continued, what=f"continue_fresh for run {run.run_id}")
+
+
+async def test_a_session_is_transferred_in_the_browser_and_kept_in_its_history(
+    page: Page, runs: Runs, artifacts: Path
+) -> None:
+    tenant = f"t-{uuid.uuid4().hex[:10]}"
+    run = await runs.stopped(tenant)
+    heir, revoked = await runs.runner(tenant), await runs.runner(tenant)
+    await page.goto(link("run", run.run_id))
+    await expect(page.locator("#run-tenant")).to_have_text(tenant)
+    await expect(page.locator("#session-owner")).to_have_text(f"{run.runner_id}, the run's runner")
+    await page.locator("#session-link").click()
+    s = run.session
+    await expect(page.get_by_role("heading", level=1)).to_have_text(
+        f"Session {s.tenant}/{s.conversation_id}/{s.agent_id}"
+    )
+    await expect(page.locator("#session-tenant")).to_have_text(tenant)
+    await expect(page.locator("#session-owner")).to_have_text(run.runner_id)
+    await expect(page.locator("#session-generation")).to_have_text("stored, trusted")
+    await expect(page.locator("#history")).to_contain_text(f"bound by {run.runner_id}")
+    await shot(page, artifacts, "session")
+    before = await runs.client.get(GetRequest(session=s))
+
+    # Revoked while the page is open: the session-store refuses, and the page says why.
+    await runs.client.runner_revoke(RunnerRevokeRequest(runner_id=revoked, actor=ISSUER))
+    await page.get_by_label("New owner").select_option(revoked)
+    await page.get_by_label("I stopped the current owner's work").check()
+    await page.get_by_role("button", name="Transfer session").click()
+    await expect(page.get_by_role("alert")).to_contain_text(
+        f"Runner {revoked} is not an active runner issued for tenant {tenant}"
+    )
+    await shot(page, artifacts, "session-transfer-refused")
+    assert await runs.client.get(GetRequest(session=s)) == before
+    await page.get_by_role("link", name="Back to the session").click()
+    choices = page.get_by_label("New owner").locator("option")
+    await expect(choices).to_have_text(["choose a runner", heir])  # listed again: no longer the revoked one
+
+    button = page.get_by_role("button", name="Transfer session")
+    await page.get_by_label("New owner").select_option(heir)
+    await button.click()  # unconfirmed: the browser keeps the form
+    await expect(page.locator("#session-owner")).to_have_text(run.runner_id)
+    assert await runs.client.get(GetRequest(session=s)) == before
+    await page.get_by_label("I stopped the current owner's work").check()
+    await button.click()
+    await expect(page.locator("#done")).to_contain_text(
+        f"runner {heir} owns this session now, at epoch {before.epoch + 1}"
+    )
+    after = await runs.client.get(GetRequest(session=s))  # what the session-store holds
+    assert (after.owner, after.epoch) == (heir, before.epoch + 1)
+    await expect(page.locator("#session-owner")).to_have_text(heir)
+    await expect(page.locator("#history li").last).to_contain_text(
+        f"transferred by {DEV_ACTOR}: from {run.runner_id} to {heir}, epoch {after.epoch}"
+    )
+    trail = (await runs.client.ownership(SessionAuditRequest(session=s))).items
+    assert [(e.kind, e.actor, e.owner) for e in trail][-1] == ("transferred", DEV_ACTOR, heir)
+    await shot(page, artifacts, "session-transferred")
+
+    await page.goto(link("run", run.run_id))
+    await expect(page.locator("#session-owner")).to_contain_text(f"{heir}, not the run's runner")
+
+
+async def test_hostile_session_ids_are_escaped_and_their_page_opens_in_the_browser(
+    page: Page, runs: Runs, artifacts: Path
+) -> None:
+    session = SessionRef(tenant="..", conversation_id=".", agent_id=f"..:{uuid.uuid4().hex[:8]}-._")
+    run = await runs.stopped(session=session)
+    dialogs: list[str] = []
+    page.on("dialog", lambda dialog: dialogs.append(dialog.message))
+    await page.goto(link("run", run.run_id))
+    await page.locator("#session-link").click()
+    await expect(page.get_by_role("heading", level=1)).to_have_text(f"Session .././{session.agent_id}")
+    await expect(page.locator("#session-tenant")).to_have_text("..")
+    await expect(page.locator("#session-conversation")).to_have_text(".")
+    await expect(page.locator("#session-owner")).to_have_text(run.runner_id)
+    assert urlsplit(page.url).path == "/session"
+    await shot(page, artifacts, "session-dots")
+
+    # Percent-encoded dots in the query are the same session.
+    await page.goto(f"/session?tenant=%2E%2E&conversation_id=%2e&agent_id={quote(session.agent_id, safe='')}")
+    await expect(page.locator("#session-agent")).to_have_text(session.agent_id)
+    await expect(page.locator("#session-owner")).to_have_text(run.runner_id)
+
+    # Markup in the address is refused and shown as nothing: no script runs.
+    await page.goto(
+        "/session?tenant=%3Cscript%3Ealert(1)%3C%2Fscript%3E"
+        "&conversation_id=%3Cimg%20src%3Dx%20onerror%3Dalert(2)%3E&agent_id=a"
+    )
+    await expect(page.get_by_role("alert")).to_contain_text("That is not a session")
+    content = await page.content()
+    assert "alert(1)" not in content and "onerror" not in content and dialogs == []

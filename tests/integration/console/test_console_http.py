@@ -16,6 +16,7 @@ from urllib.parse import parse_qs, quote, urlencode, urlsplit
 import aiohttp
 import nats
 import pytest
+import redis.asyncio as aioredis
 from nats.js.api import StreamConfig
 from nats.js.errors import BadBucketError
 from prometheus_client import REGISTRY
@@ -29,7 +30,7 @@ from services.console.runs_query import RUN_STATUSES, count_label
 from services.console.service import ConsoleApp
 from services.console.streams import recent_decisions
 from services.console.web import LIVE_SHOWN, STATUS_COUNT_CAP, session_link
-from shared import subjects
+from shared import keys, subjects
 from shared.contracts import GetRequest, RunsListRequest, SessionRef
 from shared.contracts.tenancy import RunnerRevokeRequest, SessionAuditRequest
 from tests.support import make_config, read_stream, running, wait_for
@@ -577,7 +578,7 @@ async def test_a_run_page_shows_its_tenant_and_owner_and_links_its_session_page(
     view = await runs.client.get(GetRequest(session=run.session))
     assert field(text, "session-epoch") == str(view.epoch)
     assert field(text, "session-revision") == str(view.revision)
-    assert f"<strong>bound</strong> by {run.runner_id}: no owner to {run.runner_id}" in text
+    assert f"<strong>bound</strong> by {run.runner_id}: from no owner to {run.runner_id}" in text
     assert GENERATION not in text
 
 
@@ -646,7 +647,8 @@ async def test_a_transfer_moves_the_session_as_the_signed_in_operator_and_is_aud
         ("transferred", "proxy-pat", run.runner_id, heir),
     ]
     assert (
-        f"<strong>transferred</strong> by proxy-pat: {run.runner_id} to {heir}, epoch {after.epoch}" in text
+        f"<strong>transferred</strong> by proxy-pat: from {run.runner_id} to {heir}, epoch {after.epoch}"
+        in text
     )
 
     # The run's page says its runner no longer owns the session.
@@ -783,6 +785,18 @@ async def test_refusals_on_the_decisions_stream_are_left_out_of_the_live_and_rec
         recent = await recent_decisions(runs.js, LIVE_SHOWN)
         assert recent and recent[-1].run_id == before.run_id  # not hidden behind the refusals
         assert refused.run_id not in {line.run_id for line in recent}
+        # It looks back through `scan` messages, no further.
+        assert await recent_decisions(runs.js, LIVE_SHOWN, scan=LIVE_SHOWN + 2) == []
+        assert (await recent_decisions(runs.js, LIVE_SHOWN, scan=LIVE_SHOWN + 3))[-1].run_id == before.run_id
+
+        # What is neither a decision nor a refusal is skipped too, and that is worth a warning.
+        await runs.js.publish(subjects.decisions(f"r{uuid.uuid4().hex[:10]}"), b'{"type":"unknown"}')
+
+        def warned() -> bool:
+            return "console_undecodable_decision" in caplog.text
+
+        await wait_for(warned, what="the console's warning of a message that is not a decision")
+        caplog.clear()
 
         after = await runs.stopped()  # the live view goes on after them
         await live_decisions(stream, after.run_id, seen)
@@ -793,3 +807,24 @@ async def test_refusals_on_the_decisions_stream_are_left_out_of_the_live_and_rec
     text = await page_text(http, f"{consoles.url}/", "proxy-tia")
     live = text.split('id="live"', 1)[1]
     assert after.run_id in live and before.run_id in live and refused.run_id not in text
+
+
+async def test_a_session_without_an_owner_or_without_a_record_says_so(
+    consoles: Consoles, http: aiohttp.ClientSession, runs: Runs, redis_client: aioredis.Redis
+) -> None:
+    run = await runs.stopped(f"t-{uuid.uuid4().hex[:10]}")
+    key = keys.session(run.session.key)
+    # A record as an earlier release left it: no owner field.
+    assert await redis_client.hdel(key, "owner") == 1  # type: ignore[misc]
+    text = await page_text(http, f"{consoles.url}{page_of('run', run.run_id)}", "proxy-uma")
+    assert field(text, "session-owner") == "none yet: the next runner's commit binds it"
+    text = await page_text(http, f"{consoles.url}{session_link(run.session)}", "proxy-uma")
+    assert field(text, "session-owner") == "none yet: the next runner's commit binds it"
+
+    # The record gone (its retention ended): a 404 page that still shows who owned it.
+    assert await redis_client.delete(key) == 1
+    text = await page_text(http, f"{consoles.url}{session_link(run.session)}", "proxy-uma", status=404)
+    assert 'id="no-record"' in text and "/transfer" not in text
+    assert f"<strong>bound</strong> by {run.runner_id}: from no owner to {run.runner_id}" in text
+    text = await page_text(http, f"{consoles.url}{page_of('run', run.run_id)}", "proxy-uma")
+    assert "No saved session for this run's slot." in text and 'id="session-link"' in text

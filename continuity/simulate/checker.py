@@ -1,5 +1,7 @@
 """The checker: every decision a simulated runner receives is held against what the runner sent,
-what it answered to archive requests, and what the operator did (contract sections 4 to 6).
+what it answered to archive requests, and what the operator did (contract sections 4 to 6); a
+refusal of its event (section 10.5) is one only for `quota_exceeded`, after which the runner
+sends the event again.
 
 It is pure bookkeeping, no I/O: runners, the operator and the dead-letter watcher report to it,
 and it returns the contradictions it finds. Expected outcomes carry a deadline; `overdue`
@@ -14,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from continuity_runner import ArchiveRequest, Decision, SessionRef
+from continuity_runner import ArchiveRequest, Decision, Refusal, SessionRef
 from continuity_runner.types import ActionOutcome
 
 from continuity.simulate.scenarios import (
@@ -103,6 +105,8 @@ class Checker:
         self.contradictions: list[Contradiction] = []
         self.decisions: Counter[tuple[str, str]] = Counter()
         self.dead_letters: Counter[tuple[str, str]] = Counter()
+        self.refusals: Counter[str] = Counter()
+        """Refusals of the runners' events by code (contract 10.5)."""
         self.events = 0
         self.redelivered = 0
         self.foreign = 0
@@ -131,6 +135,18 @@ class Checker:
         wait = self.deadline_s + (self.archive_timeout_s if exp.verdict == "archive" else 0.0)
         what = f"a decision ({_verdict_text(exp)})"
         self._expect(sent.run_id, sent.attempt, "decision", now + wait, what)
+
+    def resent(self, run_id: str, attempt: int, payload: bytes) -> None:
+        """The runner sent a refused event again under a new id (after `quota_exceeded`): its
+        outcome is awaited anew, and a dead letter of the new payload is the run's."""
+        state = self._attempt(run_id, attempt)
+        if state is None:
+            return
+        self._by_payload[hash(payload)] = (run_id, attempt)
+        stage: Stage = "decision" if state.expected is not None else "dead"
+        pending = self._open.get((run_id, attempt, stage))
+        if pending is not None:
+            self._expect(run_id, attempt, stage, self._clock() + self.deadline_s, pending[1])
 
     def archive_requested(self, runner_id: str, command: ArchiveRequest) -> AttemptState | None:
         """The archiver asked this runner to move a run's state; None when it must not have."""
@@ -232,6 +248,42 @@ class Checker:
                 f"{scenario.label} dead-lettered with reason {reason}, expected {state.sent.dead_reason}",
             )
         return run_id
+
+    # ---- decisions and refusals -------------------------------------------------------------
+
+    def refusal(self, runner_id: str, r: Refusal) -> list[Contradiction]:
+        """Judge one refusal received on `continuity.decisions.<runner_id>`: the simulated runners
+        own their sessions and runs, so only a spent quota may refuse their events."""
+        before = len(self.contradictions)
+        self.refusals[r.code] += 1
+        run = self.runs.get(r.run_id)
+        state = run.attempts.get(r.attempt) if run is not None else None
+        if run is None or state is None:
+            if r.run_id.startswith(self.run_prefix):
+                self._flag(r.run_id, run.scenario if run else "?", f"refusal {r.code} of an event never sent")
+            else:
+                self.foreign += 1
+            return self.contradictions[before:]
+        if runner_id != run.runner_id or r.runner_id != run.runner_id:
+            self._flag(r.run_id, run.scenario, "a refusal went to another runner than the event's")
+        if r.code == "quota_exceeded":
+            if r.not_before is None:
+                self._flag(r.run_id, run.scenario, "quota_exceeded without not_before")
+            return self.contradictions[before:]  # the runner sends the event again
+        if state.dead is not None:
+            return self.contradictions[before:]  # its dead letter came first and was judged
+        # Final: no decision and no further dead letter to wait for (its dead letter, on
+        # continuity.dead.refused, would only repeat this).
+        state.dead = (subjects.DEAD_REFUSED, r.code)
+        self._met(r.run_id, r.attempt, "decision")
+        self._met(r.run_id, r.attempt, "dead")
+        self._flag(
+            r.run_id,
+            run.scenario,
+            f"the event of attempt {r.attempt} was refused {r.code}: a runner's event on its own "
+            "session and run must be decided (tenancy enforced and the simulated runners not issued?)",
+        )
+        return self.contradictions[before:]
 
     # ---- decisions --------------------------------------------------------------------------
 

@@ -25,7 +25,7 @@ from continuity.clitools import redacted_url
 from continuity.simulate.checker import Checker
 from continuity.simulate.keys import DEMO_KEYS
 from continuity.simulate.operator import SimOperator
-from continuity.simulate.runner import RunnerSettings, SimRunner, Story
+from continuity.simulate.runner import TENANT, NotIssued, RunnerSettings, SimRunner, Story
 from continuity.simulate.scenarios import DEFAULT_MIX, Mix, parse_mix
 from shared import subjects
 from shared.bus.connection import server_list
@@ -243,6 +243,15 @@ class Fleet:
             )
             await runner.start()
             self.runners.append(runner)
+            try:
+                await runner.probe(self.prefix)
+            except NotIssued:
+                raise FleetError(
+                    f"the session-store refuses {runner.runner_id}'s sessions of tenant {TENANT}: tenancy "
+                    f"is enforced and the simulated runners are not issued (continuity runners add "
+                    f"{runner.runner_id} --tenant {TENANT}, for each, or services with "
+                    "CONTINUITY_TENANCY=open)"
+                ) from None
 
     async def _load(
         self, stop: asyncio.Event, on_story: Callable[[Story], None] | None

@@ -103,6 +103,7 @@ def final_report(result: Result) -> str:
             + "".join(f", {act} {n}" for act, n in sorted(result.operator_acts.items()))
             + f"; dead letters {'watched' if result.dead_letters_watched else 'not watched'}"
             + f"; redelivered decisions {checker.redelivered}"
+            + "".join(f"; refused {code} {n}" for code, n in sorted(checker.refusals.items()))
             + f"; archive answers too late for the archiver {checker.late_archive_answers}",
             "  ",
         ),
@@ -142,6 +143,7 @@ def to_json(result: Result) -> dict[str, Any]:
         "events_per_s": round(checker.events / result.load_s, 2) if result.load_s else 0.0,
         "decisions": by_action(checker.decisions),
         "dead_letters": {f"{subj} {reason}": n for (subj, reason), n in sorted(checker.dead_letters.items())},
+        "refusals": dict(sorted(checker.refusals.items())),
         "scenarios": _per_scenario(result),
         "paths": [
             {"scenario": scenario, "path": path, "runs": n}

@@ -1,7 +1,8 @@
 """One simulated runner, built on the runner SDK (`continuity_runner`): it commits sessions, asks
 `decide` at ready, publishes `resume_failed` events, answers its archive subject, consumes its
 own decisions, and follows each decision the way a runner must (wait for `not_before`, commit
-the replacement, hand the run to an operator).
+the replacement, hand the run to an operator). An event refused for a spent quota (contract
+10.5) is sent again, under a new id, at its `not_before`.
 
 Every reply it gets is also held against the contract; what does not match is reported to the
 checker. Each run is one story, kept as a list of steps for the report.
@@ -25,6 +26,8 @@ from continuity_runner import (
     CommitReply,
     ContinuityError,
     Decision,
+    NotFound,
+    Refusal,
     ResumeFailed,
     Runner,
     RunnerOptions,
@@ -41,6 +44,8 @@ from continuity.simulate.scenarios import ARCHIVE_FAILED, REFAIL_RATE, Facts, Sc
 from shared import subjects
 from shared.tls import nats_context_from_env
 
+TENANT = "sim"
+"""The simulated runners' sessions are all of this tenant."""
 GENERATION = "dsh-2026.11.3-p7"
 MODEL = "gpt-5-codex"
 MAX_NOT_BEFORE_WAIT_S = 60.0
@@ -82,6 +87,11 @@ class RunnerSettings:
     """How long a run waits for one decision before it gives up (the checker reports it)."""
 
 
+class NotIssued(Exception):
+    """The session-store refuses the runner's sessions of the simulated tenant (tenancy is
+    enforced and the runner is not issued for it)."""
+
+
 class SimRunner:
     def __init__(
         self,
@@ -103,11 +113,15 @@ class SimRunner:
         self._runner: Runner | None = None
         self._decisions: asyncio.Task[None] | None = None
         self._stopped = asyncio.Event()
-        self._inbox: dict[str, asyncio.Queue[Decision]] = {}
+        self._inbox: dict[str, asyncio.Queue[Decision | Refusal]] = {}
+        self._payloads: dict[str, bytes] = {}
+        """Each event of a run in play by its Nats-Msg-Id, to send it again after a refusal."""
         self._dead: dict[str, asyncio.Future[str]] = {}
         self._archive_steps: dict[str, str] = {}
         self.stories: list[Story] = []
         self.published = 0
+        self.resent = 0
+        """Events sent again after a refusal for the quota."""
 
     # ---- life -------------------------------------------------------------------------------
 
@@ -128,7 +142,20 @@ class SimRunner:
         await self._runner.serve_archive(self._on_archive)
         # Its durable consumer: decisions of earlier simulations under this runner id were
         # acknowledged then, and the checker counts any others as foreign.
-        self._decisions = asyncio.create_task(self._runner.handle_decisions(self._on_decision))
+        self._decisions = asyncio.create_task(
+            self._runner.handle_decisions(self._on_decision, on_refusal=self._on_refusal)
+        )
+
+    async def probe(self, run_prefix: str) -> None:
+        """One commit of a session of the simulated tenant: `NotIssued` when the session-store
+        refuses it, which it does for every run then (contract 10.2)."""
+        probe = f"{run_prefix}-probe-{self.runner_id}"
+        session = SessionRef(tenant=TENANT, conversation_id=probe, agent_id="codex")
+        ctx = wire.RunContext(self.runner_id, probe, session, "ns-probe", "same_session_only")
+        try:
+            await self._commit(ctx, "turn-0", epoch=None)
+        except NotFound:
+            raise NotIssued(self.runner_id) from None
 
     async def stop(self) -> None:
         self._stopped.set()
@@ -151,6 +178,12 @@ class SimRunner:
         inbox = self._inbox.get(d.run_id)
         if inbox is not None:
             inbox.put_nowait(d)
+
+    async def _on_refusal(self, r: Refusal) -> None:
+        self._checker.refusal(self.runner_id, r)
+        inbox = self._inbox.get(r.run_id)
+        if inbox is not None:
+            inbox.put_nowait(r)
 
     async def _on_archive(self, command: ArchiveRequest) -> ArchiveResult:
         answer = wire.archive_answer(
@@ -192,6 +225,8 @@ class SimRunner:
         finally:
             story.done = True
             self._inbox.pop(run_id, None)
+            for msg_id in [m for m in self._payloads if m.startswith(f"{run_id}.")]:
+                del self._payloads[msg_id]
             self._dead.pop(run_id, None)
             self._archive_steps.pop(run_id, None)
         return story
@@ -199,7 +234,7 @@ class SimRunner:
     async def _play(self, scenario: Scenario, run_id: str, n: int, story: Story) -> None:
         rng = self._rng
         policy = rng.choice(tuple(POLICY_TEXT))
-        session = SessionRef(tenant="sim", conversation_id=f"{run_id}", agent_id="codex")
+        session = SessionRef(tenant=TENANT, conversation_id=f"{run_id}", agent_id="codex")
         handle = f"ns-{run_id}"
         ctx = wire.RunContext(self.runner_id, run_id, session, handle, policy)
         cursor = f"turn-{n:06d}"
@@ -229,13 +264,17 @@ class SimRunner:
                 self._dead[run_id] = asyncio.get_running_loop().create_future()
             story.steps.append(_first_step(scenario, policy, out.facts) if attempt == 1 else "fails again")
             for msg_id, payload in out.publications:
+                self._payloads[msg_id] = payload
                 await self._publish(payload, msg_id)
             if out.facts is None:
                 story.steps.append(await self._wait_dead(run_id))
                 return
-            d = await self._next(run_id, attempt, continued=False)
+            d = await self._next(run_id, attempt, continued=False, story=story)
             if d is None:
                 story.steps.append("no decision")
+                return
+            if isinstance(d, Refusal):
+                story.steps.append(f"refused {d.code}, no decision")
                 return
             archive_step = self._archive_steps.pop(run_id, None)
             if archive_step is not None:
@@ -262,8 +301,8 @@ class SimRunner:
                     story.steps.append("(no operator endpoint: the run stays stopped)")
                     return
                 story.steps.append(step)
-                follow = await self._next(run_id, attempt, continued=True)
-                if follow is None:
+                follow = await self._next(run_id, attempt, continued=True, story=story)
+                if not isinstance(follow, Decision):
                     story.steps.append("no continue_fresh")
                     return
                 await self._held(ctx, epoch, "continue_fresh")
@@ -352,7 +391,11 @@ class SimRunner:
         await self.runner.publish_event(subjects.event(self.runner_id, "resume_failed"), payload, msg_id)
         self.published += 1
 
-    async def _next(self, run_id: str, attempt: int, *, continued: bool) -> Decision | None:
+    async def _next(
+        self, run_id: str, attempt: int, *, continued: bool, story: Story
+    ) -> Decision | Refusal | None:
+        """The run's next decision of this attempt, or the final refusal of its event; None when
+        neither came in time. A refusal for the quota sends the event again and waits on."""
         inbox = self._inbox[run_id]
         deadline = time.monotonic() + self._settings.wait_s
         while True:
@@ -363,8 +406,33 @@ class SimRunner:
                 d = await asyncio.wait_for(inbox.get(), left)
             except TimeoutError:
                 return None
-            if d.attempt == attempt and (d.action == "continue_fresh") == continued:
+            if d.attempt != attempt:
+                continue
+            if isinstance(d, Refusal):
+                if d.code != "quota_exceeded":
+                    return d
+                if await self._send_again(run_id, attempt, d):
+                    story.steps.append("quota exceeded: sent again at not_before")
+                    deadline = time.monotonic() + self._settings.wait_s
+                continue
+            if (d.action == "continue_fresh") == continued:
                 return d
+
+    async def _send_again(self, run_id: str, attempt: int, r: Refusal) -> bool:
+        """The refused event again, under a new id, at `not_before` (contract 10.5); False when
+        it is not one of this run's."""
+        payload = self._payloads.pop(r.event_id, None)
+        if payload is None:
+            return False
+        event = msgspec.json.decode(payload, type=ResumeFailed)
+        self.resent += 1
+        again = msgspec.structs.replace(event, event_id=f"{run_id}.a{attempt}.q{self.resent}")
+        payload = msgspec.json.encode(again)
+        await self._until(r.not_before)
+        self._checker.resent(run_id, attempt, payload)
+        self._payloads[again.event_id] = payload
+        await self._publish(payload, again.event_id)
+        return True
 
     async def _wait_dead(self, run_id: str) -> str:
         future = self._dead[run_id]

@@ -1,7 +1,8 @@
 """The Python runner SDK against the four services (in-process) on real NATS and Redis: every
-call, its typed errors, signatures, the archive answer, redelivery after a failed handler, a
-resume failure published through a NATS restart, a first connection bounded in time, and every
-case of sdk/bad-inputs.json (refused before it is sent, or sent at the limits and taken)."""
+call on its runner's subjects, its typed errors, signatures, the archive answer, redelivery
+after a failed handler, a resume failure published through a NATS restart, a first connection
+bounded in time, and every case of sdk/bad-inputs.json (refused before it is sent, or sent at the
+limits and taken). Tenancy enforced: test_sdk_python_tenancy.py."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ import pytest
 from continuity_runner import (
     ArchiveRequest,
     ArchiveResult,
+    ClaimRefused,
     ContinuityError,
     Decision,
     ErrorInfo,
@@ -33,6 +35,7 @@ from continuity_runner import (
     Runner,
     RunnerOptions,
     SessionHeld,
+    SessionNotOwned,
     SessionRef,
     StaleEpoch,
     Unavailable,
@@ -40,6 +43,7 @@ from continuity_runner import (
 )
 from continuity_runner.types import CheckpointPolicy
 from nats.aio.client import Client
+from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
 from continuity.servers import NatsServer, RedisServer
@@ -97,8 +101,8 @@ async def observer(sdk_nats: NatsServer) -> AsyncIterator[Client]:
     await nc.close()
 
 
-async def _runner(url: str, key: bytes = KEY, **options: object) -> Runner:
-    runner_id = f"sdk-{uuid.uuid4().hex[:10]}"
+async def _runner(url: str, key: bytes = KEY, runner_id: str | None = None, **options: object) -> Runner:
+    runner_id = runner_id or f"sdk-{uuid.uuid4().hex[:10]}"
     return await connect(
         RunnerOptions(runner_id=runner_id, servers=url, signing_keys={KEY_ID: key}, **options)  # type: ignore[arg-type]
     )
@@ -187,6 +191,41 @@ async def test_session_calls_and_their_typed_errors(stack: str) -> None:
         assert (after.mode, after.reason, after.transcript) == ("fresh", "resume_target_rejected", "full")
     finally:
         await runner.close()
+
+
+async def test_session_requests_name_the_runner_in_their_subject(stack: str, observer: Client) -> None:
+    """`continuity.sessions.<runner_id>.<op>` (contract 10.1), the only identity the services
+    trust: the session is bound to the runner that committed it, even with tenancy open."""
+    asked: list[str] = []
+
+    async def overhear(msg: Msg) -> None:
+        asked.append(msg.subject)
+
+    await observer.subscribe("continuity.sessions.>", cb=overhear)
+    await observer.flush()
+    runner, other = await _runner(stack), await _runner(stack)
+    try:
+        session = _session()
+        await runner.decide(session, "codex", MODEL, CWD)
+        await _commit(runner, session, "ns-1")
+        assert (await runner.get(session)).owner == runner.runner_id
+        await runner.reject(session, "ns-0", "resume_target_missing")
+        with pytest.raises(ClaimRefused) as refused:  # the services' default policy
+            await runner.claim(session)
+        assert (refused.value.status, refused.value.code) == (409, "claim_refused")
+        ops = ["decide", "commit", "get", "reject", "claim"]
+        await wait_for(lambda: len(asked) >= len(ops), what="the requests overheard")
+        assert asked == [f"continuity.sessions.{runner.runner_id}.{op}" for op in ops]
+
+        with pytest.raises(SessionNotOwned) as taken:
+            await _commit(other, session, "ns-other")
+        assert (taken.value.status, taken.value.code) == (409, "session_not_owned")
+        with pytest.raises(NotFound):
+            await other.get(session)  # another runner's session is as good as missing
+        assert (await runner.get(session)).native_session_id == "ns-1"
+    finally:
+        await runner.close()
+        await other.close()
 
 
 async def test_a_signed_refusal_stops_for_an_operator_and_holds_the_session(stack: str) -> None:
@@ -557,6 +596,11 @@ async def _fate(js: JetStreamContext, runner_id: str, run_id: str, attempt: int)
     return None
 
 
+# The session cases act on the sessions of one runner: another runner's would be answered as
+# missing (contract 10.3), and a conflict is what a case at the limits may meet, never that.
+SESSIONS_RUNNER = f"sdk-good-{uuid.uuid4().hex[:8]}"
+
+
 @pytest.mark.parametrize("case", GOOD, ids=[c["name"] for c in GOOD])
 async def test_a_good_input_at_the_limits_is_sent_and_taken(
     case: dict[str, Any], stack: str, observer: Client
@@ -564,6 +608,8 @@ async def test_a_good_input_at_the_limits_is_sent_and_taken(
     args, call = arguments(case), case["call"]
     if call == "connect":
         runner = await connect(RunnerOptions(runner_id=args["runner_id"], servers=stack))
+    elif call in ("decide", "commit", "reject", "get"):
+        runner = await _runner(stack, runner_id=SESSIONS_RUNNER)
     else:
         runner = await _runner(stack)
     try:

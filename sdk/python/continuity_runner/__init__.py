@@ -3,12 +3,14 @@
 ```python
 runner = await connect(RunnerOptions(runner_id="runner-a", servers="nats://nats:4222"))
 reply = await runner.decide(session, "codex", model, cwd, latest_cursor=cursor)
+await runner.handle_decisions(follow, on_refusal=refused)
 ```
 """
 
 from continuity_runner.contract import (
     ArchiveRequest,
     ArchiveResult,
+    ClaimRequest,
     CommandResult,
     CommitReply,
     CommitRequest,
@@ -19,6 +21,8 @@ from continuity_runner.contract import (
     ErrorDetail,
     ErrorInfo,
     GetRequest,
+    OwnershipReply,
+    Refusal,
     RejectReply,
     RejectRequest,
     ResumeFailed,
@@ -28,6 +32,7 @@ from continuity_runner.contract import (
 )
 from continuity_runner.delivery import Delivery
 from continuity_runner.errors import (
+    ClaimRefused,
     Conflict,
     ContinuityError,
     InternalError,
@@ -40,18 +45,22 @@ from continuity_runner.errors import (
     ReconciliationRequired,
     RevisionConflict,
     RunChanged,
+    RunnerNotIssued,
     RunNotStopped,
     SessionHeld,
+    SessionNotOwned,
     StaleEpoch,
     Unavailable,
 )
 from continuity_runner.options import RunnerOptions
-from continuity_runner.runner import ArchiveHandler, DecisionHandler, Runner, connect
+from continuity_runner.runner import ArchiveHandler, DecisionHandler, RefusalHandler, Runner, connect
 
 __all__ = [
     "ArchiveHandler",
     "ArchiveRequest",
     "ArchiveResult",
+    "ClaimRefused",
+    "ClaimRequest",
     "CommandResult",
     "CommitReply",
     "CommitRequest",
@@ -70,10 +79,13 @@ __all__ = [
     "InvalidRequest",
     "NotFound",
     "OperatorRetryAlreadyDelivered",
+    "OwnershipReply",
     "PermissionDenied",
     "ReconciliationAlreadyDelivered",
     "ReconciliationConflict",
     "ReconciliationRequired",
+    "Refusal",
+    "RefusalHandler",
     "RejectReply",
     "RejectRequest",
     "ResumeFailed",
@@ -81,8 +93,10 @@ __all__ = [
     "RunChanged",
     "RunNotStopped",
     "Runner",
+    "RunnerNotIssued",
     "RunnerOptions",
     "SessionHeld",
+    "SessionNotOwned",
     "SessionRef",
     "SessionView",
     "StaleEpoch",

@@ -30,7 +30,10 @@ from continuity_runner.types import (
     Mode,
     Name,
     Output,
+    QuotaKind,
+    QuotaScope,
     RecordedOutcome,
+    RefusalCode,
     RejectCode,
     RunnerId,
     SessionReason,
@@ -135,6 +138,25 @@ class SessionView(msgspec.Struct, kw_only=True):
     """The runner that owns the session; null before its first commit by a runner."""
 
 
+# ---- ownership (section 10.3) ------------------------------------------------------------------
+
+
+class ClaimRequest(msgspec.Struct, kw_only=True):
+    """`continuity.sessions.<runner_id>.claim`: the runner asks to own the session."""
+
+    session: SessionRef
+
+
+class OwnershipReply(msgspec.Struct, kw_only=True, omit_defaults=False):
+    """The session's owner after a claim, and the epoch that fences the previous owner (its
+    commits with an older epoch are refused `stale_epoch`)."""
+
+    owner: str
+    previous_owner: str | None
+    epoch: int
+    revision: int
+
+
 # ---- the resume_failed event (section 4.1) ----------------------------------------------------
 
 
@@ -190,7 +212,7 @@ class ResumeFailed(msgspec.Struct, kw_only=True):
         check_time(self.occurred_at, "occurred_at")
 
 
-# ---- decisions (section 4.5) ------------------------------------------------------------------
+# ---- decisions (section 4.5) and refusals (section 10.5) --------------------------------------
 
 
 class Decision(msgspec.Struct, kw_only=True, omit_defaults=False):
@@ -208,6 +230,24 @@ class Decision(msgspec.Struct, kw_only=True, omit_defaults=False):
     detail: str | None = None
     reconciled_outcome: ActionOutcome | None = None
     decided_at: Time
+
+
+class Refusal(msgspec.Struct, kw_only=True, omit_defaults=False):
+    """On `continuity.decisions.<runner_id>` beside the decisions: the runner's event was
+    refused before any decision (contract 10.5). With `quota_exceeded`, send the same report
+    again (a new `event_id`) at or after `not_before` (`Runner.report_again`); any other code is
+    final for that event."""
+
+    type: Literal["refusal"] = "refusal"
+    runner_id: str
+    run_id: str
+    attempt: int
+    event_id: str
+    code: RefusalCode
+    scope: QuotaScope | None = None
+    quota: QuotaKind | None = None
+    not_before: str | None = None
+    refused_at: str
 
 
 # ---- the archiver's remote move (section 5) ---------------------------------------------------

@@ -1,23 +1,35 @@
-"""One decision delivered from the runner's durable consumer, with its acknowledgement."""
+"""One message delivered from the runner's durable consumer, with its acknowledgement."""
 
 from __future__ import annotations
 
 from nats.aio.msg import Msg
 
-from continuity_runner.contract import Decision
+from continuity_runner.contract import Decision, Refusal
 
 
 class Delivery:
-    """A decision and the JetStream message that carried it.
+    """A decision or a refusal (contract 10.5), and the JetStream message that carried it.
 
-    Acknowledge once the decision is acted on (`ack`); `nak` has it delivered again after
-    `delay` seconds. Unacknowledged, it is delivered again after the consumer's ack wait.
+    Both come from the runner's decisions subject, in the order they were published; `message`
+    is one or the other (`decision` and `refusal` say which, the other being None). Acknowledge
+    once it is acted on (`ack`); `nak` has it delivered again after `delay` seconds.
+    Unacknowledged, it is delivered again after the consumer's ack wait.
     """
 
-    def __init__(self, decision: Decision, msg: Msg, redelivery_delay: float) -> None:
-        self.decision = decision
+    def __init__(self, message: Decision | Refusal, msg: Msg, redelivery_delay: float) -> None:
+        self.message = message
         self._msg = msg
         self._redelivery_delay = redelivery_delay
+
+    @property
+    def decision(self) -> Decision | None:
+        """The decision, or None for a refusal."""
+        return self.message if isinstance(self.message, Decision) else None
+
+    @property
+    def refusal(self) -> Refusal | None:
+        """The refusal of one of the runner's events, or None for a decision."""
+        return self.message if isinstance(self.message, Refusal) else None
 
     @property
     def num_delivered(self) -> int:

@@ -87,6 +87,27 @@ class SessionHeld(Conflict):
     code = "session_held"
 
 
+class SessionNotOwned(Conflict):
+    """Another runner of the session's tenant owns the session (contract 10.3): nothing was
+    written. It moves only by an operator's transfer or, where the policy allows, a `claim`."""
+
+    code = "session_not_owned"
+
+
+class ClaimRefused(Conflict):
+    """The services refuse runners' claims (`CONTINUITY_SESSION_CLAIMS` is not `allow`): an
+    operator's transfer moves the session instead."""
+
+    code = "claim_refused"
+
+
+class RunnerNotIssued(Conflict):
+    """A transfer to a runner not issued for the session's tenant (an operators' request; a
+    runner does not get it, but a connection of the services' own account may)."""
+
+    code = "runner_not_issued"
+
+
 class RunNotStopped(Conflict):
     code = "run_not_stopped"
 
@@ -140,6 +161,9 @@ _BY_CODE: dict[str, type[ContinuityError]] = {
     "revision_conflict": RevisionConflict,
     "stale_epoch": StaleEpoch,
     "session_held": SessionHeld,
+    "session_not_owned": SessionNotOwned,
+    "claim_refused": ClaimRefused,
+    "runner_not_issued": RunnerNotIssued,
     "run_not_stopped": RunNotStopped,
     "run_changed": RunChanged,
     "operator_retry_already_delivered": OperatorRetryAlreadyDelivered,

@@ -5,8 +5,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import uuid
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import datetime
 from typing import Any, TypeVar
 
 import msgspec
@@ -22,6 +25,7 @@ from continuity_runner.checks import archive_answer, check_value, encode_checked
 from continuity_runner.contract import (
     ArchiveRequest,
     ArchiveResult,
+    ClaimRequest,
     CommandResult,
     CommitReply,
     CommitRequest,
@@ -30,6 +34,8 @@ from continuity_runner.contract import (
     Decision,
     ErrorInfo,
     GetRequest,
+    OwnershipReply,
+    Refusal,
     RejectReply,
     RejectRequest,
     ResumeFailed,
@@ -55,13 +61,28 @@ log = logging.getLogger("continuity_runner")
 log.addHandler(logging.NullHandler())  # a library's records show only where the program routes them
 
 R = TypeVar("R")
+
+
+class _Kind(msgspec.Struct):
+    """What a message of the decisions subject is: its `type` alone (a decision of an earlier
+    release may have none)."""
+
+    type: str = "decision"
+
+
 _encode = msgspec.json.Encoder().encode
+_kind = msgspec.json.Decoder(_Kind)
 _decision = msgspec.json.Decoder(Decision)
+_refusal = msgspec.json.Decoder(Refusal)
 _archive_request = msgspec.json.Decoder(ArchiveRequest)
 FETCH_WAIT_S = 1.0
 """How long one pull waits for a decision; also how soon iteration notices `drain`/`close`."""
+REPORTS_KEPT = 1024
+"""How many of its latest reports a runner keeps, so that `report_again` can send one the
+classifier refused for its quota."""
 
 DecisionHandler = Callable[[Decision], Awaitable[None]]
+RefusalHandler = Callable[[Refusal], Awaitable[None]]
 ArchiveHandler = Callable[[ArchiveRequest], Awaitable[ArchiveResult]]
 
 
@@ -127,13 +148,18 @@ class Runner:
         self._closing = False
         self._archive_sub: Subscription | None = None
         self._archive_tasks: set[asyncio.Task[None]] = set()
+        self._reported: OrderedDict[str, ResumeFailed] = OrderedDict()
 
     @property
     def nc(self) -> Client:
         """The NATS connection (for what the SDK does not cover)."""
         return self._nc
 
-    # ---- the session-store (contract section 3) ---------------------------------------------
+    # ---- the session-store (contract sections 3 and 10) --------------------------------------
+
+    # Every request goes to `continuity.sessions.<runner_id>.<op>`: the services act for the
+    # runner named there. A session outside the runner's tenants, or owned by another runner, is
+    # answered as one that does not exist (contract 10.2, 10.3).
 
     async def decide(
         self,
@@ -145,7 +171,8 @@ class Runner:
         compatibility: Compatibility = "none",
         ready_generation: str | None = None,
     ) -> DecideReply:
-        """Resume or fresh, asked at the provider's `ready` frame, before the turn is sent."""
+        """Resume or fresh, asked at the provider's `ready` frame, before the turn is sent. A
+        session the runner may not see is `fresh` with `no_session`."""
         request = DecideRequest(
             session=session,
             adapter=adapter,
@@ -155,7 +182,7 @@ class Runner:
             compatibility=compatibility,
             ready_generation=ready_generation,
         )
-        return await self._request(subjects.SESSIONS_DECIDE, request, DecideReply)
+        return await self._request(subjects.sessions(self.runner_id, "decide"), request, DecideReply)
 
     async def commit(
         self,
@@ -172,8 +199,10 @@ class Runner:
         epoch: int | None = None,
         cancelled: bool = False,
     ) -> CommitReply:
-        """Save the session after a turn (or a validated cancellation). Raises
-        `RevisionConflict`, `StaleEpoch` or `SessionHeld` when nothing was written."""
+        """Save the session after a turn (or a validated cancellation); the first commit binds
+        the session to this runner. Raises `RevisionConflict`, `StaleEpoch`, `SessionHeld` or
+        `SessionNotOwned` (another runner of the tenant owns it) when nothing was written, and
+        `NotFound` for a session outside the runner's tenants."""
         request = CommitRequest(
             session=session,
             native_session_id=native_session_id,
@@ -188,17 +217,29 @@ class Runner:
             epoch=epoch,
             cancelled=cancelled,
         )
-        return await self._request(subjects.SESSIONS_COMMIT, request, CommitReply)
+        return await self._request(subjects.sessions(self.runner_id, "commit"), request, CommitReply)
 
     async def reject(self, session: SessionRef, native_session_id: str, code: RejectCode) -> RejectReply:
         """The resume target is missing or corrupt: the next decision reseeds with the full
         transcript once."""
         request = RejectRequest(session=session, native_session_id=native_session_id, code=code)
-        return await self._request(subjects.SESSIONS_REJECT, request, RejectReply)
+        return await self._request(subjects.sessions(self.runner_id, "reject"), request, RejectReply)
 
     async def get(self, session: SessionRef) -> SessionView:
-        """The saved record, without secrets. Raises `NotFound` when there is none."""
-        return await self._request(subjects.SESSIONS_GET, GetRequest(session=session), SessionView)
+        """The saved record, without secrets. Raises `NotFound` when there is none, or when the
+        runner may not see it."""
+        subject = subjects.sessions(self.runner_id, "get")
+        return await self._request(subject, GetRequest(session=session), SessionView)
+
+    async def claim(self, session: SessionRef) -> OwnershipReply:
+        """Take over a session of the runner's tenant that another runner owns (a runner pool
+        whose task moved host). The epoch and revision go up by one, fencing the previous owner;
+        commit afterwards with the reply's `epoch`. Raises `ClaimRefused` unless the services
+        allow claims (`CONTINUITY_SESSION_CLAIMS=allow`), `SessionHeld` for a held session (an
+        operator transfers it), `NotFound` without a record or outside the runner's tenants.
+        A claim by the owner changes nothing."""
+        subject = subjects.sessions(self.runner_id, "claim")
+        return await self._request(subject, ClaimRequest(session=session), OwnershipReply)
 
     async def _request(self, subject: str, request: msgspec.Struct, reply_type: type[R]) -> R:
         """Send `request` once it holds to the contract (`InvalidRequest` before anything is
@@ -278,8 +319,36 @@ class Runner:
             pending_tool_call=pending_tool_call,
             governed_wait_elapsed=governed_wait_elapsed,
         )
+        return await self._report(event)
+
+    async def report_again(self, refusal: Refusal) -> str:
+        """Send the report that `refusal` refused for its quota again, with a new `event_id`, at
+        `not_before` (waiting until then), and return the new `event_id` (contract 10.5, 10.6).
+
+        Only a `quota_exceeded` refusal may be sent again (`InvalidRequest` otherwise: every
+        other code is final). The report must be one of the last `REPORTS_KEPT` this runner
+        made since it connected (`NotFound` otherwise: send it again with
+        `report_resume_failure` and the same arguments). For `quota` `event_rate` the wait is
+        seconds at most; for `stored_runs` it lasts until the runner's (or tenant's) oldest run
+        leaves the run retention, which may be days: a runner may rather stop the run then."""
+        if refusal.code != "quota_exceeded":
+            raise InvalidRequest(
+                f"a {refusal.code} refusal is final: only quota_exceeded is sent again", field="code"
+            )
+        event = self._reported.get(refusal.event_id)
+        if event is None:
+            raise NotFound("the refused report is not one this runner still keeps")
+        await _until(refusal.not_before)
+        self._reported.pop(refusal.event_id, None)
+        # The same report: the failure, its time and its signed result; only the id is new.
+        return await self._report(msgspec.structs.replace(event, event_id=uuid.uuid4().hex))
+
+    async def _report(self, event: ResumeFailed) -> str:
         payload = encode_checked(event, limits.MAX_EVENT_BYTES)
         await self.publish_event(subjects.event(self.runner_id, "resume_failed"), payload, event.event_id)
+        self._reported[event.event_id] = event
+        while len(self._reported) > REPORTS_KEPT:
+            self._reported.popitem(last=False)
         return event.event_id
 
     async def publish_event(self, subject: str, payload: bytes, msg_id: str) -> None:
@@ -322,10 +391,11 @@ class Runner:
                 backoff = min(backoff * 2, 2.0)
         raise AssertionError("publish_attempts is at least 1")  # the loop returns or raises
 
-    # ---- decisions (contract section 4.5) ---------------------------------------------------
+    # ---- decisions (contract section 4.5) and refusals (section 10.5) ------------------------
 
     async def decisions(self, batch: int = 1) -> AsyncIterator[Delivery]:
-        """The runner's decisions, from its durable consumer, until `drain` or `close`.
+        """The runner's decisions and the refusals of its events (`Delivery.message` is a
+        `Decision` or a `Refusal`), from its durable consumer, until `drain` or `close`.
 
         With `create_consumer` (the default) the consumer `<runner_id>` is looked up first and
         created when missing (`NotFound` when that is not permitted); a connection that may not
@@ -334,8 +404,8 @@ class Runner:
         of the shipped authorization may only fetch from and acknowledge its own consumer. A
         connection not permitted to fetch from it gets `PermissionDenied`.
 
-        Each decision must be acknowledged (`Delivery.ack`) once acted on. A message that is
-        not a contract decision is terminated (never redelivered) and skipped.
+        Each delivery must be acknowledged (`Delivery.ack`) once acted on. A message that is
+        neither a contract decision nor a refusal is terminated (never redelivered) and skipped.
         """
         stream = subjects.DECISIONS_STREAM
         if self.options.create_consumer:
@@ -356,28 +426,48 @@ class Runner:
                     await asyncio.sleep(FETCH_WAIT_S / 4)  # pause before the next pull
                     continue
                 for msg in msgs:
-                    try:
-                        decision = _decision.decode(msg.data)
-                    except msgspec.MsgspecError:
+                    message = _message(msg.data)
+                    if message is None:
                         log.warning("decision_invalid subject=%s", msg.subject)
                         with contextlib.suppress(nats.errors.Error):
                             await msg.term()
                         continue
-                    yield Delivery(decision, msg, self.options.redelivery_delay)
+                    yield Delivery(message, msg, self.options.redelivery_delay)
         finally:
             with contextlib.suppress(Exception):
                 await sub.unsubscribe()
 
-    async def handle_decisions(self, handler: DecisionHandler) -> None:
-        """Run `handler` on each decision until `drain` or `close`: acknowledged when it
-        returns, delivered again after `redelivery_delay` when it raises."""
+    async def handle_decisions(
+        self, handler: DecisionHandler, on_refusal: RefusalHandler | None = None
+    ) -> None:
+        """Run `handler` on each decision and `on_refusal` on each refusal of the runner's
+        events, one at a time in the order published, until `drain` or `close`: acknowledged
+        when it returns, delivered again after `redelivery_delay` when it raises.
+
+        Without `on_refusal` a refusal is logged (`event_refused`, a warning) and acknowledged;
+        the runner then never learns that its report got no decision, so pass one: with
+        `quota_exceeded`, `report_again` sends the report again at `not_before`."""
         async for delivery in self.decisions():
+            message = delivery.message
             try:
-                await handler(delivery.decision)
+                if isinstance(message, Decision):
+                    await handler(message)
+                elif on_refusal is not None:
+                    await on_refusal(message)
+                else:
+                    log.warning(
+                        "event_refused run_id=%s attempt=%d event_id=%s code=%s",
+                        message.run_id,
+                        message.attempt,
+                        message.event_id,
+                        message.code,
+                    )
             except Exception as exc:
                 log.warning(
-                    "decision_handler_failed decision_id=%s error_type=%s",
-                    delivery.decision.decision_id,
+                    "decision_handler_failed %s error_type=%s",
+                    f"decision_id={message.decision_id}"
+                    if isinstance(message, Decision)
+                    else f"refused_event_id={message.event_id}",
                     type(exc).__name__,
                 )
                 with contextlib.suppress(nats.errors.Error):
@@ -486,3 +576,30 @@ class Runner:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+def _message(data: bytes) -> Decision | Refusal | None:
+    """A message of the decisions subject as its `type` says, or None when it is neither a
+    contract decision nor a refusal (a newer kind is skipped, never mistaken for one)."""
+    try:
+        kind = _kind.decode(data).type
+        if kind == "decision":
+            return _decision.decode(data)
+        if kind == "refusal":
+            return _refusal.decode(data)
+    except msgspec.MsgspecError:
+        pass
+    return None
+
+
+async def _until(not_before: str | None) -> None:
+    """Wait until `not_before` (an RFC 3339 time; None or unreadable: at once)."""
+    if not not_before:
+        return
+    try:
+        at = datetime.fromisoformat(not_before.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return
+    delay = at - time.time()
+    if delay > 0:
+        await asyncio.sleep(delay)  # the contract's "at or after not_before"

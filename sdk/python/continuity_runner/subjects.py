@@ -1,13 +1,18 @@
-"""The subjects, stream and consumer names a runner uses (contract section 2)."""
+"""The subjects, stream and consumer names a runner uses (contract sections 2 and 10.1)."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 DECISIONS_STREAM = "CONTINUITY_DECISIONS"
 
-SESSIONS_DECIDE = "continuity.sessions.decide"
-SESSIONS_COMMIT = "continuity.sessions.commit"
-SESSIONS_GET = "continuity.sessions.get"
-SESSIONS_REJECT = "continuity.sessions.reject"
+SessionOp = Literal["decide", "commit", "get", "reject", "claim"]
+
+
+def sessions(runner_id: str, op: SessionOp) -> str:
+    """`continuity.sessions.<runner_id>.<op>` (contract 10.1): the services take the runner's
+    identity from this token only, never from a body."""
+    return f"continuity.sessions.{runner_id}.{op}"
 
 
 def event(runner_id: str, event_type: str) -> str:

@@ -104,6 +104,21 @@ DecisionReason = Literal[
     "runner_continuity_break_archive_failed",
     "execution_reconciled",
     "operator_retry",
+    "tenant_recovery_budget_exhausted",
 ]
+RefusalCode = Literal[
+    "runner_not_registered",
+    "runner_revoked",
+    "tenant_not_allowed",
+    "session_not_owned",
+    "run_not_owned",
+    "quota_exceeded",
+]
+"""Why an event was refused before any decision (contract 10.5); only `quota_exceeded` is not
+final: the same report is sent again, with a new `event_id`, at or after `not_before`."""
+QuotaScope = Literal["runner", "tenant"]
+QuotaKind = Literal["event_rate", "stored_runs"]
+"""Which quota a `quota_exceeded` refusal names: events a second (`not_before` within seconds)
+or runs kept within the run retention (`not_before` when the oldest leaves it: hours or days)."""
 RecordedOutcome = Literal["completed", "not_performed"]
 ActionOutcome = Literal["completed", "not_performed", "mixed"]

@@ -4,7 +4,8 @@
    or start fresh (full transcript), and `commit` after the turn; a resume target that turns out
    missing is `reject`ed and the turn starts fresh.
 2. After a failure: the resume of the saved session fails, the runner reports `resume_failed`,
-   answers the archiver's remote move, and follows the decision it gets.
+   answers the archiver's remote move, and follows the decision it gets (or, when the report is
+   refused for the runner's quota, sends it again at `not_before`).
 
 Run it against running services (`continuity up`, started with the same
 CONTINUITY_RUNNER_KEYS, which the command results of a real runner are signed with):
@@ -177,10 +178,20 @@ async def main() -> int:
         event_id = await runner.report_resume_failure(run_id, 1, session, handle, error=drop)
         say(f"reported resume_failed {event_id}")
         async for delivery in runner.decisions():
-            if delivery.decision.run_id != run_id:
-                await delivery.ack()  # an earlier run's decision
+            refused, decision = delivery.refusal, delivery.decision
+            if refused is not None and refused.run_id == run_id:
+                # Refused before any decision (contract 10.5): a spent quota is sent again at
+                # not_before; any other code is final.
+                await delivery.ack()
+                if refused.code != "quota_exceeded":
+                    say(f"refused: {refused.code}")
+                    return 1
+                say(f"reported again {await runner.report_again(refused)}")
                 continue
-            await follow(runner, delivery.decision, ws, provider)
+            if decision is None or decision.run_id != run_id:
+                await delivery.ack()  # an earlier run's decision, or refusal
+                continue
+            await follow(runner, decision, ws, provider)
             await delivery.ack()
             break
         return 0

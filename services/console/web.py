@@ -42,7 +42,7 @@ from services.console.runs_query import CURSOR_MESSAGE, REASONS, RUN_STATUSES, Q
 from services.console.streams import DecisionFeed, recent_dead_letters, recent_decisions
 from shared import metrics
 from shared.client import ContinuityClient, RequestError
-from shared.contracts import GetRequest, ListRequest, ResolveRequest, RetryRequest, SessionRef
+from shared.contracts import GetRequest, ListRequest, ResolveRequest, RetryRequest, SessionRef, SessionView
 from shared.contracts.limits import EVIDENCE_CHARS
 from shared.contracts.runs import RunsListRequest
 from shared.contracts.tenancy import RunnerRecord, SessionAuditRequest, TransferRequest
@@ -423,27 +423,28 @@ class Console:
     async def run(self, request: web.Request) -> web.Response:
         run_id = self._run_id(request)
         run, audit = await asyncio.gather(self.client.run(run_id), self.client.audit(run_id))
-        try:
-            session = await self.client.get(GetRequest(session=run.session))
-        except RequestError as err:
-            if err.status != 404:
-                raise
-            session = None
+        session = await self._record(run.session)
         return self._page(
             request, "run.html", run=run, audit=audit.items, session=session, done=request.query.get("done")
         )
 
-    async def session(self, request: web.Request) -> web.Response:
-        ref = self._session_ref(request)
-        history = await self.client.ownership(SessionAuditRequest(session=ref))
+    async def _record(self, ref: SessionRef) -> SessionView | None:
+        """The session's record as the services' own account sees it (with its owner), or None."""
         try:
-            record = await self.client.get(GetRequest(session=ref))
+            return await self.client.get(GetRequest(session=ref))
         except RequestError as err:
             if err.status != 404:
                 raise
+            return None
+
+    async def session(self, request: web.Request) -> web.Response:
+        ref = self._session_ref(request)
+        history, record, directory = await asyncio.gather(
+            self.client.ownership(SessionAuditRequest(session=ref)), self._record(ref), self.client.runners()
+        )
+        if record is None:
             # Its ownership history may outlive the record: shown, with nothing to transfer.
             return self._page(request, "session.html", 404, ref=ref, record=None, history=history.items)
-        directory = await self.client.runners()
         return self._page(
             request,
             "session.html",

@@ -176,6 +176,31 @@ def test_network_policies_deny_by_default_and_open_only_what_is_needed(overlay: 
     assert [p["port"] for p in ingress["ports"]] == [9464]
 
 
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_the_console_admits_only_its_proxy_from_its_own_namespace(overlay: str) -> None:
+    """A `from` entry without a namespaceSelector selects pods of the policy's own namespace:
+    a pod labelled as the proxy in any other namespace does not reach the console."""
+    docs = render(overlay)
+    policy = by_kind(docs, "NetworkPolicy")["continuity-console-ingress"]
+    (console,) = [
+        d for d in by_kind(docs, "Deployment").values() if d["metadata"]["name"] == "continuity-console"
+    ]
+    assert policy["metadata"]["namespace"] == console["metadata"]["namespace"]
+    assert (
+        policy["spec"]["podSelector"]["matchLabels"].items()
+        <= console["spec"]["template"]["metadata"]["labels"].items()
+    )
+    (rule,) = policy["spec"]["ingress"]
+    proxy = {"app.kubernetes.io/name": "continuity-console-proxy"}
+    assert rule["from"] == [{"podSelector": {"matchLabels": proxy}}]
+    assert [p["port"] for p in rule["ports"]] == [8080]
+    if overlay == "production":  # the example proxy runs where the production console does
+        example = list(yaml.safe_load_all((EXAMPLES / "console-proxy.example.yaml").read_text()))
+        (deployment,) = [d for d in example if d and d["kind"] == "Deployment"]
+        assert deployment["metadata"]["namespace"] == console["metadata"]["namespace"]
+        assert proxy.items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+
+
 def _config(docs: list[dict[str, Any]]) -> dict[str, str]:
     (config,) = [
         d for d in docs if d["kind"] == "ConfigMap" and unhashed(d["metadata"]["name"]) == "continuity-config"

@@ -144,8 +144,9 @@ def _render_transfer(reply: OwnershipReply) -> str:
     if reply.previous_owner is None or reply.previous_owner == reply.owner:
         return f"{fields(reply)}\n\nOwned by {reply.owner} from epoch {reply.epoch}."
     return (
-        f"{fields(reply)}\n\nOwned by {reply.owner} from epoch {reply.epoch}: a commit of "
-        f"{reply.previous_owner} with an older epoch is refused stale_epoch, any other session_not_owned."
+        f"{fields(reply)}\n\nOwned by {reply.owner} from epoch {reply.epoch}: commits of "
+        f"{reply.previous_owner} are refused session_not_owned, and any commit that carries an older "
+        f"epoch stale_epoch."
     )
 
 

@@ -345,29 +345,38 @@ async def test_an_operator_transfer_moves_a_session_and_fences_its_previous_owne
         "revision": first.revision + 1,
     }
 
-    # The previous owner: fenced by the epoch it holds, and no longer the owner.
-    with pytest.raises(RequestError) as fenced:
-        await b.own.commit(commit_req(session, native_session_id="ns-b2", epoch=first.epoch))
-    assert fenced.value.code in ("stale_epoch", "session_not_owned")
-    with pytest.raises(RequestError) as refused:
-        await b.own.commit(commit_req(session, native_session_id="ns-b2", epoch=first.epoch + 1))
-    assert refused.value.code == "session_not_owned"
+    # The previous owner: no longer the owner, whatever epoch it gives.
+    for epoch in (None, first.epoch, first.epoch + 1):
+        with pytest.raises(RequestError) as refused:
+            await b.own.commit(commit_req(session, native_session_id="ns-b2", epoch=epoch))
+        assert refused.value.code == "session_not_owned"
     with pytest.raises(RequestError) as hidden:
         await b.own.get(GetRequest(session=session))
     assert hidden.value.code == "not_found"
     # The new owner sees it and writes with the new epoch.
     seen = await a.own.get(GetRequest(session=session))
     assert (seen.owner, seen.epoch, seen.native_session_id) == (A, first.epoch + 1, "ns-b")
-    assert (
-        await a.own.commit(commit_req(session, native_session_id="ns-a", epoch=seen.epoch))
-    ).epoch == seen.epoch
+    written = await a.own.commit(commit_req(session, native_session_id="ns-a", epoch=seen.epoch))
+    assert written.epoch == seen.epoch
+
+    # Given back to B, the epochs fence what B held before: a commit carrying one is stale.
+    back = await operator_cli(stack, "sessions", "transfer", *names, "--to", B, "--actor", "alice")
+    assert back.returncode == 0, back.stderr
+    assert f"Owned by {B} from epoch {first.epoch + 2}: commits of {A} are refused" in back.stdout
+    for stale in (first.epoch, first.epoch + 1):
+        with pytest.raises(RequestError) as fenced:
+            await b.own.commit(commit_req(session, native_session_id="ns-b3", epoch=stale))
+        assert fenced.value.code == "stale_epoch"
+    again = await b.own.commit(commit_req(session, native_session_id="ns-b3", epoch=first.epoch + 2))
+    assert again.epoch == first.epoch + 2
 
     audit = await operator_cli(stack, "sessions", "ownership", *names, "--json")
     assert audit.returncode == 0, audit.stderr
     entries = msgspec.json.decode(audit.stdout)["items"]
-    assert [(e["kind"], e["actor"], e["previous_owner"], e["owner"]) for e in entries] == [
-        ("bound", B, None, B),
-        ("transferred", "alice", B, A),
+    assert [(e["kind"], e["actor"], e["previous_owner"], e["owner"], e["epoch"]) for e in entries] == [
+        ("bound", B, None, B, first.epoch),
+        ("transferred", "alice", B, A, first.epoch + 1),
+        ("transferred", "alice", A, B, first.epoch + 2),
     ]
     table = await operator_cli(stack, "sessions", "ownership", *names)
     assert table.returncode == 0 and re.search(r"transferred\s+alice\s+acme-b\s+acme-a", table.stdout)
@@ -378,7 +387,7 @@ async def test_an_operator_transfer_moves_a_session_and_fences_its_previous_owne
     assert "continuity runners tenants" in outside.stderr
     missing = await operator_cli(stack, "sessions", "transfer", "acme", "nobody", "codex", "--to", A)
     assert missing.returncode == 3 and "session acme/nobody/codex is not known here" in missing.stderr
-    assert (await a.own.get(GetRequest(session=session))).owner == A
+    assert (await b.own.get(GetRequest(session=session))).owner == B
 
 
 async def test_runners_list_joins_the_directory_the_conf_files_and_the_consumers(

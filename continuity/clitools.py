@@ -50,6 +50,7 @@ class Failure(Exception):
 # The service behind each request subject: the one to name when nobody answers.
 SERVICE_BY_SUBJECT: dict[str, str] = {
     "continuity.sessions.": "session-store",
+    "continuity.runners.": "session-store",
     "continuity.reconciliations.": "reconciliation",
     "continuity.runs.": "reconciliation",
     "continuity.operator.": "reconciliation",
@@ -165,7 +166,9 @@ def nats_url(args: argparse.Namespace) -> str:
 
 def _record(args: argparse.Namespace, subject: str | None) -> str | None:
     """The record a request to `subject` was about, for a `not_found`."""
-    if service_for(subject) == "session-store" and getattr(args, "tenant", None):
+    if subject is not None and subject.startswith("continuity.runners.") and getattr(args, "runner_id", None):
+        return f"runner {args.runner_id}"
+    if service_for(subject) == "session-store" and getattr(args, "conversation", None):
         return f"session {args.tenant}/{args.conversation}/{args.agent}"
     return None
 

@@ -215,6 +215,7 @@ def issued_stack(
         assert done.returncode == 4 and "[tenants_not_recorded]" in done.stderr, done.stderr
         assert f"continuity runners tenants {runner} --tenant {listed}" in done.stderr
         assert "cannot connect to NATS at nats://127.0.0.1:" in done.stderr
+        assert "# then restart the NATS servers one at a time" in done.stdout
         assert PASSWORDS["operator"] not in done.stdout + done.stderr  # credentials never printed
         assert seeds[runner].stat().st_mode & 0o777 == 0o600
         seed = seeds[runner].read_text().strip()

@@ -83,6 +83,8 @@ def test_env_file_is_read_when_a_variable_is_unset(tmp_path: Path, monkeypatch: 
 
 def test_each_request_subject_names_its_service() -> None:
     assert clitools.service_for("continuity.sessions.get") == "session-store"
+    assert clitools.service_for("continuity.sessions.r-1.get") == "session-store"
+    assert clitools.service_for("continuity.runners.put") == "session-store"
     assert clitools.service_for("continuity.runs.get") == "reconciliation"
     assert clitools.service_for("continuity.operator.retry") == "reconciliation"
     assert clitools.service_for("continuity.reconciliations.list") == "reconciliation"

@@ -13,6 +13,7 @@ from continuity import cli, clitools
 from continuity.runners_cli import (
     ACCOUNTS_FILE,
     IMPORTS_FILE,
+    _replace,
     add_to_conf_dir,
     new_identity,
     planned_removal,
@@ -61,6 +62,18 @@ def test_removing_a_runner_takes_out_its_blocks_and_nothing_else(conf_dir: Path,
     assert runners_in_conf(conf_dir) == set()
     assert (conf_dir / IMPORTS_FILE).read_text() == (SHIPPED / IMPORTS_FILE).read_text()
     assert (conf_dir / ACCOUNTS_FILE).read_text().rstrip() == (SHIPPED / ACCOUNTS_FILE).read_text().rstrip()
+
+
+def test_the_files_are_replaced_whole_and_keep_their_mode(conf_dir: Path) -> None:
+    for name in (ACCOUNTS_FILE, IMPORTS_FILE):
+        (conf_dir / name).chmod(0o640)
+    add_to_conf_dir(conf_dir, new_identity("r-3"))
+    for path, text in planned_removal(conf_dir, "r-1").items():
+        _replace(path, text)
+    assert runners_in_conf(conf_dir) == {"r-1-b", "r-2", "r-3"}
+    for name in (ACCOUNTS_FILE, IMPORTS_FILE):
+        assert (conf_dir / name).stat().st_mode & 0o777 == 0o640
+    assert sorted(p.name for p in conf_dir.iterdir()) == sorted((ACCOUNTS_FILE, IMPORTS_FILE))  # no leftovers
 
 
 def test_a_hand_edited_account_stops_the_removal_before_anything_changes(conf_dir: Path) -> None:

@@ -585,20 +585,23 @@ async def test_a_bad_input_is_refused_before_anything_is_sent(
 
 
 async def _fate(js: JetStreamContext, runner_id: str, run_id: str, attempt: int) -> str | None:
-    """What became of the event of (run_id, attempt): a decision, a dead letter, or nothing yet."""
+    """What became of the event of (run_id, attempt): a decision, a refusal, a dead letter, or
+    nothing yet."""
     for msg in await read_stream(js, subjects.DECISIONS_STREAM, subjects.decisions(runner_id)):
         decision = msgspec.json.decode(msg.data)
         if (decision["run_id"], decision["attempt"]) == (run_id, attempt):
-            return "decision"
+            # A refusal (contract 10.5) shares the subject; its dead letter would follow.
+            return f"refusal:{decision['code']}" if decision.get("type") == "refusal" else "decision"
     for msg in await read_stream(js, subjects.DEAD_STREAM, "continuity.dead.>"):
         if run_id.encode() in msg.data:
             return f"{msg.subject.rsplit('.', 1)[1]}:{(msg.headers or {}).get('Continuity-Dead-Reason')}"
     return None
 
 
-# The session cases act on the sessions of one runner: another runner's would be answered as
-# missing (contract 10.3), and a conflict is what a case at the limits may meet, never that.
-SESSIONS_RUNNER = f"sdk-good-{uuid.uuid4().hex[:8]}"
+# Every case acts on the sessions of one runner: another runner's would be answered as missing
+# and its events refused (contract 10.3, 10.4), and a conflict is what a case at the limits may
+# meet, never that.
+GOOD_RUNNER = f"sdk-good-{uuid.uuid4().hex[:8]}"
 
 
 @pytest.mark.parametrize("case", GOOD, ids=[c["name"] for c in GOOD])
@@ -608,10 +611,8 @@ async def test_a_good_input_at_the_limits_is_sent_and_taken(
     args, call = arguments(case), case["call"]
     if call == "connect":
         runner = await connect(RunnerOptions(runner_id=args["runner_id"], servers=stack))
-    elif call in ("decide", "commit", "reject", "get"):
-        runner = await _runner(stack, runner_id=SESSIONS_RUNNER)
     else:
-        runner = await _runner(stack)
+        runner = await _runner(stack, runner_id=GOOD_RUNNER)
     try:
         if call == "connect":
             session = SessionRef(**INPUTS["calls"]["get"]["session"])

@@ -86,6 +86,53 @@ async def test_a_mixed_fleet_finds_no_contradiction_against_the_services(service
     assert all(story.done for story in result.stories) and len(result.stories) == 70
 
 
+@pytest.fixture(scope="module")
+def quota_nats(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
+    server = NatsServer(tmp_path_factory.mktemp("simulate-quota-nats"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+async def narrow_services(quota_nats: NatsServer, redis_server: RedisServer) -> AsyncIterator[str]:
+    """The services with a runner event quota a fleet at 200 runs a second exceeds at once."""
+    config = make_config(
+        quota_nats.url,
+        redis_server.url,
+        runner_keys=DEMO_KEYS,
+        archive_timeout_s=ARCHIVE_TIMEOUT_S,
+        retry_backoff_s=0.1,
+        runner_event_rate=20.0,
+        runner_event_burst=2,
+    )
+    apps = (SessionStoreApp(), ClassifierApp(), ArchiverApp(), ReconciliationApp())
+    async with contextlib.AsyncExitStack() as stack:
+        for app in apps:
+            await stack.enter_async_context(running(app, config))
+        yield quota_nats.url
+
+
+async def test_events_refused_for_the_quota_are_sent_again_and_decided(narrow_services: str) -> None:
+    settings = fleet_settings(
+        narrow_services,
+        runners=1,
+        events=12,
+        mix={"drop": 1},
+        archive_fail_rate=0.0,
+        archive_timeout_rate=0.0,
+    )
+    result = await Fleet(settings).run()
+
+    assert [c.text for c in result.checker.contradictions] == []
+    assert result.checker.refusals["quota_exceeded"] > 0 and set(result.checker.refusals) == {
+        "quota_exceeded"
+    }
+    resent = [s for s in result.stories if "quota exceeded: sent again at not_before" in s.steps]
+    assert resent and all(story.done for story in result.stories) and len(result.stories) == 12
+    assert "no decision" not in {step for story in result.stories for step in story.steps}
+
+
 async def test_the_fleet_reports_services_that_do_not_share_its_keys(services: str) -> None:
     other = {"sim-k1": b"another-key-the-services-never-saw!!"}
     settings = fleet_settings(services, events=3, mix={"refusal": 1}, keys=other, deadline_s=2.0)

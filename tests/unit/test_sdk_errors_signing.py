@@ -1,26 +1,35 @@
-"""The SDK's error classes by contract code, its signatures as the services verify them, and
-its option checks."""
+"""The SDK's error classes by contract code (the Python SDK's and the TypeScript SDK's, against
+the services' catalogue), its signatures as the services verify them, and its option checks."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 from continuity_runner import (
+    ClaimRefused,
     Conflict,
     ContinuityError,
     InternalError,
     InvalidRequest,
     NotFound,
     RevisionConflict,
+    RunnerNotIssued,
     RunnerOptions,
     SessionHeld,
+    SessionNotOwned,
     StaleEpoch,
     Unavailable,
 )
-from continuity_runner.errors import error_from_reply
+from continuity_runner.errors import error_class, error_from_reply
 from continuity_runner.signing import sign_command_result
 
 from shared.contracts import CommandResult
+from shared.contracts.errors import CATALOGUE
 from shared.signing import Verdict, verify
+
+TS_ERRORS = Path(__file__).resolve().parents[2] / "sdk" / "typescript" / "src" / "errors.ts"
 
 
 def reply(status: int, code: str, message: str = "sanitized") -> ContinuityError:
@@ -40,6 +49,9 @@ def reply(status: int, code: str, message: str = "sanitized") -> ContinuityError
         (409, "revision_conflict", RevisionConflict),
         (409, "stale_epoch", StaleEpoch),
         (409, "session_held", SessionHeld),
+        (409, "session_not_owned", SessionNotOwned),
+        (409, "claim_refused", ClaimRefused),
+        (409, "runner_not_issued", RunnerNotIssued),
         (500, "internal_error", InternalError),
         (503, "unavailable", Unavailable),
     ],
@@ -48,6 +60,33 @@ def test_each_code_has_its_class(status: int, code: str, cls: type[ContinuityErr
     err = reply(status, code)
     assert type(err) is cls
     assert (err.status, err.code, err.message) == (status, code, "sanitized")
+
+
+@pytest.mark.parametrize("code", sorted(CATALOGUE))
+def test_every_code_the_services_answer_is_typed_in_the_python_sdk(code: str) -> None:
+    """A conflict has a class of its own (the runner must tell them apart); any other code at
+    least the class of its status."""
+    entry = CATALOGUE[code]
+    cls = error_class(entry.status, code)
+    assert cls.status == entry.status
+    if entry.status == 409:
+        assert cls.code == code and issubclass(cls, Conflict)
+
+
+def _ts_classes_by_code() -> dict[str, str]:
+    source = TS_ERRORS.read_text()
+    table = re.search(r"const BY_CODE[^{]*\{(?P<body>.*?)\};", source, re.DOTALL)
+    assert table is not None
+    return dict(re.findall(r"^\s*(\w+): (\w+),", table["body"], re.MULTILINE))
+
+
+def _ts_conflicts() -> set[str]:
+    return set(re.findall(r"export class (\w+) extends Conflict\b", TS_ERRORS.read_text()))
+
+
+@pytest.mark.parametrize("code", sorted(c for c, e in CATALOGUE.items() if e.status == 409))
+def test_every_conflict_the_services_answer_is_typed_in_the_typescript_sdk(code: str) -> None:
+    assert _ts_classes_by_code().get(code) in _ts_conflicts(), code
 
 
 def test_an_unknown_code_falls_back_to_its_status() -> None:

@@ -1,8 +1,11 @@
-"""The simulator's checker on hand-made decision sequences that contradict the contract."""
+"""The simulator's checker on hand-made decision and refusal sequences that contradict the
+contract."""
 
 from __future__ import annotations
 
 import pytest
+from continuity_runner import Refusal
+from continuity_runner.types import RefusalCode
 
 from continuity.simulate.checker import Checker, Sent
 from continuity.simulate.scenarios import SCENARIOS, Facts, parse_mix
@@ -229,6 +232,52 @@ def test_a_valid_event_dead_lettered_points_at_the_keys() -> None:
     c.sent(sent("refusal"))
     c.dead_letter("continuity.dead.quarantine", "unknown_key", f"{PREFIX}-r1".encode())
     assert "simulator's keys" in texts(c)
+
+
+def refusal(code: RefusalCode, run_id: str = f"{PREFIX}-r1") -> Refusal:
+    quota = code == "quota_exceeded"
+    return Refusal(
+        runner_id="sim-r01",
+        run_id=run_id,
+        attempt=1,
+        event_id=f"{run_id}.a1",
+        code=code,
+        scope="runner" if quota else None,
+        quota="event_rate" if quota else None,
+        not_before="2026-11-30T12:00:01.000Z" if quota else None,
+        refused_at="2026-11-30T12:00:00.000Z",
+    )
+
+
+def test_a_refusal_for_the_quota_waits_for_the_event_sent_again() -> None:
+    clock = Clock()
+    c = checker(clock)
+    c.sent(sent("refusal"))
+    clock.now = 8.0
+    c.refusal("sim-r01", refusal("quota_exceeded"))
+    c.resent(f"{PREFIX}-r1", 1, b"the event under a new id")
+    assert c.contradictions == [] and c.refusals == {"quota_exceeded": 1}
+    clock.now = 15.0  # past the first deadline, within the one the resend set
+    assert c.overdue() == []
+    # A dead letter of the new payload is the run's.
+    assert (
+        c.dead_letter("continuity.dead.quarantine", "unknown_key", b"the event under a new id")
+        == f"{PREFIX}-r1"
+    )
+    assert "simulator's keys" in texts(c)
+
+
+def test_a_final_refusal_of_a_simulated_event_is_one_contradiction() -> None:
+    c = checker()
+    c.sent(sent("refusal"))
+    c.refusal("sim-r01", refusal("session_not_owned"))
+    assert "refused session_not_owned" in texts(c) and len(c.contradictions) == 1
+    # Its dead letter, which follows, and the deadline add nothing.
+    c.dead_letter("continuity.dead.refused", "session_not_owned", f"{PREFIX}-r1".encode())
+    assert c.overdue(now=float("inf")) == [] and len(c.contradictions) == 1
+    # Another client's refusal is only counted.
+    c.refusal("sim-r01", refusal("tenant_not_allowed", run_id="elsewhere-r1"))
+    assert len(c.contradictions) == 1 and c.foreign == 1
 
 
 def test_the_mix_is_parsed_strictly() -> None:

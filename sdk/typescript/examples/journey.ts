@@ -1,7 +1,7 @@
 /**
  * The runner's journey with the SDK, end to end: commit a session, ask `decide` at ready, report a
- * resume failure and follow the decision. Needs the four services (`make up` at the project root)
- * and NATS_URL pointing at their NATS:
+ * resume failure and follow the decision (or send the report again if its quota refused it). Needs
+ * the four services (`make up` at the project root) and NATS_URL pointing at their NATS:
  *
  *   npm run build && NATS_URL=nats://127.0.0.1:4222 node dist/examples/journey.js
  */
@@ -37,10 +37,20 @@ await runner.reportResumeFailure({
   error: { type: "transport", code: "stream_closed", message: "websocket closed by peer" },
 });
 
-const decision = await new Promise<Decision>((resolve) => {
-  void runner.handleDecisions((d) => {
-    if (d.run_id === runId) resolve(d);
-  });
+const decision = await new Promise<Decision>((resolve, reject) => {
+  void runner.handleDecisions(
+    (d) => {
+      if (d.run_id === runId) resolve(d);
+    },
+    {
+      // Refused before any decision (contract 10.5): a spent quota is sent again at not_before.
+      onRefusal: async (refusal) => {
+        if (refusal.run_id !== runId) return;
+        if (refusal.code !== "quota_exceeded") reject(new Error(`refused: ${refusal.code}`));
+        else console.log(`reported again ${await runner.reportAgain(refusal)}`);
+      },
+    },
+  );
 });
 console.log(`decision: ${decision.action} ${decision.reason}`);
 if (decision.action === "retry_same_session") {

@@ -99,6 +99,8 @@ export const REJECT_REQUEST = object({
 
 export const GET_REQUEST = object({ session: required(SESSION) });
 
+export const CLAIM_REQUEST = object({ session: required(SESSION) });
+
 export const COMMAND_RESULT = object({
   command: required(chars(LIMITS.commandChars)),
   status: required(NAME),

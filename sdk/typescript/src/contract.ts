@@ -17,6 +17,32 @@ export type FailureClass =
   | "unclassified";
 export type RecordedOutcome = "completed" | "not_performed";
 export type ActionOutcome = RecordedOutcome | "mixed";
+/** Why a decision was made (contract 4.4, 9.4 and 10.6). */
+export type DecisionReason =
+  | "native_provider_side_effect_pending"
+  | "native_provider_state_incompatible"
+  | "native_runner_source_reconciliation_required"
+  | "native_event_replay_conflict"
+  | "native_session_retry_exhausted"
+  | "native_session_continuity_break"
+  | "native_session_interrupted"
+  | "runner_continuity_break_archive_failed"
+  | "execution_reconciled"
+  | "operator_retry"
+  | "tenant_recovery_budget_exhausted";
+/** Why an event was refused before any decision (contract 10.5); only `quota_exceeded` is not
+ * final: the same report is sent again, with a new event id, at or after `not_before`. */
+export type RefusalCode =
+  | "runner_not_registered"
+  | "runner_revoked"
+  | "tenant_not_allowed"
+  | "session_not_owned"
+  | "run_not_owned"
+  | "quota_exceeded";
+export type QuotaScope = "runner" | "tenant";
+/** Events a second (`not_before` within seconds), or runs kept within the run retention
+ * (`not_before` when the oldest leaves it: hours or days). */
+export type QuotaKind = "event_rate" | "stored_runs";
 
 /** The slot that owns one saved native session (contract section 1). */
 export interface SessionRef {
@@ -25,7 +51,7 @@ export interface SessionRef {
   agent_id: string;
 }
 
-/** `continuity.sessions.decide` (3.3). */
+/** `continuity.sessions.<runner_id>.decide` (3.3, 10.1). */
 export interface DecideArgs {
   session: SessionRef;
   adapter: string;
@@ -48,7 +74,7 @@ export interface DecideReply {
   epoch: number | null;
 }
 
-/** `continuity.sessions.commit` (3.2). */
+/** `continuity.sessions.<runner_id>.commit` (3.2, 10.1). */
 export interface CommitArgs {
   session: SessionRef;
   nativeSessionId: string;
@@ -74,7 +100,7 @@ export interface RejectReply {
   cleared: boolean;
 }
 
-/** `continuity.sessions.get` (3.5): the record without secrets. */
+/** `continuity.sessions.<runner_id>.get` (3.5, 10.1): the record without secrets. */
 export interface SessionView {
   native_session_id: string;
   adapter: string;
@@ -90,6 +116,15 @@ export interface SessionView {
   generation_trusted: boolean;
   /** The runner that owns the session; null before its first commit by a runner. */
   owner?: string | null;
+}
+
+/** The session's owner after `claim` (10.3), and the epoch that fences the previous owner (its
+ * commits with an older epoch get `StaleEpoch`). */
+export interface OwnershipReply {
+  owner: string;
+  previous_owner: string | null;
+  epoch: number;
+  revision: number;
 }
 
 /** A typed runner error (4.1); `message` is for the runner's own logs, never read by Continuity. */
@@ -141,13 +176,31 @@ export interface Decision {
   attempt: number;
   session: SessionRef;
   action: Action;
-  reason: string;
+  reason: DecisionReason;
   failure_class: FailureClass | null;
   epoch: number | null;
   not_before: string | null;
   detail: string | null;
   reconciled_outcome: ActionOutcome | null;
   decided_at: string;
+}
+
+/**
+ * On `continuity.decisions.<runner_id>` beside the decisions: the runner's event was refused
+ * before any decision (10.5). With `quota_exceeded`, send the same report again (a new event id)
+ * at or after `not_before` (`Runner.reportAgain`); any other code is final for that event.
+ */
+export interface Refusal {
+  type: "refusal";
+  runner_id: string;
+  run_id: string;
+  attempt: number;
+  event_id: string;
+  code: RefusalCode;
+  scope: QuotaScope | null;
+  quota: QuotaKind | null;
+  not_before: string | null;
+  refused_at: string;
 }
 
 /** The archiver's remote move, on `continuity.runner.<runner_id>.archive` (5.1). */

@@ -1,4 +1,4 @@
-/** Typed errors: one class per contract error code (sections 1, 3, 6 and 9.2). */
+/** Typed errors: one class per contract error code (sections 1, 3, 6, 9.2 and 10). */
 
 export class ContinuityError extends Error {
   readonly status: number;
@@ -38,6 +38,15 @@ export class RevisionConflict extends Conflict {}
 export class StaleEpoch extends Conflict {}
 /** 409 `session_held`: the saved session is held for an operator and cannot be reactivated. */
 export class SessionHeld extends Conflict {}
+/** 409 `session_not_owned`: another runner of the session's tenant owns it (contract 10.3); nothing
+ * was written. It moves only by an operator's transfer or, where the policy allows, a `claim`. */
+export class SessionNotOwned extends Conflict {}
+/** 409 `claim_refused`: the services refuse runners' claims (`CONTINUITY_SESSION_CLAIMS` is not
+ * `allow`); an operator's transfer moves the session instead. */
+export class ClaimRefused extends Conflict {}
+/** 409 `runner_not_issued`: a transfer to a runner not issued for the session's tenant (an
+ * operators' request, not a runner's). */
+export class RunnerNotIssued extends Conflict {}
 /** 409 `reconciliation_required`. */
 export class ReconciliationRequired extends Conflict {}
 /** 409 `run_not_stopped`. */
@@ -68,6 +77,9 @@ const BY_CODE: Record<string, ErrorClass> = {
   revision_conflict: RevisionConflict,
   stale_epoch: StaleEpoch,
   session_held: SessionHeld,
+  session_not_owned: SessionNotOwned,
+  claim_refused: ClaimRefused,
+  runner_not_issued: RunnerNotIssued,
   reconciliation_required: ReconciliationRequired,
   run_not_stopped: RunNotStopped,
   run_changed: RunChanged,

@@ -9,8 +9,12 @@ export {
   subjects,
   DECISIONS_STREAM,
   EVENTS_STREAM,
+  REPORTS_KEPT,
   type ArchiveHandler,
   type DecisionHandler,
+  type HandleOptions,
+  type RefusalHandler,
+  type SessionOp,
   type ResumeFailureArgs,
   type SignArgs,
 } from "./runner.js";

@@ -28,6 +28,7 @@ import {
   archiveAnswer,
   ATTEMPT,
   checkValue,
+  CLAIM_REQUEST,
   COMMAND_RESULT,
   COMMIT_REQUEST,
   DECIDE_REQUEST,
@@ -49,6 +50,8 @@ import {
   type DecideReply,
   type Decision,
   type ErrorInfo,
+  type OwnershipReply,
+  type Refusal,
   type RejectCode,
   type RejectReply,
   type SessionRef,
@@ -63,11 +66,12 @@ import { sign } from "./signing.js";
 export const DECISIONS_STREAM = "CONTINUITY_DECISIONS";
 export const EVENTS_STREAM = "CONTINUITY_EVENTS";
 
+export type SessionOp = "decide" | "commit" | "get" | "reject" | "claim";
+
 export const subjects = {
-  decide: "continuity.sessions.decide",
-  commit: "continuity.sessions.commit",
-  get: "continuity.sessions.get",
-  reject: "continuity.sessions.reject",
+  /** `continuity.sessions.<runnerId>.<op>` (contract 10.1): the services act for the runner named
+   * there, never for one named in a body. */
+  sessions: (runnerId: string, op: SessionOp) => `continuity.sessions.${runnerId}.${op}`,
   event: (runnerId: string, type: string) => `continuity.events.${runnerId}.${type}`,
   decisions: (runnerId: string) => `continuity.decisions.${runnerId}`,
   archive: (runnerId: string) => `continuity.runner.${runnerId}.archive`,
@@ -77,6 +81,12 @@ export const subjects = {
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder("utf-8", { fatal: true });
+
+/** How many of its latest reports a runner keeps, so that `reportAgain` can send one the
+ * classifier refused for its quota. */
+export const REPORTS_KEPT = 1024;
+/** The longest single timer node allows (a longer one fires at once). */
+const MAX_TIMER_MS = 2 ** 31 - 1;
 
 export interface ResumeFailureArgs {
   runId: string;
@@ -102,13 +112,25 @@ export interface SignArgs {
   issuedAt?: string;
 }
 
-/** One decision as delivered by the runner's durable consumer. */
+/**
+ * One message as delivered by the runner's durable consumer: a decision, or the refusal of one of
+ * the runner's events (contract 10.5), in the order they were published. `message.type` tells
+ * them apart; `decision` and `refusal` are the one it is, the other null.
+ */
 export class Delivery {
   constructor(
-    readonly decision: Decision,
+    readonly message: Decision | Refusal,
     private readonly msg: JsMsg,
     private readonly nakDelayMs: number,
   ) {}
+
+  get decision(): Decision | null {
+    return this.message.type === "decision" ? this.message : null;
+  }
+
+  get refusal(): Refusal | null {
+    return this.message.type === "refusal" ? this.message : null;
+  }
 
   /** How many times JetStream has delivered this decision (1 the first time). */
   get deliveryCount(): number {
@@ -136,6 +158,14 @@ export class Delivery {
 }
 
 export type DecisionHandler = (decision: Decision) => unknown | Promise<unknown>;
+export type RefusalHandler = (refusal: Refusal) => unknown | Promise<unknown>;
+
+export interface HandleOptions {
+  /** Runs for each refusal of the runner's events, as `handler` does for decisions. Without it a
+   * refusal is acknowledged with a process warning (`ContinuityRefusal`), and the runner never
+   * learns that its report got no decision: pass one (with `quota_exceeded`, `reportAgain`). */
+  onRefusal?: RefusalHandler;
+}
 export type ArchiveHandler = (request: ArchiveRequest) => ArchiveResult | Promise<ArchiveResult>;
 
 export class Runner {
@@ -144,6 +174,8 @@ export class Runner {
   private readonly denials: Denials;
   private readonly active = new Set<ConsumerMessages>();
   private readonly subscriptions = new Set<Subscription>();
+  /** The latest reports by event id, encoded as sent (for `reportAgain`). */
+  private readonly reported = new Map<string, Uint8Array>();
   private closing = false;
 
   constructor(
@@ -155,12 +187,15 @@ export class Runner {
     this.denials = new Denials(nc);
   }
 
-  // ---- session-store requests (contract 3) -----------------------------------------------------
+  // ---- session-store requests (contract 3 and 10) ----------------------------------------------
 
   // Each request is checked against the contract before it is sent (`InvalidRequest`, naming the
-  // field), as the session-store checks it: see checks.ts.
+  // field), as the session-store checks it: see checks.ts. Each goes to
+  // `continuity.sessions.<runnerId>.<op>`; a session outside the runner's tenants, or owned by
+  // another runner, is answered as one that does not exist (contract 10.2, 10.3).
 
-  /** Whether to resume the saved session or start fresh, asked at the provider's `ready` frame. */
+  /** Whether to resume the saved session or start fresh, asked at the provider's `ready` frame. A
+   * session the runner may not see is `fresh` with `no_session`. */
   async decide(args: DecideArgs): Promise<DecideReply> {
     const body = encodeChecked(DECIDE_REQUEST, {
       session: args.session,
@@ -171,10 +206,14 @@ export class Runner {
       compatibility: args.compatibility,
       ready_generation: args.readyGeneration,
     }, LIMITS.requestBytes);
-    return this.request<DecideReply>(subjects.decide, body);
+    return this.request<DecideReply>(subjects.sessions(this.runnerId, "decide"), body);
   }
 
-  /** Saves the session after a turn (or a validated cancellation). */
+  /**
+   * Saves the session after a turn (or a validated cancellation); the first commit binds the session
+   * to this runner. `RevisionConflict`, `StaleEpoch`, `SessionHeld` or `SessionNotOwned` (another
+   * runner of the tenant owns it) when nothing was written; `NotFound` outside the runner's tenants.
+   */
   async commit(args: CommitArgs): Promise<CommitReply> {
     const body = encodeChecked(COMMIT_REQUEST, {
       session: args.session,
@@ -190,18 +229,32 @@ export class Runner {
       epoch: args.epoch,
       cancelled: args.cancelled,
     }, LIMITS.requestBytes);
-    return this.request<CommitReply>(subjects.commit, body);
+    return this.request<CommitReply>(subjects.sessions(this.runnerId, "commit"), body);
   }
 
   /** The resume target is missing or corrupt: the next decision reseeds with the full transcript. */
   async reject(session: SessionRef, nativeSessionId: string, code: RejectCode): Promise<RejectReply> {
     const body = encodeChecked(REJECT_REQUEST, { session, native_session_id: nativeSessionId, code }, LIMITS.requestBytes);
-    return this.request<RejectReply>(subjects.reject, body);
+    return this.request<RejectReply>(subjects.sessions(this.runnerId, "reject"), body);
   }
 
-  /** The saved record, without secrets; `NotFound` when there is none. */
+  /** The saved record, without secrets; `NotFound` when there is none, or the runner may not see it. */
   async get(session: SessionRef): Promise<SessionView> {
-    return this.request<SessionView>(subjects.get, encodeChecked(GET_REQUEST, { session }, LIMITS.requestBytes));
+    const body = encodeChecked(GET_REQUEST, { session }, LIMITS.requestBytes);
+    return this.request<SessionView>(subjects.sessions(this.runnerId, "get"), body);
+  }
+
+  /**
+   * Takes over a session of the runner's tenant that another runner owns (a runner pool whose task
+   * moved host): its epoch and revision go up by one, fencing the previous owner; commit afterwards
+   * with the reply's `epoch`. `ClaimRefused` unless the services allow claims
+   * (`CONTINUITY_SESSION_CLAIMS=allow`), `SessionHeld` for a held session (an operator transfers
+   * it), `NotFound` without a record or outside the runner's tenants. The owner's claim changes
+   * nothing.
+   */
+  async claim(session: SessionRef): Promise<OwnershipReply> {
+    const body = encodeChecked(CLAIM_REQUEST, { session }, LIMITS.requestBytes);
+    return this.request<OwnershipReply>(subjects.sessions(this.runnerId, "claim"), body);
   }
 
   private async request<R>(subject: string, body: Uint8Array): Promise<R> {
@@ -280,7 +333,40 @@ export class Runner {
       pending_tool_call: args.pendingToolCall,
       governed_wait_elapsed: args.governedWaitElapsed,
     }, LIMITS.eventBytes);
+    return this.report(eventId, data);
+  }
+
+  /**
+   * Sends the report that `refusal` refused for its quota again, with a new event id, at
+   * `not_before` (waiting until then), and returns the new event id (contract 10.5, 10.6). Only a
+   * `quota_exceeded` refusal may be sent again (`InvalidRequest`, field `code`: every other code is
+   * final). The report must be one of the last `REPORTS_KEPT` this runner made since it connected
+   * (`NotFound` otherwise: report it again with the same arguments). For `quota` `event_rate` the
+   * wait is seconds at most; for `stored_runs` it lasts until the oldest run leaves the run
+   * retention, which may be days: a runner may rather stop the run then.
+   */
+  async reportAgain(refusal: Refusal): Promise<string> {
+    if (refusal.code !== "quota_exceeded") {
+      const why = `a ${refusal.code} refusal is final: only quota_exceeded is sent again`;
+      throw new InvalidRequest(400, "invalid_field", why, "code");
+    }
+    const sent = this.reported.get(refusal.event_id);
+    if (sent === undefined) throw new NotFound(404, "not_found", "the refused report is not one this runner still keeps");
+    await untilTime(refusal.not_before);
+    this.reported.delete(refusal.event_id);
+    // The same report: the failure, its time and its signed result; only the id is new.
+    const eventId = `evt-${randomUUID()}`;
+    const event = { ...(JSON.parse(decoder.decode(sent)) as Record<string, unknown>), event_id: eventId };
+    return this.report(eventId, encodeChecked(RESUME_FAILED, event, LIMITS.eventBytes));
+  }
+
+  private async report(eventId: string, data: Uint8Array): Promise<string> {
     await this.publishOnce(subjects.event(this.runnerId, "resume_failed"), eventId, data);
+    this.reported.set(eventId, data);
+    for (const oldest of this.reported.keys()) {
+      if (this.reported.size <= REPORTS_KEPT) break;
+      this.reported.delete(oldest);
+    }
     return eventId;
   }
 
@@ -310,15 +396,16 @@ export class Runner {
     }
   }
 
-  // ---- decisions (contract 4.5) ----------------------------------------------------------------
+  // ---- decisions (contract 4.5) and refusals (10.5) --------------------------------------------
 
   /**
-   * The runner's decisions, from its durable pull consumer `<runnerId>` on `CONTINUITY_DECISIONS`.
+   * The runner's decisions and the refusals of its events (`Delivery.message`), from its durable
+   * pull consumer `<runnerId>` on `CONTINUITY_DECISIONS`.
    * With `createConsumer` (the default) it is looked up and bound, created (filtered to this
    * runner) only when missing, and bound as it is when the lookup is refused; with
    * `createConsumer: false` it is bound without any JetStream API call. Throws `PermissionDenied`
    * as soon as the server refuses the fetch. Each delivery must be acknowledged (`ack`) or given
-   * back (`nak`).
+   * back (`nak`). A message that is neither a decision nor a refusal is terminated and skipped.
    */
   async *decisions(): AsyncGenerator<Delivery> {
     const { consumer, bound } = await this.bindDecisions();
@@ -348,18 +435,12 @@ export class Runner {
     this.active.add(messages);
     try {
       for await (const msg of messages) {
-        let decision: Decision;
-        try {
-          decision = JSON.parse(decoder.decode(msg.data)) as Decision;
-        } catch {
-          msg.term(); // not a decision: never deliver it again
+        const message = parseMessage(msg.data);
+        if (message === null) {
+          msg.term(); // neither a decision nor a refusal: never deliver it again
           continue;
         }
-        if (typeof decision !== "object" || decision === null || typeof decision.decision_id !== "string") {
-          msg.term();
-          continue;
-        }
-        yield new Delivery(decision, msg, this.settings.nakDelayMs);
+        yield new Delivery(message, msg, this.settings.nakDelayMs);
       }
     } finally {
       this.active.delete(messages);
@@ -368,15 +449,22 @@ export class Runner {
   }
 
   /**
-   * Runs `handler` for each decision, one at a time: acknowledged when it returns, given back
+   * Runs `handler` for each decision and `options.onRefusal` for each refusal of the runner's
+   * events, one at a time in the order published: acknowledged when it returns, given back
    * (redelivered after `nakDelay`) when it raises. Resolves when the runner closes.
    */
-  async handleDecisions(handler: DecisionHandler): Promise<void> {
+  async handleDecisions(handler: DecisionHandler, options: HandleOptions = {}): Promise<void> {
     for await (const delivery of this.decisions()) {
       // Long handlers (waiting for not_before) keep the delivery from being redelivered meanwhile.
       const keepAlive = setInterval(() => delivery.working(), Math.max(100, this.settings.ackWaitMs / 3));
       try {
-        await handler(delivery.decision);
+        const message = delivery.message;
+        if (message.type === "decision") await handler(message);
+        else if (options.onRefusal !== undefined) await options.onRefusal(message);
+        else {
+          const { run_id, attempt, event_id, code } = message;
+          process.emitWarning(`event ${event_id} of run ${run_id} attempt ${attempt} refused: ${code}`, "ContinuityRefusal");
+        }
         delivery.ack();
       } catch {
         delivery.nak();
@@ -488,6 +576,36 @@ export class Runner {
   /** Resolves when the connection is closed for good. */
   closed(): Promise<void> {
     return this.nc.closed().then(() => undefined);
+  }
+}
+
+/** A message of the decisions subject as its `type` says (a decision of an earlier release may have
+ * none), or null when it is neither a decision nor a refusal: a newer kind is skipped, never
+ * mistaken for one. */
+function parseMessage(data: Uint8Array): Decision | Refusal | null {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(decoder.decode(data));
+  } catch {
+    return null;
+  }
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) return null;
+  const m = parsed as Record<string, unknown>;
+  const kind = m.type ?? "decision";
+  if (kind === "decision" && typeof m.decision_id === "string" && typeof m.run_id === "string") {
+    return { ...m, type: "decision" } as unknown as Decision;
+  }
+  if (kind === "refusal" && typeof m.event_id === "string" && typeof m.run_id === "string" && typeof m.code === "string") {
+    return parsed as Refusal;
+  }
+  return null;
+}
+
+/** Waits until `notBefore` (RFC 3339; null or unreadable: at once), in timers node can hold. */
+async function untilTime(notBefore: string | null): Promise<void> {
+  const at = notBefore === null ? Number.NaN : Date.parse(notBefore);
+  for (let left = at - Date.now(); left > 0; left = at - Date.now()) {
+    await sleep(Math.min(left, MAX_TIMER_MS)); // the contract's "at or after not_before"
   }
 }
 

@@ -2,8 +2,9 @@
  * The TS SDK under the shipped NATS authorization (deploy/nats/auth.conf, runners issued by
  * `continuity runners add`, the four services under their own users): a runner signs in with its
  * NKey seed and does its whole part through the SDK without the server refusing anything; a
- * runner that claims another's id can neither read that runner's decisions nor publish its
- * events, and is told so at once (`PermissionDenied`).
+ * runner that claims another's id can neither read that runner's decisions, publish its events
+ * nor make its session requests, and is told so at once (`PermissionDenied`). The services run
+ * with tenancy enforced, the runners issued for the tests' tenant.
  */
 
 import assert from "node:assert/strict";
@@ -82,7 +83,8 @@ async function refusedAtOnce(work: () => Promise<unknown>): Promise<PermissionDe
 before(async () => {
   await stack.start({
     authorization: { runners: ["runner-a", "runner-b"] },
-    env: { CONTINUITY_RETRY_BACKOFF_S: "1", CONTINUITY_ARCHIVE_TIMEOUT_S: "10" },
+    // Tenancy as deployed: the runners are issued for the tests' tenant.
+    env: { CONTINUITY_RETRY_BACKOFF_S: "1", CONTINUITY_ARCHIVE_TIMEOUT_S: "10", CONTINUITY_TENANCY: "enforced" },
   });
   observer = await Observer.open(stack.natsUrl, stack.credentialsOf("operator"));
 });
@@ -158,13 +160,16 @@ describe("the runner SDK under the shipped NATS authorization", () => {
     });
     const fetchRefused = await refusedAtOnce(async () => {
       for await (const delivery of impostor.decisions()) {
-        throw new Error(`a decision of runner-b reached runner-a: ${delivery.decision.decision_id}`);
+        throw new Error(`a message of runner-b reached runner-a: ${delivery.message.type} ${delivery.message.run_id}`);
       }
     });
     assert.match(fetchRefused.message, /CONSUMER\.MSG\.NEXT\.CONTINUITY_DECISIONS\.runner-b/);
     await refusedAtOnce(() =>
       impostor.reportResumeFailure({ runId: uniqueId("run"), attempt: 1, session, nativeSessionId: "ns-1" }),
     );
+    // Nor make session requests as runner-b (contract 10.1): only its own are permitted.
+    const asked = await refusedAtOnce(() => impostor.get(session));
+    assert.match(asked.message, /continuity\.sessions\.runner-b\.get/);
     // Nothing was delivered to it, and runner-b still gets its decision.
     const info = await consumerState("runner-b");
     assert.deepEqual([info.num_ack_pending, info.num_redelivered, info.delivered.consumer_seq], [0, 0, 0]);

@@ -89,6 +89,7 @@ describe("the runner SDK against the services", () => {
     assert.equal(delivery.deliveryCount, 1);
     assert.equal(delivery.redelivered, false);
     const d = delivery.decision;
+    assert.ok(d !== null, "a decision, not a refusal");
     assert.deepEqual(
       [d.run_id, d.attempt, d.action, d.reason, d.failure_class],
       [runId, 1, "operator", "native_provider_state_incompatible", "provider_attach_refused"],
@@ -215,13 +216,13 @@ describe("the runner SDK against the services", () => {
     await first.reportResumeFailure({ runId, attempt: 1, session, nativeSessionId: "thread-1" });
     const stream = first.decisions();
     const delivery = (await stream.next()).value!;
-    assert.equal(delivery.decision.run_id, runId);
+    assert.equal(delivery.decision?.run_id, runId);
     delivery.nak(0); // given back, not acknowledged
     await stream.return(undefined);
     await first.close();
     const second = await runner({ runnerId: first.runnerId });
     const again = (await second.decisions().next()).value!;
-    assert.equal(again.decision.decision_id, delivery.decision.decision_id);
+    assert.equal(again.decision?.decision_id, delivery.decision?.decision_id);
     // Given back to the durable consumer, not lost with the first process's pull.
     again.ack();
   });

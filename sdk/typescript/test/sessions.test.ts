@@ -1,8 +1,10 @@
-/** decide / commit / reject / get against the running session-store, with their typed errors. */
+/** decide / commit / reject / get / claim against the running session-store, on the runner's own
+ * subjects, with their typed errors. */
 
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import {
+  ClaimRefused,
   connect,
   ContinuityError,
   InvalidRequest,
@@ -10,6 +12,8 @@ import {
   NotFound,
   RevisionConflict,
   Runner,
+  SessionNotOwned,
+  subjects,
   Unavailable,
   type CommitArgs,
   type SessionRef,
@@ -82,6 +86,39 @@ describe("session requests", () => {
 
     const advanced = await runner.decide(asked(session, "c-11"));
     assert.equal(advanced.reason, "conversation_advanced");
+  });
+
+  it("names the runner in each request's subject; the session is its own, claims are refused", async () => {
+    const overheard: string[] = [];
+    const listener = await natsConnect({ servers: stack.natsUrl });
+    const other = await connect({ servers: stack.natsUrl, runnerId: "sdkts-other", requestTimeout: 5 });
+    try {
+      listener.subscribe("continuity.sessions.>", { callback: (_err, msg) => void overheard.push(msg.subject) });
+      await listener.flush();
+      const session = newSession("subjects");
+      await runner.decide(asked(session));
+      await runner.commit(saved(session));
+      assert.equal((await runner.get(session)).owner, "sdkts-sessions");
+      await runner.reject(session, "thread-0", "resume_target_missing");
+      await assert.rejects(runner.claim(session), (err) => {
+        assert.ok(err instanceof ClaimRefused, `got ${String(err)}`); // the services' default policy
+        assert.deepEqual([err.status, err.code], [409, "claim_refused"]);
+        return true;
+      });
+      const ops = ["decide", "commit", "get", "reject", "claim"] as const;
+      await waitFor(() => overheard.length >= ops.length, "the requests overheard");
+      assert.deepEqual(overheard, ops.map((op) => `continuity.sessions.sdkts-sessions.${op}`));
+      // Even with tenancy open, the first commit bound the session to its runner.
+      await assert.rejects(other.commit(saved(session, { nativeSessionId: "thread-other" })), (err) => {
+        assert.ok(err instanceof SessionNotOwned, `got ${String(err)}`);
+        assert.deepEqual([err.status, err.code], [409, "session_not_owned"]);
+        return true;
+      });
+      await assert.rejects(other.get(session), (err) => err instanceof NotFound);
+    } finally {
+      await other.close();
+      await listener.close();
+    }
   });
 
   it("raises RevisionConflict, writing nothing", async () => {
@@ -160,7 +197,8 @@ describe("session requests", () => {
     });
     const silent = await natsConnect({ servers: stack.natsUrl });
     try {
-      silent.subscribe("continuity.sessions.get", { callback: () => undefined }); // takes it, never answers
+      // Takes the runner's requests and never answers.
+      silent.subscribe(subjects.sessions("sdkts-timeout", "get"), { callback: () => undefined });
       await silent.flush();
       const slow = await connect({ servers: stack.natsUrl, runnerId: "sdkts-timeout", requestTimeout: 0.3 });
       try {

@@ -1,12 +1,15 @@
-/** Decisions a test's runner receives, collected through `handleDecisions`, and a raw NATS view. */
+/** Decisions and refusals a test's runner receives, collected through `handleDecisions`, and a raw
+ * NATS view. */
 
 import { connect as natsConnect, type NatsConnection, type Msg } from "@nats-io/transport-node";
 import { jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
-import type { Decision, Runner } from "../../src/index.js";
+import type { Decision, Refusal, Runner } from "../../src/index.js";
 import { waitFor } from "./stack.js";
 
 export class Inbox {
   readonly received: Decision[] = [];
+  /** The refusals of the runner's events (contract 10.5), through `onRefusal`. */
+  readonly refusals: Refusal[] = [];
   /** Deliveries per decision_id, counting the ones the handler raised on. */
   readonly deliveries = new Map<string, number>();
   /** decision ids whose first delivery the handler raises on. */
@@ -15,15 +18,21 @@ export class Inbox {
   readonly failFirstOfRun = new Set<string>();
   readonly done: Promise<void>;
 
-  constructor(runner: Runner) {
-    this.done = runner.handleDecisions((d) => {
+  /** `onRefusal`: also run for each refusal; `refusals: false` leaves them to the SDK's default. */
+  constructor(runner: Runner, options: { refusals?: boolean; onRefusal?: (r: Refusal) => Promise<void> } = {}) {
+    const collect = async (r: Refusal) => {
+      this.refusals.push(r);
+      await options.onRefusal?.(r);
+    };
+    const handle = (d: Decision) => {
       const n = (this.deliveries.get(d.decision_id) ?? 0) + 1;
       this.deliveries.set(d.decision_id, n);
       if (n === 1 && (this.failFirst.has(d.decision_id) || this.failFirstOfRun.has(d.run_id))) {
         throw new Error("the handler failed on purpose");
       }
       this.received.push(d);
-    });
+    };
+    this.done = runner.handleDecisions(handle, options.refusals === false ? {} : { onRefusal: collect });
   }
 
   of(runId: string): Decision[] {

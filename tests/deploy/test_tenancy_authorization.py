@@ -328,7 +328,7 @@ async def test_an_event_naming_another_runners_session_is_refused_and_told_to_it
 
 
 async def test_an_operator_transfer_moves_a_session_and_fences_its_previous_owner(
-    services: None, connect: Callable[[str], Awaitable[Conn]], stack: Stack
+    services: None, connect: Callable[[str], Awaitable[Conn]], stack: Stack, redis: aioredis.Redis
 ) -> None:
     a, b = await connect(A), await connect(B)
     session = acme_session()
@@ -380,6 +380,17 @@ async def test_an_operator_transfer_moves_a_session_and_fences_its_previous_owne
     ]
     table = await operator_cli(stack, "sessions", "ownership", *names)
     assert table.returncode == 0 and re.search(r"transferred\s+alice\s+acme-b\s+acme-a", table.stdout)
+
+    # A held session may be transferred, and stays held.
+    held = acme_session()
+    await b.own.commit(commit_req(held, native_session_id="ns-held"))
+    await redis.hset(keys.session(held.key), "state", "held")  # type: ignore[misc]
+    given = await operator_cli(
+        stack, "sessions", "transfer", "acme", held.conversation_id, "codex", "--to", A
+    )
+    assert given.returncode == 0, given.stderr
+    assert (await record_of(redis, held))["state"] == "held"
+    assert (await a.own.get(GetRequest(session=held))).owner == A
 
     # Only to a runner of the session's tenant; only a session that exists.
     outside = await operator_cli(stack, "sessions", "transfer", *names, "--to", C)
@@ -445,6 +456,9 @@ async def test_removing_a_runner_revokes_it_and_takes_it_out_of_nats(
 
     await wait_for(refused_revoked, timeout=20, what="the revoked runner's event refused")
 
+    names = ("acme", session.conversation_id, session.agent_id)
+    orphan = await operator_cli(stack, "sessions", "transfer", *names, "--to", D)
+    assert orphan.returncode == 1 and "[runner_not_issued]" in orphan.stderr  # revoked
     listed = await operator_cli(stack, "runners", "list", *conf, "--json")
     row = next(r for r in msgspec.json.decode(listed.stdout)["items"] if r["runner_id"] == D)
     assert (row["status"], row["in_conf"], row["consumer"], row["actor"]) == (

@@ -102,6 +102,41 @@ def test_runners_add_needs_a_seed_file_and_tenants(
     assert code == 2 and f"at most {MAX_TENANTS} tenants" in err and not seed.exists()
 
 
+def test_runners_add_never_overwrites_a_seed_or_a_runner(
+    capsys: pytest.CaptureFixture[str], conf_dir: Path, tmp_path: Path
+) -> None:
+    seed = tmp_path / "kept.nk"
+    seed.write_text("not to be lost\n")
+    before = (conf_dir / ACCOUNTS_FILE).read_text()
+    args = [
+        "runners",
+        "add",
+        "r-9",
+        "--tenant",
+        "acme",
+        "--seed-file",
+        str(seed),
+        "--conf-dir",
+        str(conf_dir),
+    ]
+    code, _, err = run(args, capsys)
+    assert code == 1 and "[seed_exists]" in err
+    assert seed.read_text() == "not to be lost\n" and (conf_dir / ACCOUNTS_FILE).read_text() == before
+    args = [
+        "runners",
+        "add",
+        "r-1",
+        "--tenant",
+        "acme",
+        "--seed-file",
+        str(tmp_path / "new.nk"),
+        "--conf-dir",
+        str(conf_dir),
+    ]
+    code, _, err = run(args, capsys)
+    assert code == 1 and "[runner_exists]" in err and not (tmp_path / "new.nk").exists()
+
+
 @pytest.mark.parametrize("tenant", ["acme,", "acme,,globex", "acme corp", ""])
 def test_tenant_lists_are_checked_by_the_parser(capsys: pytest.CaptureFixture[str], tenant: str) -> None:
     with pytest.raises(SystemExit) as exited:

@@ -164,3 +164,10 @@ def test_runner_ids_are_subject_tokens(capsys: pytest.CaptureFixture[str]) -> No
     with pytest.raises(SystemExit):
         cli.main(["sessions", "transfer", "acme", "c-1", "codex", "--to", "a.b"])
     assert "RUNNER_ID must be" in capsys.readouterr().err
+
+
+def test_the_actor_defaults_to_the_login_name_when_it_is_a_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LOGNAME", "alice")
+    assert clitools.default_actor() == "alice"
+    monkeypatch.setenv("LOGNAME", "alice smith")  # not a token: the audit records `operator`
+    assert clitools.default_actor() == "operator"

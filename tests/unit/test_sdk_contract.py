@@ -1,15 +1,17 @@
 """The Python runner SDK's wire types are the services' own, field by field: names, encode
 names, types with their patterns and bounds, defaults, tags and encoding settings. And the SDK
-stands alone: it never imports the server's packages."""
+stands alone: it never imports the server's packages. The TypeScript SDK's closed sets and the
+fields of what it receives are the services' too (read from its source)."""
 
 from __future__ import annotations
 
 import ast
 import inspect
+import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import continuity_runner.contract as sdk
 import continuity_runner.limits as sdk_limits
@@ -24,6 +26,7 @@ import shared.contracts.tenancy as server_tenancy
 import shared.contracts.types as server_types
 
 SDK_ROOT = Path(__file__).resolve().parents[2] / "sdk" / "python"
+TS_CONTRACT = Path(__file__).resolve().parents[2] / "sdk" / "typescript" / "src" / "contract.ts"
 
 # SDK name -> server name: every message a runner sends or receives.
 PAIRS: dict[str, str] = {
@@ -184,3 +187,37 @@ def test_the_sdk_imports_nothing_of_the_server() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def _ts_union(name: str) -> set[str]:
+    """The string literals of `export type <name> = "a" | "b" ...;` in contract.ts."""
+    found = re.search(rf"export type {name} =(?P<body>[^;]*);", TS_CONTRACT.read_text())
+    assert found is not None, name
+    return set(re.findall(r'"([^"]+)"', found["body"]))
+
+
+def _ts_fields(name: str) -> list[str]:
+    """The fields of `export interface <name> { ... }` in contract.ts, in order."""
+    found = re.search(rf"export interface {name} \{{(?P<body>.*?)\n\}}", TS_CONTRACT.read_text(), re.DOTALL)
+    assert found is not None, name
+    return re.findall(r"^  (\w+)\??:", found["body"], re.MULTILINE)
+
+
+@pytest.mark.parametrize(
+    "name", ["Action", "FailureClass", "DecisionReason", "RefusalCode", "QuotaScope", "QuotaKind"]
+)
+def test_the_typescript_sdks_closed_sets_are_the_servers(name: str) -> None:
+    assert _ts_union(name) == set(get_args(getattr(server_types, name)))
+
+
+@pytest.mark.parametrize(
+    ("name", "struct"),
+    [
+        ("Decision", "Decision"),
+        ("Refusal", "Refusal"),
+        ("OwnershipReply", "OwnershipReply"),
+        ("SessionView", "SessionView"),
+    ],
+)
+def test_what_the_typescript_sdk_receives_has_the_servers_fields(name: str, struct: str) -> None:
+    assert _ts_fields(name) == list(server_struct(struct).__struct_fields__)

@@ -56,6 +56,7 @@ MIXES: dict[str, dict[str, int]] = {
 _INCOMPATIBLE = "runner_remote_provider_artifact_incompatible"
 _CWD = "/workspace/acme/repositories/continuity-platform/services/runner"
 _decode_archive = msgspec.json.Decoder(ArchiveWork).decode
+_ADMIT = store.Script("runs_admit")
 _decode_reconcile = msgspec.json.Decoder(ReconcileWork).decode
 
 
@@ -68,11 +69,14 @@ class Sample:
     session_keys: list[str] = field(default_factory=list)
 
 
+RUNNER_ID = "runner-7f3a9c2d"
+
+
 def _event(run_id: str, session: SessionRef, journey: str) -> ResumeFailed:
     return ResumeFailed(
         type="resume_failed",
         event_id=f"evt-{uuid.uuid4().hex}",
-        runner_id="runner-7f3a9c2d",
+        runner_id=RUNNER_ID,
         run_id=run_id,
         attempt=1,
         session=session,
@@ -118,6 +122,8 @@ async def record_journey(client: aioredis.Redis, journey: str, retention: Retent
         "allow_replacement_after_resume_failure" if journey == "replacement" else "same_session_only"
     )
     event = _event(run_id, session, journey)
+    # Committed by its runner, as runners do: the record holds its owner, with the binding in
+    # the session's ownership history (contract 10.3).
     await SessionStore(client, retention).commit(
         CommitRequest(
             session=session,
@@ -129,7 +135,8 @@ async def record_journey(client: aioredis.Redis, journey: str, retention: Retent
             prompt_hash=f"{uuid.uuid4().hex}{uuid.uuid4().hex}",
             checkpoint_policy=policy,
             compatibility_generation="dsh-2026.11.3-build.4471",
-        )
+        ),
+        event.runner_id,
     )
     saved = saved_session(await store.call(client.hgetall(keys.session(sk))))  # type: ignore[misc]
     await index.index_run(client, run_id, sk)
@@ -137,7 +144,10 @@ async def record_journey(client: aioredis.Redis, journey: str, retention: Retent
     assert await steps.record_step(client, sk, run_id, choice.step, retention) is None
     await _flush(client, sk, choice.step)
     recon = ReconciliationStore(client, retention)
-    sample = Sample(session_keys=[keys.session(sk)])
+    # Counted against its runner's and its tenant's stored runs, as the classifier does.
+    for owner_key in (keys.runner_runs(event.runner_id), keys.tenant_runs(session.tenant)):
+        await _ADMIT(client, [owner_key], [run_id, int(time.time() * 1000), retention.run_ms, 10**9])
+    sample = Sample(session_keys=[keys.session(sk), keys.session_ownership(sk)])
     if journey == "replacement":
         work = _decode_archive(choice.step.outbox[0].payload)
         progress = Progress(client, retention)
@@ -244,12 +254,15 @@ async def measure(client: aioredis.Redis, mix: str, runs: int, *, own_server: bo
     retention = Retention.of_seconds(86_400.0)
     tag = uuid.uuid4().hex[:8]
     index_before = await _memory(client, INDEX_KEYS)
+    # The stored-runs sets of this sample's runner and tenant (contract 10.6): new, so all theirs.
+    quota_keys = [keys.runner_runs(RUNNER_ID), keys.tenant_runs(_tenant(tag))]
     used_before = await _used_memory(client)
     samples: list[tuple[str, Sample]] = []
     for journey in journeys_of(mix, runs):
         samples.append((journey, await record_journey(client, journey, retention, tag)))
     used_after = await _used_memory(client)
     index_bytes = await _memory(client, INDEX_KEYS) - index_before
+    quota_bytes = await _memory(client, quota_keys)
     per_journey: dict[str, list[int]] = {}
     run_total = archive_total = session_total = 0
     for journey, sample in samples:
@@ -261,12 +274,15 @@ async def measure(client: aioredis.Redis, mix: str, runs: int, *, own_server: bo
     reconciles = len(per_journey.get("reconcile", []))
     if reconciles:  # the listing's entries belong to the runs that opened a reconciliation
         per_journey["reconcile"] = [b + index_bytes // reconciles for b in per_journey["reconcile"]]
-    run_total += index_bytes
+    run_total += index_bytes + quota_bytes
+    per_journey = {name: [b + quota_bytes // runs for b in v] for name, v in per_journey.items()}
     replacements = len(per_journey.get("replacement", []))
     keys_total = run_total + archive_total + session_total
     overhead = max(1.0, (used_after - used_before) / keys_total) if own_server and keys_total else 1.0
     info = await store.call(client.info("memory"))
     await _remove(client, samples, tag)
+    for name in quota_keys:
+        await store.call(client.delete(name))
     return Measurement(
         runs=runs,
         mix=mix,

@@ -22,8 +22,9 @@ from continuity.bench.deployment import Deployment, add_arguments, deployment, d
 from continuity.bench.stats import Figures, cost_line, costs, costs_around, load, median, ratio
 from shared import keys, subjects
 from shared.bus.connection import server_list
-from shared.client import ContinuityClient
+from shared.client import ContinuityClient, RunnerSessions
 from shared.contracts import CommitRequest, DecideRequest, SessionRef
+from shared.contracts.tenancy import RunnerPutRequest
 
 CWD = "/workspaces/acme-platform/conversations/7f3a9c21/agents/code"  # 60 characters
 assert len(CWD) == 60
@@ -41,7 +42,12 @@ def register(kinds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def session(i: int) -> SessionRef:
-    return SessionRef(tenant="acme-platform", conversation_id=f"conv-{i:08d}", agent_id="codex-main")
+    return SessionRef(tenant=TENANT, conversation_id=f"conv-{i:08d}", agent_id="codex-main")
+
+
+RUNNER = "bench-runner"
+TENANT = "acme-platform"
+SERVICE_ENV = {"CONTINUITY_LOG_LEVEL": "WARNING", "CONTINUITY_TENANCY": "enforced"}
 
 
 def commit_request(i: int, n: int = 0) -> CommitRequest:
@@ -110,9 +116,14 @@ KINDS = ("echo", "decide", "commit", "evalsha")
 async def measure(d: Deployment, args: argparse.Namespace, echo_pid: int) -> dict[str, Any]:
     nc = await nats.connect(servers=server_list(d.stack.nats_url))
     client = ContinuityClient(nc, timeout=30)
+    # A runner's path, as runners take it (contract 10): its own subjects, issued for the
+    # sessions' tenant, with tenancy enforced; its commits bind the sessions to it.
+    await client.runner_put(RunnerPutRequest(runner_id=RUNNER, tenants=[TENANT], actor="bench"))
+    runner = RunnerSessions(client, RUNNER)
+    decide_subject = subjects.runner_sessions(RUNNER, "decide")
     r = aioredis.Redis.from_url(d.stack.redis_url, max_connections=args.concurrency * 2)
     sessions = args.sessions
-    await asyncio.gather(*(client.commit(commit_request(i)) for i in range(sessions)))
+    await asyncio.gather(*(runner.commit(commit_request(i)) for i in range(sessions)))
     decide_payloads = [msgspec.json.encode(decide_request(i)) for i in range(sessions)]
     echo_payload = decide_payloads[0]
     sha = await r.script_load("return 1")
@@ -121,13 +132,13 @@ async def measure(d: Deployment, args: argparse.Namespace, echo_pid: int) -> dic
         return await nc.request("continuity.bench.echo", echo_payload, timeout=30)
 
     async def decide(i: int) -> object:
-        reply = await nc.request(subjects.SESSIONS_DECIDE, decide_payloads[i % sessions], timeout=30)
+        reply = await nc.request(decide_subject, decide_payloads[i % sessions], timeout=30)
         if reply.headers:
             raise RuntimeError("decide failed during the benchmark")
         return reply
 
     async def commit(i: int) -> object:
-        return await client.commit(commit_request(sessions + i, i))
+        return await runner.commit(commit_request(sessions + i, i))
 
     async def evalsha(i: int) -> object:
         return await r.evalsha(sha, 0)  # type: ignore[misc]
@@ -135,7 +146,7 @@ async def measure(d: Deployment, args: argparse.Namespace, echo_pid: int) -> dic
     kinds = {"echo": echo, "decide": decide, "commit": commit, "evalsha": evalsha}
     steps: list[dict[str, Any]] = []
     for replicas in range(1, args.replicas + 1):
-        await d.scale_async("session-store", replicas, {"CONTINUITY_LOG_LEVEL": "WARNING"})
+        await d.scale_async("session-store", replicas, SERVICE_ENV)
         service = d.pids("session-store")
         pids = {"echo": [echo_pid], "decide": service, "commit": service, "evalsha": []}
         for name, op in kinds.items():  # warm up connections, caches, pools and the new replica
@@ -220,7 +231,7 @@ def main(args: argparse.Namespace) -> int:
     ):
         echo: subprocess.Popen[bytes] | None = None
         try:
-            d.scale("session-store", 1, {"CONTINUITY_LOG_LEVEL": "WARNING"})
+            d.scale("session-store", 1, SERVICE_ENV)
             echo = subprocess.Popen(
                 [sys.executable, "-m", "continuity.bench.echo", d.stack.nats_url], stdout=subprocess.PIPE
             )

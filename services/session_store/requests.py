@@ -88,6 +88,15 @@ class SessionRequests:
             return False
         return True
 
+    def _visible_now(self, runner_id: str, session: SessionRef, stored: StoredSession | None) -> bool:
+        """The common case of `_visible` without a coroutine: the runner's record is cached and
+        it may see the record. False means "ask `_visible`" (which also counts a refusal)."""
+        cached = self.directory.cached(runner_id)
+        if cached is None:
+            return False
+        allowed = identity.access(cached.record, session.tenant, enforced=self._enforced) is Access.ALLOWED
+        return allowed and (stored is None or not identity.owner_refusal(stored.owner, runner_id))
+
     # -- decide ------------------------------------------------------------------------------
 
     def decide(self, req: DecideRequest, runner_id: str | None = None) -> Awaitable[DecideReply]:
@@ -98,8 +107,9 @@ class SessionRequests:
         self, pending: Awaitable[StoredSession | None], req: DecideRequest, runner_id: str | None
     ) -> DecideReply:
         stored = await pending
-        if not await self._visible(runner_id, req.session, stored):
-            stored = None
+        if runner_id is not None and not self._visible_now(runner_id, req.session, stored):
+            if not await self._visible(runner_id, req.session, stored):
+                stored = None
         reply = rules.decide(stored, req)
         metrics.adder(metrics.SESSION_DECISIONS, reply.mode, reply.reason or "none")()
         return reply

@@ -9,6 +9,7 @@ delay, redelivery; the shared consumer moves it to `continuity.dead.exhausted` a
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Callable
 from typing import NoReturn, cast
@@ -250,7 +251,10 @@ class EventHandler:
             code=code,
             scope=scope,
             quota=quota,
-            not_before=rfc3339_from_epoch(not_before) if not_before is not None else None,
+            # Rounded up to the millisecond: a report sent again at `not_before` finds its token.
+            not_before=rfc3339_from_epoch(math.ceil(not_before * 1000) / 1000)
+            if not_before is not None
+            else None,
             refused_at=rfc3339_from_epoch(now),
         )
         seq = stream_seq(msg.reply)

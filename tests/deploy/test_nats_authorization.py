@@ -14,7 +14,7 @@ import re
 import shutil
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 
 import msgspec
@@ -25,6 +25,7 @@ from nats.aio.msg import Msg
 from prometheus_client import REGISTRY
 
 from continuity.runners_cli import ACCOUNTS_FILE, IMPORTS_FILE
+from continuity.servers import RedisServer
 from shared import subjects
 from shared.client import ContinuityClient, RequestError, RunnerSessions
 from shared.contracts import ArchiveResult, CommitRequest, Decision, GetRequest, ResumeFailed, SessionRef
@@ -69,8 +70,12 @@ class Conn:
         return [e for e in self.errors if "permissions violation" in e.lower()]
 
 
+Connect = Callable[..., Awaitable[Conn]]
+"""The `connect` fixture: a connection as a runner (by its id) or a user of CONTINUITY."""
+
+
 @pytest.fixture(scope="module")
-async def services(stack: Stack, redis_server) -> AsyncIterator[None]:
+async def services(stack: Stack, redis_server: RedisServer) -> AsyncIterator[None]:
     """The four services, each connecting as its own user, then the runners' consumers,
     created by the operator command."""
     async with authorized_services(stack, redis_server.url):
@@ -78,7 +83,7 @@ async def services(stack: Stack, redis_server) -> AsyncIterator[None]:
 
 
 @pytest.fixture
-async def connect(stack: Stack) -> AsyncIterator:
+async def connect(stack: Stack) -> AsyncIterator[Connect]:
     opened: list[Client] = []
 
     async def _connect(who: str, *, seed: Path | None = None) -> Conn:
@@ -151,7 +156,9 @@ async def test_unknown_keys_and_wrong_passwords_are_refused(stack: Stack, tmp_pa
         )
 
 
-async def test_a_runners_event_is_archived_on_that_runner_and_decided_for_it(services, connect) -> None:
+async def test_a_runners_event_is_archived_on_that_runner_and_decided_for_it(
+    services: None, connect: Connect
+) -> None:
     a, b = await connect("runner-a"), await connect("runner-b")
     sess = session("c-archive")
     store = RunnerSessions(ContinuityClient(a.nc), "runner-a")
@@ -168,7 +175,7 @@ async def test_a_runners_event_is_archived_on_that_runner_and_decided_for_it(ser
     )
     moves: dict[str, list[Msg]] = {"runner-a": [], "runner-b": []}
 
-    def answering(runner: str):
+    def answering(runner: str) -> Callable[[Msg], Awaitable[None]]:
         async def on_move(msg: Msg) -> None:
             moves[runner].append(msg)
             await msg.respond(msgspec.json.encode(ArchiveResult(exit_code=0)))
@@ -194,7 +201,7 @@ async def test_a_runners_event_is_archived_on_that_runner_and_decided_for_it(ser
     assert await a.violations() == [] and await b.violations() == []
 
 
-async def test_a_runner_reads_only_its_own_decisions(services, connect, stack: Stack) -> None:
+async def test_a_runner_reads_only_its_own_decisions(services: None, connect: Connect, stack: Stack) -> None:
     a, b = await connect("runner-a"), await connect("runner-b")
     await b.nc.jetstream().publish(
         subjects.event("runner-b", "resume_failed"), resume_failed("runner-b", "run-b", session("c-b"))
@@ -226,7 +233,9 @@ async def test_a_runner_reads_only_its_own_decisions(services, connect, stack: S
     assert (info.num_pending, info.num_ack_pending) == (0, 0)
 
 
-async def test_a_runner_cannot_speak_for_another_or_touch_the_streams(services, connect) -> None:
+async def test_a_runner_cannot_speak_for_another_or_touch_the_streams(
+    services: None, connect: Connect
+) -> None:
     a = await connect("runner-a")
     operator = await connect("operator")
     ojs = operator.nc.jetstream()
@@ -240,7 +249,9 @@ async def test_a_runner_cannot_speak_for_another_or_touch_the_streams(services, 
     assert (await ojs.stream_info(subjects.EVENTS_STREAM)).state.messages == before
 
 
-async def test_a_runner_cannot_answer_another_runners_archive_subject(services, connect) -> None:
+async def test_a_runner_cannot_answer_another_runners_archive_subject(
+    services: None, connect: Connect
+) -> None:
     a = await connect("runner-a")
     await a.nc.subscribe(subjects.runner_archive("runner-b"))
     await a.nc.subscribe(subjects.runner_archive("*"))
@@ -251,7 +262,7 @@ async def test_a_runner_cannot_answer_another_runners_archive_subject(services, 
     assert len(await operator.violations()) == 1
 
 
-async def test_reply_addresses_aimed_elsewhere_reach_nobody(services, connect) -> None:
+async def test_reply_addresses_aimed_elsewhere_reach_nobody(services: None, connect: Connect) -> None:
     a, b, operator = await connect("runner-a"), await connect("runner-b"), await connect("operator")
     ojs = operator.nc.jetstream()
     # A dead letter to protect: the classifier dead-letters an undecodable event.
@@ -259,7 +270,8 @@ async def test_reply_addresses_aimed_elsewhere_reach_nobody(services, connect) -
     await a.nc.jetstream().publish(subjects.event("runner-a", "resume_failed"), b"not json")
 
     async def dead_grew() -> bool:
-        return (await ojs.stream_info(subjects.DEAD_STREAM)).state.messages > dead_before
+        messages: int = (await ojs.stream_info(subjects.DEAD_STREAM)).state.messages
+        return messages > dead_before
 
     await wait_for(dead_grew, what="the dead letter")
     dead = (await ojs.stream_info(subjects.DEAD_STREAM)).state.messages
@@ -312,7 +324,7 @@ async def test_reply_addresses_aimed_elsewhere_reach_nobody(services, connect) -
     assert await a.violations() == []
 
 
-async def test_operators_discover_the_services(services, connect) -> None:
+async def test_operators_discover_the_services(services: None, connect: Connect) -> None:
     operator = await connect("operator")
     inbox = operator.nc.new_inbox()
     names: set[str] = set()
@@ -354,7 +366,7 @@ def test_runner_accounts_come_from_the_template(stack: Stack) -> None:
 
 
 async def test_the_operator_finds_runs_watches_decisions_and_replays_dead_letters(
-    services, stack: Stack, connect
+    services: None, stack: Stack, connect: Connect
 ) -> None:
     """`runs list`, `watch`, `dead list` and `dead replay` under the operator's user."""
     a = await connect("runner-a")
@@ -407,7 +419,7 @@ async def test_the_operator_finds_runs_watches_decisions_and_replays_dead_letter
 
 
 async def test_the_console_serves_its_pages_as_the_console_user(
-    services, stack: Stack, connect, redis_server
+    services: None, stack: Stack, connect: Connect, redis_server: RedisServer
 ) -> None:
     import ipaddress
 
@@ -449,7 +461,7 @@ async def test_the_console_serves_its_pages_as_the_console_user(
 
 
 async def test_a_runner_sends_session_requests_only_on_the_subjects_that_carry_its_id(
-    services, connect
+    services: None, connect: Connect
 ) -> None:
     a = await connect("runner-a")
     # Its own: answered by the session-store (here: no such session).
@@ -473,7 +485,7 @@ async def test_a_runner_sends_session_requests_only_on_the_subjects_that_carry_i
 
 
 async def test_the_console_with_the_development_login_signs_in_and_out_as_the_console_user(
-    services, stack: Stack, redis_server
+    services: None, stack: Stack, redis_server: RedisServer
 ) -> None:
     """Its signed-out sessions are kept in a key-value bucket it creates at start: the console
     user may create that one stream, read it by key and write it."""
@@ -531,7 +543,9 @@ async def test_the_console_with_the_development_login_signs_in_and_out_as_the_co
         await operator.close()
 
 
-async def test_no_service_or_operator_was_refused_anything(services, stack: Stack, connect) -> None:
+async def test_no_service_or_operator_was_refused_anything(
+    services: None, stack: Stack, connect: Connect
+) -> None:
     # Last in this module: every service started, served and was discovered above.
     operator = await connect("operator")
     await operator.nc.flush()

@@ -18,7 +18,7 @@ import os
 import re
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -325,7 +325,9 @@ def _tenants(args: argparse.Namespace) -> list[str]:
     return tenants
 
 
-def _put(client: ContinuityClient, runner_id: str, tenants: Sequence[str], actor: str) -> Any:
+def _put(
+    client: ContinuityClient, runner_id: str, tenants: Sequence[str], actor: str
+) -> Awaitable[RunnerRecord]:
     return client.runner_put(RunnerPutRequest(runner_id=runner_id, tenants=list(tenants), actor=actor))
 
 
@@ -359,7 +361,9 @@ async def _create(args: argparse.Namespace) -> None:
         await nc.close()
 
 
-def _record_tenants(args: argparse.Namespace, tenants: list[str]) -> tuple[RunnerRecord | None, Any]:
+def _record_tenants(
+    args: argparse.Namespace, tenants: list[str]
+) -> tuple[RunnerRecord | None, clitools.Failure | None]:
     """The directory's record of the new runner, or the failure that kept it from being written."""
     try:
         record = asyncio.run(
@@ -410,7 +414,10 @@ def _add(args: argparse.Namespace) -> int:
 
 
 def _print_identity(
-    args: argparse.Namespace, identity: Identity, record: RunnerRecord | None, failure: Any
+    args: argparse.Namespace,
+    identity: Identity,
+    record: RunnerRecord | None,
+    failure: clitools.Failure | None,
 ) -> None:
     if args.json:
         out: dict[str, Any] = {

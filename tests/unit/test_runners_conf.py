@@ -171,3 +171,9 @@ def test_the_actor_defaults_to_the_login_name_when_it_is_a_token(monkeypatch: py
     assert clitools.default_actor() == "alice"
     monkeypatch.setenv("LOGNAME", "alice smith")  # not a token: the audit records `operator`
     assert clitools.default_actor() == "operator"
+
+
+def test_the_shipped_imports_file_is_the_one_the_command_starts_from() -> None:
+    from continuity.runners_cli import EMPTY_IMPORTS
+
+    assert (SHIPPED / IMPORTS_FILE).read_text() == EMPTY_IMPORTS

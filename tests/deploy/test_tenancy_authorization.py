@@ -504,13 +504,15 @@ async def test_removing_a_runner_revokes_it_and_takes_it_out_of_nats(
     assert unknown.returncode == 3 and "runner never-issued is not known" in unknown.stderr
 
 
-async def test_the_operator_may_not_delete_the_runs_index_consumer(
+async def test_the_operator_and_the_console_may_not_delete_the_runs_index_consumer(
     services: None, connect: Callable[[str], Awaitable[Conn]]
 ) -> None:
-    """It may delete a runner's decisions consumer (`runners remove`), and only those."""
-    operator = await connect("operator")
-    await operator.nc.publish(RUNS_INDEX_DELETE, b"", reply=operator.nc.new_inbox())
-    assert len(await operator.violations()) == 1
+    """The operator deletes runners' decisions consumers (`runners remove`), the console its
+    own ordered consumers: neither the reconciliation service's runs index."""
+    operator, console = await connect("operator"), await connect("console")
+    for user in (operator, console):
+        await user.nc.publish(RUNS_INDEX_DELETE, b"", reply=user.nc.new_inbox())
+        assert len(await user.violations()) == 1
     info = await operator.nc.jetstream().consumer_info(
         subjects.DECISIONS_STREAM, subjects.RUNS_INDEX_CONSUMER
     )
@@ -519,4 +521,4 @@ async def test_the_operator_may_not_delete_the_runs_index_consumer(
 
 async def test_no_service_or_operator_was_refused_anything(services: None, stack: Stack) -> None:
     # Last in this module: every command above ran as the operator.
-    assert stack.violations_of((*SERVICE_USERS, "operator"), deliberate=(RUNS_INDEX_DELETE,)) == []
+    assert stack.violations_of((*SERVICE_USERS, "operator", "console"), deliberate=(RUNS_INDEX_DELETE,)) == []

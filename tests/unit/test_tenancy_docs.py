@@ -143,8 +143,9 @@ def test_the_subjects_the_page_grants_are_in_the_users_permissions(user: str, bl
     assert [s for s in named if s not in allowed] == []
 
 
-def test_the_operator_may_delete_runners_consumers_but_not_the_runs_index() -> None:
-    operator = AUTH_CONF[AUTH_CONF.index("OPERATOR_PERMISSIONS = {") :]
-    operator = operator[: operator.index("\n}\n")]
-    assert '"$JS.API.CONSUMER.DELETE.CONTINUITY_DECISIONS.*"' in operator
-    assert 'deny: [ "$JS.API.CONSUMER.DELETE.CONTINUITY_DECISIONS.continuity:runs-index" ]' in operator
+@pytest.mark.parametrize("block", ["OPERATOR_PERMISSIONS", "CONSOLE_PERMISSIONS"])
+def test_the_users_that_delete_decisions_consumers_may_not_delete_the_runs_index(block: str) -> None:
+    user = AUTH_CONF[AUTH_CONF.index(f"{block} = {{") :]
+    user = user[: user.index("\n}\n")]
+    assert "$JS.API.CONSUMER.DELETE.CONTINUITY_DECISIONS." in user
+    assert 'deny: [ "$JS.API.CONSUMER.DELETE.CONTINUITY_DECISIONS.continuity:runs-index" ]' in user

@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: runtime install tools run up test lint typecheck unit sdk-ts bench lock clean
+.PHONY: runtime install tools run up test test-system system lint typecheck unit sdk-ts bench lock clean
 
 # `make run` installs the runtime alone (deploy/requirements-runtime.lock); `make test` adds the
 # development tools (requirements.lock, a superset with the same pins). The project is installed
@@ -53,7 +53,12 @@ typecheck: install
 	$(BIN)/mypy --strict sdk/python/examples
 
 unit: install tools
-	$(BIN)/pytest
+	$(BIN)/pytest -m "not system"
+
+# The system tests: built packages installed into empty environments, whole stacks as
+# processes, clustered servers, the shipped NATS authorization and the browser.
+system: install tools
+	$(BIN)/pytest -m system
 
 # The TypeScript runner SDK: type-checked build and node's test runner against real servers and
 # the four services (node and npm on PATH; npm ci installs from the lock file).
@@ -61,6 +66,8 @@ sdk-ts: install
 	cd sdk/typescript && npm ci --no-audit --no-fund --loglevel=error && npm test
 
 test: lint typecheck unit sdk-ts
+
+test-system: system
 
 bench: install
 	$(BIN)/continuity bench sessions

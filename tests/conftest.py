@@ -16,6 +16,32 @@ from shared.client import ContinuityClient
 from shared.config import Config
 from tests.support import make_config
 
+SYSTEM_TESTS = (
+    "tests/deploy/",
+    "tests/integration/console/test_console_browser.py",
+    "tests/integration/test_bench_pipeline.py",
+    "tests/integration/test_bench_scale.py",
+    "tests/integration/test_cluster_readiness.py",
+    "tests/integration/test_cluster_services.py",
+    "tests/integration/test_install.py",
+    "tests/integration/test_redis_cluster.py",
+    "tests/integration/test_sdk_python_package.py",
+    "tests/integration/test_stream_drift.py",
+    "tests/integration/test_up.py",
+    "tests/integration/test_up_front_door.py",
+)
+"""The system tests: built packages in empty environments, whole stacks as processes, clustered
+and authorized servers, the browser. `make test` leaves them to `make test-system`, so that each
+stays within ten minutes here; CI runs both."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    root = Path(str(config.rootpath))
+    for item in items:
+        where = Path(str(item.path)).relative_to(root).as_posix()
+        if where.startswith(SYSTEM_TESTS):
+            item.add_marker(pytest.mark.system)
+
 
 @pytest.fixture(scope="session")
 def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:

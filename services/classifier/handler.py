@@ -12,11 +12,12 @@ import asyncio
 import math
 import time
 from collections.abc import Callable
-from typing import NoReturn, cast
+from typing import Any, NoReturn, cast
 
 import msgspec
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
+from redis.exceptions import NoScriptError
 
 from shared import identity, keys, metrics, store, subjects
 from shared.bus.ack_reply import stored_at, stream_seq
@@ -71,6 +72,10 @@ class EventHandler:
         self._tenant_rate = TokenBuckets(config.tenant_event_rate, config.tenant_event_burst)
         self._runner_runs = config.runner_stored_runs
         self._tenant_runs = config.tenant_stored_runs
+        # The admission scripts' arguments as text, once: they go with every event.
+        self._run_ms_text = str(Retention.from_config(config).run_ms)
+        self._runner_limit = str(config.runner_stored_runs)
+        self._tenant_limit = str(config.tenant_stored_runs)
         self._budget = config.tenant_recovery_budget
         self._window_s = config.tenant_recovery_window_s
         self._outbox = outbox
@@ -96,7 +101,8 @@ class EventHandler:
 
     async def _handle(self, msg: Msg) -> str:
         event = self._validate(msg)
-        record = await self._directory.get(event.runner_id)
+        cached = self._directory.cached(event.runner_id)
+        record = cached.record if cached is not None else await self._directory.get(event.runner_id)
         allowed = identity.access(record, event.session.tenant, enforced=self._enforced)
         if allowed is not identity.Access.ALLOWED:
             await self._refuse(msg, event, record, allowed.value)
@@ -120,9 +126,9 @@ class EventHandler:
             claimed = index.claim_run(self._redis, event.run_id, sk, self._retention.run_ms)
             session = self._redis.send("HMGET", keys.session(sk), *SAVED_FIELDS)
             spent = self._redis.send("GET", budget_key)
-            admitted = asyncio.ensure_future(self._admit(event, now))  # sent with the three above
+            admissions = self._send_admissions(event, now)  # in the same write as the three above
             indexed, raw_session, spent_count = await claimed, await session, await spent
-            refused_by = await admitted
+            refused_by = await self._admitted(event, now, admissions)
             if refused_by is not None:
                 if indexed is None:  # this event indexed the run: leave no claim on the run_id
                     await store.call(self._redis.execute_command("DEL", keys.run_index(event.run_id)))
@@ -191,24 +197,55 @@ class EventHandler:
             metrics.observer(metrics.DECISION_LATENCY)(max(0.0, time.time() - published_at))
         return "decided"
 
-    async def _admit(self, event: ResumeFailed, now: float) -> tuple[QuotaScope, float] | None:
-        """Count the run against its runner's and its tenant's stored runs (both scripts sent at
-        once); the scope whose limit refuses it, and when its oldest run leaves the window."""
-        now_ms, window_ms = int(now * 1000), self._retention.run_ms
-        checks: list[tuple[QuotaScope, str, int]] = [
+    def _admission_checks(self, event: ResumeFailed) -> list[tuple[QuotaScope, str, int]]:
+        return [
             ("runner", keys.runner_runs(event.runner_id), self._runner_runs),
             ("tenant", keys.tenant_runs(event.session.tenant), self._tenant_runs),
         ]
-        replies = await asyncio.gather(
-            *(
-                _ADMIT(self._redis, [key], [event.run_id, now_ms, window_ms, limit])
-                for _, key, limit in checks
-            )
-        )
-        for (scope, _, _), (admitted, oldest) in zip(checks, replies, strict=True):
-            if not int(admitted):
-                return scope, (float(oldest) + window_ms) / 1000
-        return None
+
+    def _send_admissions(self, event: ResumeFailed, now: float) -> list[asyncio.Future[Any]]:
+        """Count the run against its runner's and its tenant's stored runs: both scripts sent
+        now, as plain EVALSHA on the pipelined connection (no task each)."""
+        run_id, now_ms, window_ms = event.run_id, str(int(now * 1000)), self._run_ms_text
+        send, sha = self._redis.send, _ADMIT.sha
+        return [
+            send(
+                "EVALSHA",
+                sha,
+                "1",
+                keys.runner_runs(event.runner_id),
+                run_id,
+                now_ms,
+                window_ms,
+                self._runner_limit,
+            ),
+            send(
+                "EVALSHA",
+                sha,
+                "1",
+                keys.tenant_runs(event.session.tenant),
+                run_id,
+                now_ms,
+                window_ms,
+                self._tenant_limit,
+            ),
+        ]
+
+    async def _admitted(
+        self, event: ResumeFailed, now: float, sent: list[asyncio.Future[Any]]
+    ) -> tuple[QuotaScope, float] | None:
+        """The scope whose stored-runs limit refuses the run, and when its oldest run leaves
+        the window; None when both admitted it."""
+        args = [event.run_id, int(now * 1000), self._retention.run_ms]
+        refused: tuple[QuotaScope, float] | None = None
+        for (scope, key, limit), future in zip(self._admission_checks(event), sent, strict=True):
+            try:
+                admitted, oldest = await future
+            except NoScriptError:  # a restarted server forgot its scripts: load it again
+                admitted, oldest = await _ADMIT(self._redis, [key], [*args, limit])
+            if not int(admitted) and refused is None:
+                refused = scope, (float(oldest) + self._retention.run_ms) / 1000
+        return refused
 
     def _over_quota(self, event: ResumeFailed, now: float) -> tuple[QuotaScope, float] | None:
         """The scope whose event rate the event exceeds, and how long until it may be sent."""

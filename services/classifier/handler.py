@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, NoReturn, cast
 
 import msgspec
@@ -47,6 +47,17 @@ _TYPE_SUFFIX = "." + EVENT_TYPE
 
 _decoder = msgspec.json.Decoder(ResumeFailed)
 _encode_refusal = msgspec.json.Encoder().encode
+
+SPENT_READ_S = 1.0
+"""How long a replica trusts the recovery count it last saw while the count is below
+`SPENT_NEAR` of the budget: other replicas' additions of that second are seen a second late."""
+SPENT_NEAR = 0.8
+
+
+async def _ready(value: int) -> int:
+    return value
+
+
 _ADMIT = store.Script("runs_admit")
 
 
@@ -77,6 +88,8 @@ class EventHandler:
         self._runner_limit = str(config.runner_stored_runs)
         self._tenant_limit = str(config.tenant_stored_runs)
         self._budget = config.tenant_recovery_budget
+        self._spent_seen: dict[str, tuple[float, int]] = {}
+        """Per budget key: when this replica last learnt the count, and the count."""
         self._window_s = config.tenant_recovery_window_s
         self._outbox = outbox
         self._keys = config.runner_keys
@@ -125,9 +138,10 @@ class EventHandler:
             # the tenant's recovery budget.
             claimed = index.claim_run(self._redis, event.run_id, sk, self._retention.run_ms)
             session = self._redis.send("HMGET", keys.session(sk), *SAVED_FIELDS)
-            spent = self._redis.send("GET", budget_key)
+            spent = self._spent(event.session.tenant, budget_key, now)
             admissions = self._send_admissions(event, now)  # in the same write as the three above
             indexed, raw_session, spent_count = await claimed, await session, await spent
+            self._spent_seen[budget_key] = (now, int(spent_count or 0))
             refused_by = await self._admitted(event, now, admissions)
             if refused_by is not None:
                 if indexed is None:  # this event indexed the run: leave no claim on the run_id
@@ -178,7 +192,8 @@ class EventHandler:
             # Counted after the step is recorded: a redelivery finds its slot and spends nothing.
             counted = self._redis.send("INCR", budget_key)
             expiring = self._redis.send("PEXPIRE", budget_key, str(int(self._window_s * 2000)))
-            await counted, await expiring
+            total, _ = await counted, await expiring
+            self._spent_seen[budget_key] = (self._clock(), int(total))
         await self._outbox.flush(sk, choice.step.outbox)
         metrics.adder(metrics.FAILURE_CLASSES, failure_class)()
         log.info(
@@ -196,6 +211,17 @@ class EventHandler:
         if published_at is not None:
             metrics.observer(metrics.DECISION_LATENCY)(max(0.0, time.time() - published_at))
         return "decided"
+
+    def _spent(self, tenant: str, budget_key: str, now: float) -> Awaitable[Any]:
+        """The tenant's recovery budget spent in this window: read from Redis at most every
+        `SPENT_READ_S` while it is far from the budget (the count this replica saw last, its own
+        additions included), and at every event once it is near."""
+        seen = self._spent_seen.get(budget_key)
+        if seen is not None and now - seen[0] < SPENT_READ_S and seen[1] < self._budget * SPENT_NEAR:
+            return _ready(seen[1])
+        if len(self._spent_seen) > 10_000:
+            self._spent_seen.clear()
+        return self._redis.send("GET", budget_key)
 
     def _admission_checks(self, event: ResumeFailed) -> list[tuple[QuotaScope, str, int]]:
         return [

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -234,7 +235,11 @@ class PullConsumer:
             self._inflight.add(task)
             task.add_done_callback(self._done)
             return
-        self._fair.push(self._key(msg), msg)
+        key = self._key(msg)
+        if self._handling < self._batch and self._fair.start_now(key):
+            self._begin(key, msg)
+            return
+        self._fair.push(key, msg)
         self._pump()
 
     def _key(self, msg: Msg) -> str:
@@ -250,13 +255,15 @@ class PullConsumer:
             picked = self._fair.pop()
             if picked is None:
                 return
-            key, msg = picked
-            self._handling += 1
-            task = asyncio.create_task(self._process(msg))
-            self._inflight.add(task)
-            task.add_done_callback(lambda t, key=key: self._fair_done(t, key))  # type: ignore[misc]
+            self._begin(*picked)
 
-    def _fair_done(self, task: asyncio.Task[None], key: str) -> None:
+    def _begin(self, key: str, msg: Msg) -> None:
+        self._handling += 1
+        task = asyncio.create_task(self._process(msg))
+        self._inflight.add(task)
+        task.add_done_callback(functools.partial(self._fair_done, key=key))
+
+    def _fair_done(self, task: asyncio.Task[None], *, key: str) -> None:
         self._inflight.discard(task)
         self._handling -= 1
         self._fair.done(key)

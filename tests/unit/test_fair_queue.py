@@ -65,3 +65,14 @@ def test_nothing_is_lost_or_doubled_and_no_share_is_exceeded(ops: list[tuple[str
         q.done(running.pop())
     assert len(q) == 0
     assert sorted(started) == pushed
+
+
+def test_a_message_starts_at_once_only_when_nothing_waits_and_its_key_has_room() -> None:
+    q: FairQueue[int] = FairQueue(per_key=1)
+    assert q.start_now("a") is True
+    assert q.start_now("a") is False  # at its share
+    q.push("b", 1)
+    assert q.start_now("c") is False  # another key waits: it goes first
+    assert q.pop() == ("b", 1)
+    q.done("a")
+    assert q.start_now("a") is True

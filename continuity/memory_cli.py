@@ -56,7 +56,6 @@ MIXES: dict[str, dict[str, int]] = {
 _INCOMPATIBLE = "runner_remote_provider_artifact_incompatible"
 _CWD = "/workspace/acme/repositories/continuity-platform/services/runner"
 _decode_archive = msgspec.json.Decoder(ArchiveWork).decode
-_ADMIT = store.Script("runs_admit")
 _decode_reconcile = msgspec.json.Decoder(ReconcileWork).decode
 
 
@@ -146,7 +145,8 @@ async def record_journey(client: aioredis.Redis, journey: str, retention: Retent
     recon = ReconciliationStore(client, retention)
     # Counted against its runner's and its tenant's stored runs, as the classifier does.
     for owner_key in (keys.runner_runs(event.runner_id), keys.tenant_runs(session.tenant)):
-        await _ADMIT(client, [owner_key], [run_id, int(time.time() * 1000), retention.run_ms, 10**9])
+        # What the classifier's stored-runs flusher writes (services/classifier/stored_runs.py).
+        await store.call(client.zadd(owner_key, {run_id: int(time.time() * 1000)}, nx=True))
     sample = Sample(session_keys=[keys.session(sk), keys.session_ownership(sk)])
     if journey == "replacement":
         work = _decode_archive(choice.step.outbox[0].payload)

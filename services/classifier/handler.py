@@ -8,7 +8,6 @@ delay, redelivery; the shared consumer moves it to `continuity.dead.exhausted` a
 
 from __future__ import annotations
 
-import asyncio
 import math
 import time
 from collections.abc import Awaitable, Callable
@@ -17,7 +16,6 @@ from typing import Any, NoReturn, cast
 import msgspec
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
-from redis.exceptions import NoScriptError
 
 from shared import identity, keys, metrics, store, subjects
 from shared.bus.ack_reply import stored_at, stream_seq
@@ -39,6 +37,7 @@ from shared.runs.session_hash import SAVED_FIELDS, saved_session_of
 from shared.times import rfc3339_from_epoch
 
 from .step import SPENDING, SlotView, announced_ids, choose, failure_class_of
+from .stored_runs import StoredRuns
 
 log = Log("continuity.classifier")
 
@@ -56,9 +55,6 @@ SPENT_NEAR = 0.8
 
 async def _ready(value: int) -> int:
     return value
-
-
-_ADMIT = store.Script("runs_admit")
 
 
 DECIDE_TRIES = 3
@@ -83,10 +79,8 @@ class EventHandler:
         self._tenant_rate = TokenBuckets(config.tenant_event_rate, config.tenant_event_burst)
         self._runner_runs = config.runner_stored_runs
         self._tenant_runs = config.tenant_stored_runs
-        # The admission scripts' arguments as text, once: they go with every event.
-        self._run_ms_text = str(Retention.from_config(config).run_ms)
-        self._runner_limit = str(config.runner_stored_runs)
-        self._tenant_limit = str(config.tenant_stored_runs)
+        self.stored_runs = StoredRuns(client, Retention.from_config(config).run_ms)
+        """Its flusher runs beside the consumer (the service's background task)."""
         self._budget = config.tenant_recovery_budget
         self._spent_seen: dict[str, tuple[float, int]] = {}
         """Per budget key: when this replica last learnt the count, and the count."""
@@ -139,10 +133,10 @@ class EventHandler:
             claimed = index.claim_run(self._redis, event.run_id, sk, self._retention.run_ms)
             session = self._redis.send("HMGET", keys.session(sk), *SAVED_FIELDS)
             spent = self._spent(event.session.tenant, budget_key, now)
-            admissions = self._send_admissions(event, now)  # in the same write as the three above
             indexed, raw_session, spent_count = await claimed, await session, await spent
             self._spent_seen[budget_key] = (now, int(spent_count or 0))
-            refused_by = await self._admitted(event, now, admissions)
+            # A new run (this event indexed it) counts against its owners' stored runs.
+            refused_by = await self._admitted(event, now) if indexed is None else None
             if refused_by is not None:
                 if indexed is None:  # this event indexed the run: leave no claim on the run_id
                     await store.call(self._redis.execute_command("DEL", keys.run_index(event.run_id)))
@@ -223,55 +217,18 @@ class EventHandler:
             self._spent_seen.clear()
         return self._redis.send("GET", budget_key)
 
-    def _admission_checks(self, event: ResumeFailed) -> list[tuple[QuotaScope, str, int]]:
-        return [
+    async def _admitted(self, event: ResumeFailed, now: float) -> tuple[QuotaScope, float] | None:
+        """The scope whose stored-runs limit refuses the new run, and when its oldest run leaves
+        the window; None when both counted it."""
+        now_ms = int(now * 1000)
+        checks: tuple[tuple[QuotaScope, str, int], ...] = (
             ("runner", keys.runner_runs(event.runner_id), self._runner_runs),
             ("tenant", keys.tenant_runs(event.session.tenant), self._tenant_runs),
-        ]
-
-    def _send_admissions(self, event: ResumeFailed, now: float) -> list[asyncio.Future[Any]]:
-        """Count the run against its runner's and its tenant's stored runs: both scripts sent
-        now, as plain EVALSHA on the pipelined connection (no task each)."""
-        run_id, now_ms, window_ms = event.run_id, str(int(now * 1000)), self._run_ms_text
-        send, sha = self._redis.send, _ADMIT.sha
-        return [
-            send(
-                "EVALSHA",
-                sha,
-                "1",
-                keys.runner_runs(event.runner_id),
-                run_id,
-                now_ms,
-                window_ms,
-                self._runner_limit,
-            ),
-            send(
-                "EVALSHA",
-                sha,
-                "1",
-                keys.tenant_runs(event.session.tenant),
-                run_id,
-                now_ms,
-                window_ms,
-                self._tenant_limit,
-            ),
-        ]
-
-    async def _admitted(
-        self, event: ResumeFailed, now: float, sent: list[asyncio.Future[Any]]
-    ) -> tuple[QuotaScope, float] | None:
-        """The scope whose stored-runs limit refuses the run, and when its oldest run leaves
-        the window; None when both admitted it."""
-        args = [event.run_id, int(now * 1000), self._retention.run_ms]
-        refused: tuple[QuotaScope, float] | None = None
-        for (scope, key, limit), future in zip(self._admission_checks(event), sent, strict=True):
-            try:
-                admitted, oldest = await future
-            except NoScriptError:  # a restarted server forgot its scripts: load it again
-                admitted, oldest = await _ADMIT(self._redis, [key], [*args, limit])
-            if not int(admitted) and refused is None:
-                refused = scope, (float(oldest) + self._retention.run_ms) / 1000
-        return refused
+        )
+        for scope, key, limit in checks:
+            if not await self.stored_runs.admit(key, limit, event.run_id, now_ms):
+                return scope, await self.stored_runs.free_at_ms(key, now_ms) / 1000
+        return None
 
     def _over_quota(self, event: ResumeFailed, now: float) -> tuple[QuotaScope, float] | None:
         """The scope whose event rate the event exceeds, and how long until it may be sent."""

@@ -20,6 +20,7 @@ def build(ctx: Context) -> ServiceSpec:
     # Events are handled many at a time: their Redis commands share one pipelined connection.
     redis = PipelinedRedis(ctx.config.redis_url, cluster=ctx.config.redis_cluster, ssl_context=ctx.redis_tls)
     outbox = Outbox(ctx.redis, ctx.js, fast=redis)
+    events = EventHandler(redis, outbox, ctx.config, js=ctx.js)
     return ServiceSpec(
         name=NAME,
         version=VERSION,
@@ -32,13 +33,14 @@ def build(ctx: Context) -> ServiceSpec:
                 subjects.CLASSIFIER_CONSUMER,
                 subjects.EVENTS_ALL,
                 Msg,
-                EventHandler(redis, outbox, ctx.config, js=ctx.js),
+                events,
                 # Runners in turn, each with a bounded share: one runner's storm cannot delay
                 # another's decisions (docs/contract-v1.md, 10.6).
                 fair_by=_runner_of,
             ),
         ),
         outbox=outbox,
+        background=(events.stored_runs.run,),
         closers=(redis.aclose,),
     )
 

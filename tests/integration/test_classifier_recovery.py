@@ -147,7 +147,9 @@ async def test_kill_9_mid_stream_then_restart_leaves_exactly_one_decision_per_ev
 ) -> None:
     bus = Bus(nc.jetstream())
     await ensure_streams(bus.js)  # runners publish before the first classifier starts
-    events = await stream_events(r, 200)
+    # Enough that the process cannot have decided them all by the time the kill arrives: it
+    # holds and handles hundreds at once.
+    events = await stream_events(r, 800)
     outputs: set[str] = set()
     at_kill: list[int] = []
 
@@ -161,7 +163,7 @@ async def test_kill_9_mid_stream_then_restart_leaves_exactly_one_decision_per_ev
     await nc.subscribe("continuity.work.archive", cb=watch)
     await nc.flush()
 
-    first, rest = events[:160], events[160:]
+    first, rest = events[:640], events[640:]
     for event, _ in first:
         await bus.publish(event, msg_id=event.event_id)
     classifier_process.start()

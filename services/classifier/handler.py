@@ -53,10 +53,6 @@ SPENT_READ_S = 1.0
 SPENT_NEAR = 0.8
 
 
-async def _ready(value: int) -> int:
-    return value
-
-
 DECIDE_TRIES = 3
 """Reads and decisions of one event before a session that keeps changing counts as transient."""
 
@@ -133,10 +129,13 @@ class EventHandler:
             claimed = index.claim_run(self._redis, event.run_id, sk, self._retention.run_ms)
             session = self._redis.send("HMGET", keys.session(sk), *SAVED_FIELDS)
             spent = self._spent(event.session.tenant, budget_key, now)
-            indexed, raw_session, spent_count = await claimed, await session, await spent
+            indexed, raw_session = await claimed, await session
+            spent_count = spent if isinstance(spent, int) else await spent
             self._spent_seen[budget_key] = (now, int(spent_count or 0))
             # A new run (this event indexed it) counts against its owners' stored runs.
-            refused_by = await self._admitted(event, now) if indexed is None else None
+            refused_by = None
+            if indexed is None and not self._admitted_now(event):
+                refused_by = await self._admitted(event, now)
             if refused_by is not None:
                 if indexed is None:  # this event indexed the run: leave no claim on the run_id
                     await store.call(self._redis.execute_command("DEL", keys.run_index(event.run_id)))
@@ -206,16 +205,27 @@ class EventHandler:
             metrics.observer(metrics.DECISION_LATENCY)(max(0.0, time.time() - published_at))
         return "decided"
 
-    def _spent(self, tenant: str, budget_key: str, now: float) -> Awaitable[Any]:
+    def _spent(self, tenant: str, budget_key: str, now: float) -> int | Awaitable[Any]:
         """The tenant's recovery budget spent in this window: read from Redis at most every
         `SPENT_READ_S` while it is far from the budget (the count this replica saw last, its own
         additions included), and at every event once it is near."""
         seen = self._spent_seen.get(budget_key)
         if seen is not None and now - seen[0] < SPENT_READ_S and seen[1] < self._budget * SPENT_NEAR:
-            return _ready(seen[1])
+            return seen[1]
         if len(self._spent_seen) > 10_000:
             self._spent_seen.clear()
         return self._redis.send("GET", budget_key)
+
+    def _admitted_now(self, event: ResumeFailed) -> bool:
+        """True when both owners are known here and have room (the run is counted); False when
+        `_admitted` must decide (an owner to read, or a refusal to explain)."""
+        for key, limit in (
+            (keys.runner_runs(event.runner_id), self._runner_runs),
+            (keys.tenant_runs(event.session.tenant), self._tenant_runs),
+        ):
+            if not self.stored_runs.admit_now(key, limit, event.run_id):
+                return False
+        return True
 
     async def _admitted(self, event: ResumeFailed, now: float) -> tuple[QuotaScope, float] | None:
         """The scope whose stored-runs limit refuses the new run, and when its oldest run leaves

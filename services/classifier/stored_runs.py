@@ -41,6 +41,14 @@ class StoredRuns:
         self._run_ms = run_ms
         self._owners: dict[str, _Owner] = {}
 
+    def admit_now(self, key: str, limit: int, run_id: str) -> bool | None:
+        """`admit` without a coroutine for an owner this replica knows; None when it must read
+        the owner's count first (call `admit`)."""
+        owner = self._owners.get(key)
+        if owner is None:
+            return None
+        return self._count_in(owner, limit, run_id)
+
     async def admit(self, key: str, limit: int, run_id: str, now_ms: int) -> bool:
         """Count a new run against the owner at `key`; False when the owner holds its limit
         (nothing counted)."""
@@ -48,12 +56,16 @@ class StoredRuns:
         if owner is None:  # the first run of this owner here: read its count once
             owner = self._owners[key] = _Owner(limit)
             owner.stored = await self._count(key, now_ms)
+        return self._count_in(owner, limit, run_id)
+
+    @staticmethod
+    def _count_in(owner: _Owner, limit: int, run_id: str) -> bool:
         owner.limit = limit
         if run_id in owner.pending:
             return True
         if owner.stored + len(owner.pending) >= limit:
             return False
-        owner.pending[run_id] = now_ms
+        owner.pending[run_id] = int(time.time() * 1000)
         return True
 
     async def free_at_ms(self, key: str, now_ms: int) -> int:

@@ -399,28 +399,31 @@ def _int(env: Mapping[str, str], name: str, default: int, *, lo: int, hi: int) -
 
 
 def _float(env: Mapping[str, str], name: str, default: float) -> float:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigError(f"{name}: expected a number of seconds, got {raw!r}") from None
-    if not 0 < value < 86_400:
-        raise ConfigError(f"{name}: must be more than 0 and less than a day, got {raw}")
-    return value
+    """Seconds: more than 0 and less than a day."""
+    return _number(
+        env, name, default, unit="a number of seconds", above=0, below=86_400, bound="less than a day"
+    )
 
 
 def _rate(env: Mapping[str, str], name: str, default: float) -> float:
+    """Events a second: more than 0 and at most 1e9."""
+    return _number(
+        env, name, default, unit="a number of events a second", above=0, below=1e9 + 1, bound="at most 1e9"
+    )
+
+
+def _number(
+    env: Mapping[str, str], name: str, default: float, *, unit: str, above: float, below: float, bound: str
+) -> float:
     raw = env.get(name, "").strip()
     if not raw:
         return default
     try:
         value = float(raw)
     except ValueError:
-        raise ConfigError(f"{name}: expected a number of events a second, got {raw!r}") from None
-    if not 0 < value <= 1e9:
-        raise ConfigError(f"{name}: must be more than 0 and at most 1e9 events a second, got {raw}")
+        raise ConfigError(f"{name}: expected {unit}, got {raw!r}") from None
+    if not above < value < below:
+        raise ConfigError(f"{name}: must be more than {above:g} and {bound}, got {raw}")
     return value
 
 

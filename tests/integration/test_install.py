@@ -12,13 +12,14 @@ import re
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 import venv
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.support import read_until
 
 REPO = Path(__file__).resolve().parents[2]
 PIP = ["-m", "pip", "--disable-pip-version-check", "--quiet"]
@@ -83,17 +84,7 @@ def _up_reaches_ready(python: Path, cwd: Path) -> None:
         text=True,
     )
     try:
-        assert proc.stdout is not None
-        lines: list[str] = []
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            lines.append(line)
-            if "Ctrl-C stops everything" in line:
-                break
-        text = "".join(lines)
+        text = read_until(proc, "Ctrl-C stops everything", 90)
         assert "Ctrl-C stops everything" in text, text
         urls = re.findall(r"^\S+\s+metrics (http://\S+)/metrics", text, re.M)
         assert len(urls) == 5, text

@@ -7,9 +7,10 @@ import re
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
+
+from tests.support import read_until
 
 
 def _ready(url: str) -> bool:
@@ -30,17 +31,7 @@ def test_up_runs_every_service_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> No
         text=True,
     )
     try:
-        assert proc.stdout is not None
-        lines: list[str] = []
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            lines.append(line)
-            if "Ctrl-C stops everything" in line:
-                break
-        text = "".join(lines)
+        text = read_until(proc, "Ctrl-C stops everything", 60)
         assert "Ctrl-C stops everything" in text, text
         assert re.search(r"NATS\s+nats://127\.0\.0\.1:\d+\s+\(embedded\)", text), text
         assert re.search(r"Redis\s+redis://127\.0\.0\.1:\d+/0\s+\(embedded\)", text), text

@@ -28,7 +28,7 @@ from tests.support.runner import (
     tool_call,
 )
 from tests.support.servers import ConfiguredNatsServer
-from tests.support.services import RunningApp, ServiceProcess, http_status, make_config, running
+from tests.support.services import RunningApp, ServiceProcess, http_status, make_config, read_until, running
 from tests.support.sessions import CWD, commit_req, decide_req, new_session, save_session, seed_session
 from tests.support.streams import Bus, header, read_stream
 from tests.support.waiting import wait_for
@@ -55,6 +55,7 @@ __all__ = [
     "new_runner_id",
     "new_session",
     "read_stream",
+    "read_until",
     "resume_failed",
     "running",
     "save_session",

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import os
 import subprocess
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -111,3 +112,19 @@ async def http_status(port: int, path: str) -> int:
         return int(status_line.split()[1])
     finally:
         writer.close()
+
+
+def read_until(proc: subprocess.Popen[str], marker: str, timeout_s: float = 60.0) -> str:
+    """What a process printed up to and including the first line holding `marker` (all it
+    printed, if it ended or the deadline passed first: the caller's assertion names it)."""
+    assert proc.stdout is not None
+    lines: list[str] = []
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if marker in line:
+            break
+    return "".join(lines)

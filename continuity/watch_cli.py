@@ -29,6 +29,7 @@ from continuity.clitools import (
 )
 from shared import subjects
 from shared.contracts.decisions import Decision
+from shared.contracts.tenancy import is_refusal
 from shared.runs.decisions import STATUS_BY_ACTION
 
 _decision = msgspec.json.Decoder(Decision)
@@ -84,7 +85,7 @@ async def watch(args: argparse.Namespace) -> None:
                 if nc.is_closed:
                     raise Failure(EXIT_UNAVAILABLE, "unavailable", "the NATS connection closed") from None
                 continue
-            if msg.data.startswith(b'{"type":"refusal"'):
+            if is_refusal(msg.data):
                 continue  # a refused event's notice to its runner, not a decision (contract 10.5)
             try:
                 decision = _decision.decode(msg.data)

@@ -22,6 +22,7 @@ from nats.js.errors import NotFoundError
 
 from shared import subjects
 from shared.contracts import Decision
+from shared.contracts.tenancy import is_refusal
 from shared.logs import Log
 
 log = Log("continuity.console")
@@ -77,12 +78,7 @@ class DeadLetter:
     truncated: bool
 
 
-class _Kind(msgspec.Struct):
-    type: str | None = None
-
-
 _decode_decision = msgspec.json.Decoder(Decision).decode
-_decode_kind = msgspec.json.Decoder(_Kind).decode
 
 
 def decision_of(data: bytes) -> DecisionLine | None:
@@ -90,14 +86,6 @@ def decision_of(data: bytes) -> DecisionLine | None:
         return DecisionLine.of(_decode_decision(data))
     except (msgspec.MsgspecError, ValueError):
         return None
-
-
-def is_refusal(data: bytes) -> bool:
-    """A refused event's notice to its runner (contract 10.5), told apart by its `type`."""
-    try:
-        return _decode_kind(data).type == "refusal"
-    except (msgspec.MsgspecError, ValueError):
-        return False
 
 
 async def _between(

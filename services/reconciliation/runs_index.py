@@ -46,6 +46,7 @@ from shared.contracts.decisions import Decision
 from shared.contracts.errors import ServiceError
 from shared.contracts.limits import MAX_EVENT_BYTES
 from shared.contracts.runs import RunEntry, RunsListReply, RunsListRequest
+from shared.contracts.tenancy import is_refusal
 from shared.contracts.types import RunStatus
 from shared.decoding import InvalidInput, decode
 from shared.logs import Log
@@ -68,10 +69,6 @@ _READ = store.Script("runs_index_read")
 _encode = msgspec.json.Encoder().encode
 _entry = msgspec.json.Decoder(RunEntry)
 _decision = msgspec.json.Decoder(Decision)
-
-
-REFUSAL_PREFIX = b'{"type":"refusal"'
-"""How a refusal's encoding starts (msgspec writes the fields in order, `type` first)."""
 
 
 def bucket_of(run_id: str) -> int:
@@ -186,7 +183,7 @@ class RunsIndex:
         """The consumer's handler: returning acknowledges, raising redelivers. A message that is
         not a decision is skipped, not dead-lettered: a service published it and its runner has
         it already; the index has nothing to learn from it."""
-        if msg.data.startswith(REFUSAL_PREFIX):
+        if is_refusal(msg.data):
             return  # a refused event's notice (contract 10.5): no run step, nothing to index
         try:
             decision = decode(msg.data, _decision, max_bytes=MAX_EVENT_BYTES)

@@ -115,3 +115,19 @@ class Refusal(msgspec.Struct, kw_only=True, omit_defaults=False):
     quota: QuotaKind | None = None
     not_before: str | None = None
     refused_at: str
+
+
+class _Kind(msgspec.Struct):
+    type: str | None = None
+
+
+_decode_kind = msgspec.json.Decoder(_Kind).decode
+
+
+def is_refusal(data: bytes) -> bool:
+    """Whether a message on a runner's decisions subject is a refusal (told apart by `type`),
+    not a decision: readers of the decisions skip it."""
+    try:
+        return _decode_kind(data).type == "refusal"
+    except (msgspec.MsgspecError, ValueError):
+        return False

@@ -9,7 +9,7 @@ from nats.js import JetStreamContext
 
 from shared import subjects
 from shared.contracts import Decision
-from shared.contracts.tenancy import Refusal
+from shared.contracts.tenancy import Refusal, is_refusal
 from tests.support.waiting import wait_for
 
 
@@ -42,7 +42,7 @@ class Decisions:
         for m in msgs:
             await m.ack()
             msg_id = (m.headers or {}).get("Nats-Msg-Id")
-            if m.data.startswith(b'{"type":"refusal"'):
+            if is_refusal(m.data):
                 self.refusals.append(msgspec.json.decode(m.data, type=Refusal))
                 continue
             self.items.append((msgspec.json.decode(m.data, type=Decision), msg_id))

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import re
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
@@ -45,6 +46,7 @@ from shared.contracts.errors import (
     ErrorDetail,
     ServiceError,
 )
+from shared.contracts.types import RUNNER_ID_PATTERN
 from shared.decoding import InvalidInput, decode
 from shared.logs import Log
 from shared.store import TRANSIENT_REDIS_ERRORS
@@ -144,7 +146,12 @@ class Endpoints:
                 pending = _start(request.data, decoder, handler)
             else:
                 runner = request.subject.split(".")[runner_token]
-                pending = _start(request.data, decoder, functools.partial(_with_runner, handler, runner))
+                if _RUNNER_ID.match(runner) is None:
+                    # The wildcard takes any token (up to the server's control line): only a
+                    # runner_id of the contract's pattern reaches a handler, a key or a record.
+                    pending = _raise(InvalidInput("invalid_field", "the subject's runner_id is not valid"))
+                else:
+                    pending = _start(request.data, decoder, functools.partial(_with_runner, handler, runner))
             if pipelined:
                 self._batch.append((route, request, started, pending))
                 if not self._batch_open:
@@ -255,6 +262,9 @@ def _start(
         return handler(decode(data, decoder))
     except Exception as err:
         return _raise(err)
+
+
+_RUNNER_ID = re.compile(RUNNER_ID_PATTERN)
 
 
 def _with_runner(handler: Callable[..., Awaitable[Any]], runner: str, request: Any) -> Awaitable[Any]:

@@ -251,3 +251,16 @@ async def test_without_enforcement_an_unknown_runner_still_cannot_touch_an_owned
         assert refused.value.code == "session_not_owned"
         assert (await other.decide(decide_req(s))).reason == "no_session"
         assert await _snapshot(redis_client, s) == before
+
+
+async def test_a_runner_token_outside_the_runner_id_pattern_reaches_no_handler(
+    runners: dict[str, RunnerSessions], client: ContinuityClient, redis_client: aioredis.Redis
+) -> None:
+    # Without authorization any client can name any token; the subject's runner_id is held to
+    # the contract's pattern like a runner_id in a body.
+    s = acme()
+    for token in ("x" * 65, "r~1", "é"):
+        with pytest.raises(RequestError) as refused:
+            await RunnerSessions(client, token).commit(commit_req(s))
+        assert (refused.value.status, refused.value.code) == (400, "invalid_field")
+    assert await _snapshot(redis_client, s) == {}

@@ -216,26 +216,25 @@ class EventHandler:
             self._spent_seen.clear()
         return self._redis.send("GET", budget_key)
 
+    def _owners(self, event: ResumeFailed) -> tuple[tuple[QuotaScope, str, int], ...]:
+        """The stored-runs owners of the event's run: its runner and its tenant, with limits."""
+        return (
+            ("runner", keys.runner_runs(event.runner_id), self._runner_runs),
+            ("tenant", keys.tenant_runs(event.session.tenant), self._tenant_runs),
+        )
+
     def _admitted_now(self, event: ResumeFailed) -> bool:
         """True when both owners are known here and have room (the run is counted); False when
         `_admitted` must decide (an owner to read, or a refusal to explain)."""
-        for key, limit in (
-            (keys.runner_runs(event.runner_id), self._runner_runs),
-            (keys.tenant_runs(event.session.tenant), self._tenant_runs),
-        ):
-            if not self.stored_runs.admit_now(key, limit, event.run_id):
-                return False
-        return True
+        return all(
+            self.stored_runs.admit_now(key, limit, event.run_id) for _, key, limit in self._owners(event)
+        )
 
     async def _admitted(self, event: ResumeFailed, now: float) -> tuple[QuotaScope, float] | None:
         """The scope whose stored-runs limit refuses the new run, and when its oldest run leaves
         the window; None when both counted it."""
         now_ms = int(now * 1000)
-        checks: tuple[tuple[QuotaScope, str, int], ...] = (
-            ("runner", keys.runner_runs(event.runner_id), self._runner_runs),
-            ("tenant", keys.tenant_runs(event.session.tenant), self._tenant_runs),
-        )
-        for scope, key, limit in checks:
+        for scope, key, limit in self._owners(event):
             if not await self.stored_runs.admit(key, limit, event.run_id, now_ms):
                 return scope, await self.stored_runs.free_at_ms(key, now_ms) / 1000
         return None

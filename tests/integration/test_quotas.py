@@ -10,6 +10,7 @@ from datetime import datetime
 import nats
 import pytest
 import redis.asyncio as aioredis
+from prometheus_client import REGISTRY
 
 from continuity.servers import NatsServer, RedisServer
 from services.classifier.service import ClassifierApp
@@ -54,6 +55,8 @@ async def test_a_runner_past_its_rate_is_told_when_to_send_again(
         nc = await nats.connect(nats_url)
         bus = Bus(nc.jetstream())
         try:
+            over = {"type": "resume_failed", "outcome": "quota_exceeded"}
+            counted = REGISTRY.get_sample_value("continuity_events_total", over) or 0.0
             events = [resume_failed(runner, session=session_of(tenant)) for _ in range(5)]
             last = 0
             for e in events:
@@ -74,6 +77,7 @@ async def test_a_runner_past_its_rate_is_told_when_to_send_again(
                 assert seconds(refusal.not_before) > seconds(refusal.refused_at)
             # Another runner of the tenant is not held back by the first one's quota.
             assert [d["run_id"] for d in await bus.decisions(other)] == [quiet.run_id]
+            assert (REGISTRY.get_sample_value("continuity_events_total", over) or 0.0) - counted == 3
             # Over quota is not a dead letter: nothing for an operator to replay.
             assert await bus.dead(subjects.DEAD_REFUSED, refused[0].event_id) == []
         finally:

@@ -15,6 +15,7 @@ import nats
 import pytest
 import redis.asyncio as aioredis
 from nats.aio.client import Client
+from prometheus_client import REGISTRY
 
 from continuity import registry
 from continuity.servers import NatsServer, RedisServer
@@ -189,3 +190,29 @@ async def test_events_outside_a_runners_tenants_are_refused(fleet: Fleet, name: 
         await fleet.sessions(name).commit(commit_req(acme()))
     with pytest.raises(RequestError):
         await fleet.sessions(name).get(GetRequest(session=s))
+
+
+def _count(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+async def test_refusals_are_counted_per_issued_runner_and_by_outcome(fleet: Fleet) -> None:
+    a, d = fleet.ids["A"], fleet.ids["D"]
+    events = ("continuity_events_total", {"type": "resume_failed", "outcome": "refused"})
+    before = (
+        _count(events[0], **events[1]),
+        _count("continuity_tenancy_refusals_total", runner=a, reason="session_not_owned"),
+        _count("continuity_tenancy_refusals_total", runner="unregistered", reason="runner_not_registered"),
+    )
+    s = await owned_by_b(fleet)
+    for runner in (a, d):
+        event = resume_failed(runner, session=s)
+        await fleet.bus.settled(await fleet.bus.publish(event, msg_id=event.event_id))
+    after = (
+        _count(events[0], **events[1]),
+        _count("continuity_tenancy_refusals_total", runner=a, reason="session_not_owned"),
+        _count("continuity_tenancy_refusals_total", runner="unregistered", reason="runner_not_registered"),
+    )
+    # An issued runner under its own id, any other under one label: no runner mints labels.
+    assert [x - y for x, y in zip(after, before, strict=True)] == [2, 1, 1]
+    assert _count("continuity_tenancy_refusals_total", runner=d, reason="runner_not_registered") == 0

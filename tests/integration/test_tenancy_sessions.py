@@ -264,3 +264,15 @@ async def test_a_runner_token_outside_the_runner_id_pattern_reaches_no_handler(
             await RunnerSessions(client, token).commit(commit_req(s))
         assert (refused.value.status, refused.value.code) == (400, "invalid_field")
     assert await _snapshot(redis_client, s) == {}
+
+
+async def test_another_runners_commit_learns_nothing_of_the_revision_or_epoch(
+    runners: dict[str, RunnerSessions],
+) -> None:
+    # The owner check comes first: a stale revision or epoch would otherwise say they exist.
+    s = acme()
+    await runners["B"].commit(commit_req(s))
+    for probe in ({"expected_revision": 999}, {"epoch": 0}, {"expected_revision": 1, "epoch": 5}):
+        with pytest.raises(RequestError) as refused:
+            await runners["A"].commit(commit_req(s, native_session_id="evil", **probe))
+        assert refused.value.code == "session_not_owned", probe

@@ -16,7 +16,7 @@ from continuity.servers import NatsServer, RedisServer
 from services.classifier.service import ClassifierApp
 from shared import keys, subjects
 from shared.contracts import SessionRef
-from tests.support import KEYS, Bus, Decisions, make_config, resume_failed, running, seed_session
+from tests.support import KEYS, Bus, Decisions, make_config, resume_failed, running, seed_session, wait_for
 
 pytestmark = pytest.mark.asyncio
 
@@ -183,5 +183,13 @@ async def test_a_runner_holding_its_stored_runs_starts_no_more(
             assert seconds(refusal.not_before) > seconds(refusal.refused_at) + 86_400
             # Nothing of the refused run was kept.
             assert await r.exists(keys.run_index(runs[2].run_id)) == 0
+            # The replica writes what it counted, and the set lives a retention after its write.
+            counted = keys.runner_runs(runner)
+
+            async def written() -> bool:
+                return await r.zcard(counted) == 2  # type: ignore[no-any-return]
+
+            await wait_for(written, what="the stored runs written")
+            assert 0 < await r.pttl(counted) <= config.retention_days * 86_400_000
         finally:
             await nc.close()

@@ -64,7 +64,7 @@ def refused(runner_id: str, record: RunnerRecord | None, reason: str) -> None:
 
 
 @dataclass(slots=True)
-class _Cached:
+class CachedRecord:
     until: float
     record: RunnerRecord | None
 
@@ -82,9 +82,9 @@ class RunnerDirectory:
         self._redis = client
         self._cache_s = cache_s
         self._clock = clock
-        self._cache: dict[str, _Cached] = {}
+        self._cache: dict[str, CachedRecord] = {}
 
-    def cached(self, runner_id: str) -> _Cached | None:
+    def cached(self, runner_id: str) -> CachedRecord | None:
         """The cached record while it is fresh (a hit costs no coroutine on the hot path)."""
         cached = self._cache.get(runner_id)
         return cached if cached is not None and cached.until > self._clock() else None
@@ -98,7 +98,7 @@ class RunnerDirectory:
         record = _decode_record(raw) if raw else None
         if len(self._cache) >= self.MAX_CACHED:
             self._cache.clear()
-        self._cache[runner_id] = _Cached(now + self._cache_s, record)
+        self._cache[runner_id] = CachedRecord(now + self._cache_s, record)
         return record
 
     async def put(self, runner_id: str, tenants: list[str], actor: str) -> RunnerRecord:

@@ -1,5 +1,5 @@
 import sys
 
-from continuity.cli import main
+from continuity.cli.main import main
 
 sys.exit(main())

@@ -11,9 +11,9 @@ import pytest
 import redis.asyncio as aioredis
 from nats.aio.client import Client
 
-from continuity.servers import NatsServer, RedisServer
-from shared.client import ContinuityClient
-from shared.config import Config
+from continuity.devstack.servers import NatsServer, RedisServer
+from shared.contract.client import ContinuityClient
+from shared.platform.config import Config
 from tests.support import make_config
 
 SYSTEM_TESTS = (

@@ -1,5 +1,5 @@
-from shared.runtime import run
-from shared.service import ServiceApp
+from shared.platform.runtime import run
+from shared.platform.service import ServiceApp
 
 from .service import NAME, build
 

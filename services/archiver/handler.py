@@ -31,18 +31,20 @@ import redis.asyncio as aioredis
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
-from shared import keys, metrics, store, subjects
-from shared.bus.consumer import Reject
-from shared.config import Config
-from shared.contracts.decisions import ArchiveWork, Decision
-from shared.contracts.limits import MAX_EVENT_BYTES
-from shared.decoding import InvalidInput, decode
-from shared.logs import Log
-from shared.outbox import Outbox, OutboxEntry
-from shared.runs import index, names, steps
-from shared.runs.retention import Retention
-from shared.runs.session_hash import SAVED_FIELDS, saved_session_of
-from shared.times import rfc3339_from_epoch
+from shared.contract import subjects
+from shared.contract.decisions import ArchiveWork, Decision
+from shared.contract.decoding import InvalidInput, decode
+from shared.contract.limits import MAX_EVENT_BYTES
+from shared.contract.times import rfc3339_from_epoch
+from shared.platform import metrics
+from shared.platform.bus.consumer import Reject
+from shared.platform.config import Config
+from shared.platform.logs import Log
+from shared.platform.redis import store
+from shared.records import index, keys, names, steps
+from shared.records.outbox import Outbox, OutboxEntry
+from shared.records.retention import Retention
+from shared.records.session import SAVED_FIELDS, saved_session_of
 
 from . import remote, step
 from .progress import MoveResult, Progress

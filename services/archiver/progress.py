@@ -19,11 +19,12 @@ from dataclasses import dataclass
 import msgspec
 import redis.asyncio as aioredis
 
-from shared import keys, store
-from shared.contracts.decisions import ArchiveWork
-from shared.runs.names import archive_slot
-from shared.runs.retention import DEFAULT, Retention
-from shared.runs.session_hash import text
+from shared.contract.decisions import ArchiveWork
+from shared.platform.redis import store
+from shared.records import keys
+from shared.records.names import archive_slot
+from shared.records.retention import DEFAULT, Retention
+from shared.records.session import text
 
 _BEGIN = store.Script("archive_begin", with_lib=True)
 _RESULT = store.Script("archive_result", with_lib=True)

@@ -24,11 +24,11 @@ import msgspec
 import nats.errors
 from nats.aio.client import Client
 
-from shared import subjects
-from shared.contracts.archive import ArchiveCommand, ArchiveResult
-from shared.contracts.decisions import ArchiveWork
-from shared.decoding import InvalidInput, decode
-from shared.redaction import ARCHIVE_FAILED, bounded_detail
+from shared.contract import subjects
+from shared.contract.archive import ArchiveCommand, ArchiveResult
+from shared.contract.decisions import ArchiveWork
+from shared.contract.decoding import InvalidInput, decode
+from shared.contract.redaction import ARCHIVE_FAILED, bounded_detail
 
 from .progress import MoveResult
 from .scrub import scrub

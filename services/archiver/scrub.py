@@ -2,7 +2,7 @@
 
 No detail may repeat a generation value (contract section 1), and a runner's output is free
 text: it can print the generation it runs with, which is the one the session record stores.
-So before the output is redacted and cut (`shared.redaction.bounded_detail`), every stored
+So before the output is redacted and cut (`shared.contract.redaction.bounded_detail`), every stored
 generation value is replaced with `[REDACTED]`, in any letter case, and so is a prefix of one
 that ends the output (a runner that cut its own output in the middle of the value).
 """
@@ -14,9 +14,10 @@ from collections.abc import Collection, Mapping
 
 import redis.asyncio as aioredis
 
-from shared import keys, store
-from shared.redaction import REDACTED
-from shared.session_record import StoredSession
+from shared.contract.redaction import REDACTED
+from shared.platform.redis import store
+from shared.records import keys
+from shared.records.session import StoredSession
 
 MIN_TRAILING_PREFIX = 8
 """A prefix of a generation this long or longer that ends the output is hidden too; shorter

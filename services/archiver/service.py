@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from nats.aio.msg import Msg
 
-from shared import subjects
-from shared.outbox import Outbox
-from shared.runtime import Context
-from shared.service import ConsumerSpec, ServiceApp, ServiceSpec
+from shared.contract import subjects
+from shared.platform.runtime import Context
+from shared.platform.service import ConsumerSpec, ServiceApp, ServiceSpec
+from shared.records.outbox import Outbox
 
 from .handler import ArchiveHandler
 

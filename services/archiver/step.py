@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from shared.contracts.decisions import ArchiveWork, Decision
-from shared.contracts.types import Action, DecisionReason
-from shared.runs import decisions, names
-from shared.runs.steps import RunStep
+from shared.contract.decisions import ArchiveWork, Decision
+from shared.contract.types import Action, DecisionReason
+from shared.records import decisions, names
+from shared.records.steps import RunStep
 
 from .progress import MoveResult
 

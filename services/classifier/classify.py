@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shared.contracts.events import ErrorInfo
-from shared.contracts.types import FailureClass
+from shared.contract.events import ErrorInfo
+from shared.contract.types import FailureClass
 
 # command_result.classification (authenticated) -> class
 CLASS_BY_CLASSIFICATION: dict[str, FailureClass] = {

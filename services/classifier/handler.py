@@ -17,24 +17,27 @@ import msgspec
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from shared import identity, keys, metrics, store, subjects
-from shared.bus.ack_reply import stored_at, stream_seq
-from shared.bus.consumer import Reject
-from shared.bus.publish import publish
-from shared.config import Config
-from shared.contracts.events import ResumeFailed
-from shared.contracts.limits import MAX_EVENT_BYTES
-from shared.contracts.tenancy import Refusal, RunnerRecord
-from shared.contracts.types import QuotaKind, QuotaScope, RefusalCode
-from shared.decoding import InvalidInput, decode
-from shared.logs import Log
-from shared.outbox import Outbox, OutboxEntry
-from shared.pipeline import PipelinedRedis
-from shared.quotas import TokenBuckets
-from shared.runs import index, steps
-from shared.runs.retention import Retention
-from shared.runs.session_hash import SAVED_FIELDS, saved_session_of
-from shared.times import rfc3339_from_epoch
+from shared.contract import subjects
+from shared.contract.decoding import InvalidInput, decode
+from shared.contract.events import ResumeFailed
+from shared.contract.limits import MAX_EVENT_BYTES
+from shared.contract.tenancy import Refusal, RunnerRecord
+from shared.contract.times import rfc3339_from_epoch
+from shared.contract.types import QuotaKind, QuotaScope, RefusalCode
+from shared.platform import metrics
+from shared.platform.bus.ack_reply import stored_at, stream_seq
+from shared.platform.bus.consumer import Reject
+from shared.platform.bus.publish import publish
+from shared.platform.config import Config
+from shared.platform.logs import Log
+from shared.platform.quotas import TokenBuckets
+from shared.platform.redis import store
+from shared.platform.redis.pipeline import PipelinedRedis
+from shared.records import index, keys, steps
+from shared.records import runners as identity
+from shared.records.outbox import Outbox, OutboxEntry
+from shared.records.retention import Retention
+from shared.records.session import SAVED_FIELDS, saved_session_of
 
 from .step import SPENDING, SlotView, announced_ids, choose, failure_class_of
 from .stored_runs import StoredRuns

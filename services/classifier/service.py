@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from nats.aio.msg import Msg
 
-from shared import subjects
-from shared.outbox import Outbox
-from shared.pipeline import PipelinedRedis
-from shared.runtime import Context
-from shared.service import ConsumerSpec, ServiceApp, ServiceSpec
+from shared.contract import subjects
+from shared.platform.redis.pipeline import PipelinedRedis
+from shared.platform.runtime import Context
+from shared.platform.service import ConsumerSpec, ServiceApp, ServiceSpec
+from shared.records.outbox import Outbox
 
 from .handler import EventHandler
 

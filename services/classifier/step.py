@@ -10,17 +10,16 @@ from dataclasses import dataclass
 
 import msgspec
 
-from shared import signing, subjects
-from shared.bus.consumer import Reject
-from shared.contracts import AuditEntry
-from shared.contracts.decisions import ArchiveWork, ReconcileWork
-from shared.contracts.events import ResumeFailed
-from shared.contracts.types import DecisionReason, FailureClass
-from shared.outbox import OutboxEntry
-from shared.runs import decisions, names
-from shared.runs.session_hash import SavedSession
-from shared.runs.steps import RunStep, run_fields
-from shared.times import rfc3339_from_epoch
+from shared.contract import AuditEntry, signing, subjects
+from shared.contract.decisions import ArchiveWork, ReconcileWork
+from shared.contract.events import ResumeFailed
+from shared.contract.times import rfc3339_from_epoch
+from shared.contract.types import DecisionReason, FailureClass
+from shared.platform.bus.consumer import Reject
+from shared.records import decisions, names
+from shared.records.outbox import OutboxEntry
+from shared.records.session import SavedSession
+from shared.records.steps import RunStep, run_fields
 
 from . import table
 from .classify import Evidence, TypedError, classify

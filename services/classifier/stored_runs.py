@@ -16,9 +16,9 @@ import contextlib
 import time
 from dataclasses import dataclass, field
 
-from shared import store
-from shared.logs import Log
-from shared.pipeline import PipelinedRedis
+from shared.platform.logs import Log
+from shared.platform.redis import store
+from shared.platform.redis.pipeline import PipelinedRedis
 
 log = Log("continuity.classifier.stored_runs")
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from shared.contracts.types import CheckpointPolicy, DecisionReason, FailureClass
-from shared.runs.decisions import ATTEMPT_BUDGET
+from shared.contract.types import CheckpointPolicy, DecisionReason, FailureClass
+from shared.records.decisions import ATTEMPT_BUDGET
 
 SAFE_POLICY: CheckpointPolicy = "same_session_only"
 """With no record, or a policy value this release does not know, nothing may be replaced."""
@@ -46,7 +46,7 @@ class Row:
     reason: DecisionReason
     holds_session: bool
     """After this verdict the saved session is left exactly as it was and its state is `held`
-    (the contract's column; `shared.runs.decisions.holds_session` is the rule every service
+    (the contract's column; `shared.records.decisions.holds_session` is the rule every service
     applies, and a unit test keeps the two alike)."""
     or_pending_tool_call: bool = False
     min_attempt: int | None = None

@@ -1,5 +1,5 @@
 from services.console.service import ConsoleApp
-from shared.runtime import run
+from shared.platform.runtime import run
 
 if __name__ == "__main__":
     run(ConsoleApp())

@@ -1,5 +1,5 @@
 """The console's own settings, from environment variables (the shared ones, NATS and metrics,
-come from `shared.config.Config`). A bad value stops the process at start with a message that
+come from `shared.platform.config.Config`). A bad value stops the process at start with a message that
 names the variable, never its value: the token and the session key are secrets."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from shared.config import ConfigError
-from shared.contracts.types import TOKEN_PATTERN
+from shared.contract.types import TOKEN_PATTERN
+from shared.platform.config import ConfigError
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 _HEADER_NAME = re.compile(r"^[A-Za-z0-9-]{1,64}\Z")

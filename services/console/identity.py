@@ -27,7 +27,7 @@ from urllib.parse import unquote, urlsplit
 import msgspec
 
 from services.console.config import ConsoleConfig
-from shared.contracts.types import TOKEN_PATTERN
+from shared.contract.types import TOKEN_PATTERN
 
 COOKIE = "continuity_console"
 CSRF_FIELD = "csrf_token"

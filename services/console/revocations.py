@@ -15,7 +15,7 @@ from nats.js.api import StorageType
 from nats.js.errors import BucketNotFoundError, KeyNotFoundError
 from nats.js.kv import KeyValue
 
-from shared.logs import Log
+from shared.platform.logs import Log
 
 log = Log("continuity.console")
 

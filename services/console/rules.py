@@ -8,7 +8,7 @@ table has its line here."""
 
 from __future__ import annotations
 
-from shared.runs.decisions import ATTEMPT_BUDGET
+from shared.records.decisions import ATTEMPT_BUDGET
 
 ANY = None
 """In the class column: whatever the failure class (or none)."""

@@ -16,9 +16,9 @@ from urllib.parse import urlencode
 
 import msgspec
 
-from shared.contracts.runs import RunsListRequest
-from shared.contracts.types import DecisionReason, RunStatus
-from shared.times import rfc3339_from_epoch
+from shared.contract.runs import RunsListRequest
+from shared.contract.times import rfc3339_from_epoch
+from shared.contract.types import DecisionReason, RunStatus
 
 RUN_STATUSES: tuple[RunStatus, ...] = get_args(RunStatus)
 REASONS: tuple[str, ...] = get_args(DecisionReason)

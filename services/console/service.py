@@ -1,4 +1,4 @@
-"""The console as a Continuity process: `shared.runtime.serve` gives it NATS (and the shared
+"""The console as a Continuity process: `shared.platform.runtime.serve` gives it NATS (and the shared
 `/metrics`, `/healthz`, `/readyz`); it serves its pages on a port of its own and holds no
 state besides the signed cookies its browsers carry, and, with the development login, the ids
 of signed-out sessions in a JetStream key-value bucket every replica reads."""
@@ -14,9 +14,9 @@ from services.console.config import ConsoleConfig
 from services.console.revocations import Revocations
 from services.console.streams import DecisionFeed
 from services.console.web import Console
-from shared.client import ContinuityClient
-from shared.logs import Log
-from shared.runtime import Context
+from shared.contract.client import ContinuityClient
+from shared.platform.logs import Log
+from shared.platform.runtime import Context
 
 log = Log("continuity.console")
 

@@ -20,10 +20,9 @@ from nats.js import JetStreamContext
 from nats.js.api import DeliverPolicy
 from nats.js.errors import NotFoundError
 
-from shared import subjects
-from shared.contracts import Decision
-from shared.contracts.tenancy import is_refusal
-from shared.logs import Log
+from shared.contract import Decision, subjects
+from shared.contract.tenancy import is_refusal
+from shared.platform.logs import Log
 
 log = Log("continuity.console")
 

@@ -40,14 +40,14 @@ from services.console.revocations import Revocations
 from services.console.rules import rule_of
 from services.console.runs_query import CURSOR_MESSAGE, REASONS, RUN_STATUSES, QueryError, count_label, parse
 from services.console.streams import DecisionFeed, recent_dead_letters, recent_decisions
-from shared import metrics
-from shared.client import ContinuityClient, RequestError
-from shared.contracts import GetRequest, ListRequest, ResolveRequest, RetryRequest, SessionRef, SessionView
-from shared.contracts.limits import EVIDENCE_CHARS
-from shared.contracts.runs import RunsListRequest
-from shared.contracts.tenancy import RunnerRecord, SessionAuditRequest, TransferRequest
-from shared.contracts.types import RUNNER_ID_PATTERN, TOKEN_PATTERN, ActionOutcome
-from shared.logs import Log
+from shared.contract import GetRequest, ListRequest, ResolveRequest, RetryRequest, SessionRef, SessionView
+from shared.contract.client import ContinuityClient, RequestError
+from shared.contract.limits import EVIDENCE_CHARS
+from shared.contract.runs import RunsListRequest
+from shared.contract.tenancy import RunnerRecord, SessionAuditRequest, TransferRequest
+from shared.contract.types import RUNNER_ID_PATTERN, TOKEN_PATTERN, ActionOutcome
+from shared.platform import metrics
+from shared.platform.logs import Log
 
 log = Log("continuity.console")
 HERE = Path(__file__).parent

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import asyncio
 
-from shared import metrics
-from shared.contracts.decisions import ReconcileWork
-from shared.contracts.errors import (
+from shared.contract.decisions import ReconcileWork
+from shared.contract.errors import (
     EXECUTION_RECONCILIATION_ALREADY_DELIVERED,
     EXECUTION_RECONCILIATION_CONFLICT,
     INVALID_FIELD,
@@ -22,7 +21,7 @@ from shared.contracts.errors import (
     RUN_CHANGED,
     RUN_NOT_STOPPED,
 )
-from shared.contracts.reconciliation import (
+from shared.contract.reconciliation import (
     DeliveredReply,
     ListReply,
     ListRequest,
@@ -32,8 +31,9 @@ from shared.contracts.reconciliation import (
     RunRequest,
     RunView,
 )
-from shared.logs import Log
-from shared.outbox import Outbox
+from shared.platform import metrics
+from shared.platform.logs import Log
+from shared.records.outbox import Outbox
 
 from . import wire
 from .runs_index import RunsIndex

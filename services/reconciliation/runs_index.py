@@ -41,17 +41,18 @@ import msgspec
 import redis.asyncio as aioredis
 from nats.aio.msg import Msg
 
-from shared import keys, store
-from shared.contracts.decisions import Decision
-from shared.contracts.errors import ServiceError
-from shared.contracts.limits import MAX_EVENT_BYTES
-from shared.contracts.runs import RunEntry, RunsListReply, RunsListRequest
-from shared.contracts.tenancy import is_refusal
-from shared.contracts.types import RunStatus
-from shared.decoding import InvalidInput, decode
-from shared.logs import Log
-from shared.runs.decisions import STATUS_BY_ACTION
-from shared.runs.retention import DEFAULT, Retention
+from shared.contract.decisions import Decision
+from shared.contract.decoding import InvalidInput, decode
+from shared.contract.errors import ServiceError
+from shared.contract.limits import MAX_EVENT_BYTES
+from shared.contract.runs import RunEntry, RunsListReply, RunsListRequest
+from shared.contract.tenancy import is_refusal
+from shared.contract.types import RunStatus
+from shared.platform.logs import Log
+from shared.platform.redis import store
+from shared.records import keys
+from shared.records.decisions import STATUS_BY_ACTION
+from shared.records.retention import DEFAULT, Retention
 
 from .store import PAGE_ITEMS_BYTES, TRIM_BATCH, BadCursor, decode_cursor, encode_cursor
 

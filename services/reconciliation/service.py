@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from nats.aio.msg import Msg
 
-from shared import subjects
-from shared.contracts.decisions import ReconcileWork
-from shared.contracts.reconciliation import (
+from shared.contract import subjects
+from shared.contract.decisions import ReconcileWork
+from shared.contract.reconciliation import (
     DeliveredReply,
     ListReply,
     ListRequest,
@@ -18,11 +18,11 @@ from shared.contracts.reconciliation import (
     RunRequest,
     RunView,
 )
-from shared.contracts.runs import RunsListReply, RunsListRequest
-from shared.outbox import Outbox
-from shared.runs.retention import Retention
-from shared.runtime import Context
-from shared.service import ConsumerSpec, EndpointSpec, ServiceApp, ServiceSpec
+from shared.contract.runs import RunsListReply, RunsListRequest
+from shared.platform.runtime import Context
+from shared.platform.service import ConsumerSpec, EndpointSpec, ServiceApp, ServiceSpec
+from shared.records.outbox import Outbox
+from shared.records.retention import Retention
 
 from . import wire
 from .handlers import ReconciliationHandlers

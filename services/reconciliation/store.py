@@ -1,6 +1,6 @@
 """Reconciliation records and operator steps in Redis.
 
-Layout (every key of one run under its session's hash tag, see `shared.keys`):
+Layout (every key of one run under its session's hash tag, see `shared.records.keys`):
 - `keys.reconciliation(sk, run_id)`: hash of the record. `session`, `tool_call` and
   `resolution` are JSON; an absent value is the empty string. `action_outcome` and
   `continue_decision_id` are kept beside `resolution` so the scripts compare them directly.
@@ -40,13 +40,13 @@ from typing import Any
 import msgspec
 import redis.asyncio as aioredis
 
-from shared import keys, store
-from shared.contracts import AuditEntry
-from shared.contracts.decisions import Decision, ReconcileWork
-from shared.contracts.limits import MAX_PAGE_BYTES, NAME_CHARS
-from shared.contracts.reconciliation import ReconciliationRecord, Resolution, RunView, ToolCallRecord
-from shared.contracts.session import SessionRef
-from shared.contracts.types import (
+from shared.contract import AuditEntry
+from shared.contract.decisions import Decision, ReconcileWork
+from shared.contract.limits import MAX_PAGE_BYTES, NAME_CHARS
+from shared.contract.reconciliation import ReconciliationRecord, Resolution, RunView, ToolCallRecord
+from shared.contract.sessions import SessionRef
+from shared.contract.times import now_rfc3339
+from shared.contract.types import (
     Action,
     ActionOutcome,
     DecisionReason,
@@ -54,12 +54,12 @@ from shared.contracts.types import (
     RecordedOutcome,
     RunStatus,
 )
-from shared.outbox import OutboxEntry
-from shared.runs import decisions, index, steps
-from shared.runs.names import continue_slot
-from shared.runs.retention import DEFAULT, Retention
-from shared.runs.session_hash import text
-from shared.times import now_rfc3339
+from shared.platform.redis import store
+from shared.records import decisions, index, keys, steps
+from shared.records.names import continue_slot
+from shared.records.outbox import OutboxEntry
+from shared.records.retention import DEFAULT, Retention
+from shared.records.session import text
 
 
 def open_index(run_id: str) -> str:

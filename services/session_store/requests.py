@@ -13,10 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Awaitable
 
-from shared import identity, metrics
-from shared.contracts.errors import CATALOGUE, CLAIM_REFUSED, NOT_FOUND, RUNNER_NOT_ISSUED, SESSION_HELD
-from shared.contracts.session import SessionRef
-from shared.contracts.sessions import (
+from shared.contract.errors import CATALOGUE, CLAIM_REFUSED, NOT_FOUND, RUNNER_NOT_ISSUED, SESSION_HELD
+from shared.contract.sessions import (
     CommitReply,
     CommitRequest,
     DecideReply,
@@ -24,9 +22,10 @@ from shared.contracts.sessions import (
     GetRequest,
     RejectReply,
     RejectRequest,
+    SessionRef,
     SessionView,
 )
-from shared.contracts.tenancy import (
+from shared.contract.tenancy import (
     ClaimRequest,
     OwnershipReply,
     RunnerGetRequest,
@@ -39,8 +38,10 @@ from shared.contracts.tenancy import (
     SessionAuditRequest,
     TransferRequest,
 )
-from shared.identity import Access, RunnerDirectory
-from shared.session_record import StoredSession
+from shared.platform import metrics
+from shared.records import runners as identity
+from shared.records.runners import Access, RunnerDirectory
+from shared.records.session import StoredSession
 
 from . import rules
 from .store import SessionStore

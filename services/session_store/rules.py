@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from shared.contracts.sessions import DecideReply, DecideRequest
-from shared.contracts.types import Compatibility, SessionReason, Transcript
-from shared.session_record import StoredSession
+from shared.contract.sessions import DecideReply, DecideRequest
+from shared.contract.types import Compatibility, SessionReason, Transcript
+from shared.records.session import StoredSession
 
 Check = Literal[
     "no_record",  # there is no session record

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared import subjects
-from shared.contracts.sessions import (
+from shared.contract import subjects
+from shared.contract.sessions import (
     CommitReply,
     CommitRequest,
     DecideReply,
@@ -17,7 +17,7 @@ from shared.contracts.sessions import (
     RejectRequest,
     SessionView,
 )
-from shared.contracts.tenancy import (
+from shared.contract.tenancy import (
     ClaimRequest,
     OwnershipReply,
     RunnerGetRequest,
@@ -30,11 +30,11 @@ from shared.contracts.tenancy import (
     SessionAuditRequest,
     TransferRequest,
 )
-from shared.identity import RunnerDirectory
-from shared.pipeline import PipelinedRedis
-from shared.runs.retention import Retention
-from shared.runtime import Context
-from shared.service import EndpointSpec, ServiceApp, ServiceSpec
+from shared.platform.redis.pipeline import PipelinedRedis
+from shared.platform.runtime import Context
+from shared.platform.service import EndpointSpec, ServiceApp, ServiceSpec
+from shared.records.retention import Retention
+from shared.records.runners import RunnerDirectory
 
 from .requests import SessionRequests
 from .store import SessionStore

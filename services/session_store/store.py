@@ -7,13 +7,14 @@ from typing import Any
 
 import msgspec
 
-from shared import keys, store
-from shared.contracts.sessions import CommitRequest
-from shared.contracts.tenancy import OwnershipEntry, OwnershipReply
-from shared.pipeline import PipelinedRedis
-from shared.runs.retention import DEFAULT, Retention
-from shared.session_record import READ_FIELDS, V1_FIELDS, StoredSession, binding_stamp
-from shared.times import now_rfc3339
+from shared.contract.sessions import CommitRequest
+from shared.contract.tenancy import OwnershipEntry, OwnershipReply
+from shared.contract.times import now_rfc3339
+from shared.platform.redis import store
+from shared.platform.redis.pipeline import PipelinedRedis
+from shared.records import keys
+from shared.records.retention import DEFAULT, Retention
+from shared.records.session import READ_FIELDS, V1_FIELDS, StoredSession, binding_stamp
 
 _COMMIT = store.Script("session_commit")
 _REJECT = store.Script("session_reject")

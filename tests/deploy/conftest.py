@@ -27,9 +27,9 @@ from typing import Any
 import pytest
 import yaml
 
-from continuity import registry
-from continuity.registry import load
-from continuity.runners_cli import ACCOUNTS_FILE, IMPORTS_FILE
+from continuity.cli.runners import ACCOUNTS_FILE, IMPORTS_FILE
+from services import registry
+from services.registry import load
 from tests.support import RunningApp, make_config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -37,7 +37,7 @@ DEPLOY = REPO / "deploy"
 KUSTOMIZE_DIR = DEPLOY / "kubernetes"
 OVERLAYS = ("dev", "production")
 SERVICES = tuple(registry.SERVICES)
-"""Every service, from the one list (continuity/registry.py: the packages under services/)."""
+"""Every service, from the one list (services/registry.py: the packages under services/)."""
 
 TOOL_PACKAGES = {
     "promtool": "the Debian package `prometheus` (apt-get install --no-install-recommends prometheus)",

@@ -10,8 +10,8 @@ import tomllib
 
 import yaml
 
-from continuity import registry
-from continuity.cli import build_parser
+from continuity.cli.main import build_parser
+from services import registry
 from tests.deploy.conftest import DEPLOY, REPO, SERVICES
 
 DOCKERFILE = DEPLOY / "Dockerfile"

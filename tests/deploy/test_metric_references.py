@@ -1,5 +1,5 @@
 """Every metric that the dashboard and the rules query is one the services export
-(shared/metrics.py, read from prometheus_client's registry), or a series our own recording rules
+(shared/platform/metrics.py, read from prometheus_client's registry), or a series our own recording rules
 produce, or Prometheus's `up`."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-import shared.metrics  # noqa: F401  (registers every metric)
+import shared.platform.metrics  # noqa: F401  (registers every metric)
 from tests.deploy.conftest import DEPLOY
 from tests.support.metrics import exported_series
 
@@ -129,7 +129,7 @@ def test_every_referenced_metric_is_exported() -> None:
     exported = set(exported_series()) | recorded() | {"up"} | EXTERNAL_SERIES
     for expr in all_exprs():
         unknown = metric_names(expr) - exported
-        assert not unknown, f"{sorted(unknown)} in {expr!r} is not exported by shared/metrics.py"
+        assert not unknown, f"{sorted(unknown)} in {expr!r} is not exported by shared/platform/metrics.py"
 
 
 def test_every_referenced_label_exists_on_some_referenced_metric() -> None:

@@ -24,12 +24,19 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from prometheus_client import REGISTRY
 
-from continuity.runners_cli import ACCOUNTS_FILE, IMPORTS_FILE
-from continuity.servers import RedisServer
-from shared import subjects
-from shared.client import ContinuityClient, RequestError, RunnerSessions
-from shared.contracts import ArchiveResult, CommitRequest, Decision, GetRequest, ResumeFailed, SessionRef
-from shared.times import now_rfc3339
+from continuity.cli.runners import ACCOUNTS_FILE, IMPORTS_FILE
+from continuity.devstack.servers import RedisServer
+from shared.contract import (
+    ArchiveResult,
+    CommitRequest,
+    Decision,
+    GetRequest,
+    ResumeFailed,
+    SessionRef,
+    subjects,
+)
+from shared.contract.client import ContinuityClient, RequestError, RunnerSessions
+from shared.contract.times import now_rfc3339
 from tests.deploy.conftest import (
     DEPLOY,
     RUNNERS,

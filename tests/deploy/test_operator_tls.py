@@ -28,12 +28,12 @@ import pytest
 import uvloop
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from continuity.servers import NatsServer, RedisServer, ServerError
-from shared import store
-from shared.bus.connection import connect
-from shared.config import Config, ConfigError
-from shared.pipeline import PipelinedRedis
-from shared.tls import client_context, nats_context, redis_context
+from continuity.devstack.servers import NatsServer, RedisServer, ServerError
+from shared.platform.bus.connection import connect
+from shared.platform.config import Config, ConfigError
+from shared.platform.redis import store
+from shared.platform.redis.pipeline import PipelinedRedis
+from shared.platform.tls import client_context, nats_context, redis_context
 from tests.deploy.conftest import DEPLOY
 
 NATS_SERVICE = "nats.nats.svc.cluster.local"

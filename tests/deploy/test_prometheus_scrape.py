@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 import yaml
 
-from continuity.simulate import demo_environment
-from continuity.simulate.runner import GENERATION
-from continuity.stack import Stack
-from continuity.up import console_env
+from continuity.devstack.stack import Stack
+from continuity.devstack.up import console_env
+from continuity.tools.simulate import demo_environment
+from continuity.tools.simulate.runner import GENERATION
 from tests.deploy.conftest import DEPLOY, REPO, SERVICES, free_port, require_tool
 from tests.support.metrics import exported_series
 

@@ -15,8 +15,8 @@ import shlex
 
 import pytest
 
-from continuity.cli import build_parser
-from shared import subjects
+from continuity.cli.main import build_parser
+from shared.contract import subjects
 from tests.deploy.conftest import REPO
 
 PAGES = sorted((REPO / "docs" / "operations").glob("*.md"))

@@ -24,8 +24,8 @@ from continuity_runner import (
     connect,
 )
 
-from continuity.servers import RedisServer
-from shared import subjects
+from continuity.devstack.servers import RedisServer
+from shared.contract import subjects
 from tests.deploy.conftest import Stack, authorized_services, issued_stack
 from tests.support import wait_for
 

@@ -26,12 +26,12 @@ import pytest
 import redis.asyncio as aioredis
 from nats.aio.client import Client
 
-from continuity.runners_cli import ACCOUNTS_FILE, IMPORTS_FILE, account_block
-from continuity.servers import RedisServer
-from shared import keys, subjects
-from shared.client import ContinuityClient, RequestError, RunnerSessions
-from shared.contracts import GetRequest, RejectRequest, SessionRef
-from shared.contracts.tenancy import ClaimRequest
+from continuity.cli.runners import ACCOUNTS_FILE, IMPORTS_FILE, account_block
+from continuity.devstack.servers import RedisServer
+from shared.contract import GetRequest, RejectRequest, SessionRef, subjects
+from shared.contract.client import ContinuityClient, RequestError, RunnerSessions
+from shared.contract.tenancy import ClaimRequest
+from shared.records import keys
 from tests.deploy.conftest import (
     SERVICE_USERS,
     Stack,

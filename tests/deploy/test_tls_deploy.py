@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from shared.config import Config
-from shared.tls import nats_context, redis_context
+from shared.platform.config import Config
+from shared.platform.tls import nats_context, redis_context
 from tests.deploy.conftest import DEPLOY, KUSTOMIZE_DIR, REPO, SERVICES, by_kind, render
 
 TLS_VARIABLES = {

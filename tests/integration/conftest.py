@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 import redis.asyncio as aioredis
 
-from continuity.servers import NatsCluster, RedisCluster, RedisServer
+from continuity.devstack.servers import NatsCluster, RedisCluster, RedisServer
 
 
 @pytest.fixture(scope="module")

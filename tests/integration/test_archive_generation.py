@@ -19,10 +19,7 @@ from nats.aio.msg import Msg
 from services.archiver.service import ArchiverApp
 from services.reconciliation.service import ReconciliationApp
 from services.session_store.service import SessionStoreApp
-from shared import keys, subjects
-from shared.client import ContinuityClient, RequestError
-from shared.config import Config
-from shared.contracts import (
+from shared.contract import (
     ArchiveCommand,
     ArchiveResult,
     ArchiveWork,
@@ -30,8 +27,12 @@ from shared.contracts import (
     Decision,
     RunView,
     SessionRef,
+    subjects,
 )
-from shared.redaction import REDACTED
+from shared.contract.client import ContinuityClient, RequestError
+from shared.contract.redaction import REDACTED
+from shared.platform.config import Config
+from shared.records import keys
 from tests.support import running, wait_for
 
 pytestmark = pytest.mark.asyncio

@@ -17,13 +17,12 @@ from prometheus_client import REGISTRY
 from services.archiver import remote
 from services.archiver.service import ArchiverApp
 from services.archiver.step import FAILED_REASON
-from shared import keys, subjects
-from shared.config import Config
-from shared.contracts import ArchiveCommand, ArchiveResult, Decision
-from shared.outbox import OutboxEntry
-from shared.redaction import ARCHIVE_FAILED
-from shared.runs import index, steps
-from shared.times import now_rfc3339
+from shared.contract import ArchiveCommand, ArchiveResult, Decision, subjects
+from shared.contract.redaction import ARCHIVE_FAILED
+from shared.contract.times import now_rfc3339
+from shared.platform.config import Config
+from shared.records import index, keys, steps
+from shared.records.outbox import OutboxEntry
 from tests.support import (
     Decisions,
     answer_with,

@@ -12,10 +12,10 @@ import nats
 import pytest
 import redis.asyncio as aioredis
 
-from continuity.servers import NatsServer, RedisServer
-from shared import keys
-from shared.bus.streams import ensure_streams
-from shared.contracts import ArchiveCommand, ArchiveResult
+from continuity.devstack.servers import NatsServer, RedisServer
+from shared.contract import ArchiveCommand, ArchiveResult
+from shared.platform.bus.streams import ensure_streams
+from shared.records import keys
 from tests.support import (
     Decisions,
     FakeRunner,

@@ -12,16 +12,16 @@ import pytest
 import redis.asyncio as aioredis
 from prometheus_client import REGISTRY
 
-from continuity.servers import NatsServer, RedisServer
+from continuity.devstack.servers import NatsServer, RedisServer
 from services.classifier.service import ClassifierApp
-from shared import keys, subjects
-from shared.bus.publish import DEAD_REASON_HEADER, DEAD_SUBJECT_HEADER
-from shared.contracts import Decision, ErrorInfo, SessionRef
-from shared.outbox import OutboxEntry
-from shared.runs.decisions import decision_audit
-from shared.runs.index import audit_trail, session_of_run
-from shared.runs.steps import RunStep, record_step, run_fields
-from shared.times import now_rfc3339
+from shared.contract import Decision, ErrorInfo, SessionRef, subjects
+from shared.contract.times import now_rfc3339
+from shared.platform.bus.publish import DEAD_REASON_HEADER, DEAD_SUBJECT_HEADER
+from shared.records import keys
+from shared.records.decisions import decision_audit
+from shared.records.index import audit_trail, session_of_run
+from shared.records.outbox import OutboxEntry
+from shared.records.steps import RunStep, record_step, run_fields
 from tests.support import (
     KEYS,
     Bus,

@@ -14,12 +14,12 @@ import redis.asyncio as aioredis
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
-from continuity.servers import NatsServer, RedisServer
+from continuity.devstack.servers import NatsServer, RedisServer
 from services.classifier.service import ClassifierApp
-from shared import keys, subjects
-from shared.bus.publish import DEAD_REASON_HEADER
-from shared.bus.streams import ensure_streams
-from shared.contracts import ResumeFailed
+from shared.contract import ResumeFailed, subjects
+from shared.platform.bus.publish import DEAD_REASON_HEADER
+from shared.platform.bus.streams import ensure_streams
+from shared.records import keys
 from tests.support import (
     KEYS,
     KEYS_ENV,

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from continuity.clitools import EXIT_AUTHENTICATION, EXIT_NOT_FOUND, EXIT_PERMISSION
-from continuity.servers import NatsServer, RedisServer, free_port
+from continuity.cli.common import EXIT_AUTHENTICATION, EXIT_NOT_FOUND, EXIT_PERMISSION
+from continuity.devstack.servers import NatsServer, RedisServer, free_port
 from services.reconciliation.service import ReconciliationApp
 from services.session_store.service import SessionStoreApp
 from tests.support import make_config, running

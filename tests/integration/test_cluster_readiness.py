@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 import redis.asyncio as aioredis
 
-from continuity.servers import RedisCluster
-from shared import store
+from continuity.devstack.servers import RedisCluster
+from shared.platform.redis import store
 from tests.support import wait_for
 
 pytestmark = pytest.mark.asyncio

@@ -17,19 +17,20 @@ import pytest
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
-from continuity.servers import NatsCluster, RedisCluster
-from continuity.simulate.fleet import Fleet, Settings
-from continuity.simulate.keys import DEMO_KEYS
+from continuity.devstack.servers import NatsCluster, RedisCluster
+from continuity.tools.simulate.fleet import Fleet, Settings
+from continuity.tools.simulate.keys import DEMO_KEYS
 from services.archiver.service import ArchiverApp
 from services.classifier.service import ClassifierApp
 from services.reconciliation.service import ReconciliationApp
 from services.session_store.service import SessionStoreApp
-from shared import keys, store, subjects
-from shared.client import ContinuityClient, RequestError
-from shared.config import Config
-from shared.contracts import SessionRef
-from shared.outbox import OutboxEntry
-from shared.slots import key_slot
+from shared.contract import SessionRef, subjects
+from shared.contract.client import ContinuityClient, RequestError
+from shared.platform.config import Config
+from shared.platform.redis import store
+from shared.platform.redis.slots import key_slot
+from shared.records import keys
+from shared.records.outbox import OutboxEntry
 from tests.support import make_config, running, wait_for
 from tests.support.cluster import dead_letters_of, decisions_per_run, publish_events, read_all, wait_decided
 from tests.support.sessions import commit_req, decide_req

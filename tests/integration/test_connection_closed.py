@@ -21,11 +21,12 @@ import pytest
 import redis.asyncio as aioredis
 from nats.aio.client import Client
 
-from continuity.servers import NatsServer, RedisServer, free_port
+from continuity.devstack.servers import NatsServer, RedisServer, free_port
 from services.classifier.service import ClassifierApp
-from shared import keys, subjects
-from shared.outbox import OutboxEntry
-from shared.runtime import EXIT_CONNECTION_LOST, Context, serve
+from shared.contract import subjects
+from shared.platform.runtime import EXIT_CONNECTION_LOST, Context, serve
+from shared.records import keys
+from shared.records.outbox import OutboxEntry
 from tests.support import ConfiguredNatsServer, ServiceProcess, http_status, make_config, wait_for
 
 pytestmark = pytest.mark.asyncio

@@ -6,9 +6,9 @@ from __future__ import annotations
 import nats
 import pytest
 
-from continuity.servers import NatsServer, RedisServer
+from continuity.devstack.servers import NatsServer, RedisServer
 from services.classifier.service import ClassifierApp
-from shared import subjects
+from shared.contract import subjects
 from tests.support import Bus, make_config, new_runner_id, resume_failed, running, wait_for
 
 pytestmark = pytest.mark.asyncio

@@ -1,4 +1,4 @@
-"""A pull consumer with a fair key (shared/bus/consumer.py, shared/bus/fair.py) on a real
+"""A pull consumer with a fair key (shared/platform/bus/consumer.py, shared/platform/bus/fair.py) on a real
 JetStream: it holds more than it handles and starts held messages by key in turn."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js.api import StreamConfig
 
-from continuity.servers import NatsServer
-from shared.bus.consumer import PullConsumer
+from continuity.devstack.servers import NatsServer
+from shared.platform.bus.consumer import PullConsumer
 from tests.support import wait_for
 
 pytestmark = pytest.mark.asyncio

@@ -26,14 +26,11 @@ import redis.asyncio as aioredis
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
-from continuity.servers import NatsServer, RedisServer
+from continuity.devstack.servers import NatsServer, RedisServer
 from services.classifier.service import ClassifierApp
 from services.reconciliation.runs_index import RunsIndex, bucket_keys, bucket_of
 from services.reconciliation.service import ReconciliationApp
-from shared import keys, subjects
-from shared.bus.publish import DEAD_MSG_ID_HEADER, dead_letter
-from shared.client import ContinuityClient, RequestError
-from shared.contracts import (
+from shared.contract import (
     CommandResult,
     Decision,
     ErrorInfo,
@@ -41,9 +38,13 @@ from shared.contracts import (
     RunsListRequest,
     SessionRef,
     ToolCall,
+    subjects,
 )
-from shared.signing import sign
-from shared.times import now_rfc3339
+from shared.contract.client import ContinuityClient, RequestError
+from shared.contract.signing import sign
+from shared.contract.times import now_rfc3339
+from shared.platform.bus.publish import DEAD_MSG_ID_HEADER, dead_letter
+from shared.records import keys
 from tests.support import make_config, read_stream, running, wait_for
 
 pytestmark = pytest.mark.asyncio

@@ -121,6 +121,6 @@ def test_the_wheel_carries_the_licence_and_the_runner_sdk(wheel: Path) -> None:
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names), names
     assert "continuity_runner/signing.py" in names
     assert any(n.startswith("services/console/templates/") for n in names)
-    assert any(n.startswith("shared/scripts/") and n.endswith(".lua") for n in names)
+    assert any(n.startswith("shared/records/scripts/") and n.endswith(".lua") for n in names)
     metadata = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("METADATA"))).decode()
     assert "License-Expression: Apache-2.0" in metadata

@@ -20,18 +20,17 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from continuity.servers import NatsServer, RedisServer
+from continuity.devstack.servers import NatsServer, RedisServer
 from services.archiver.service import ArchiverApp
 from services.classifier.service import ClassifierApp
 from services.reconciliation.service import ReconciliationApp
 from services.reconciliation.store import ReconciliationStore, member, open_index
 from services.session_store.service import SessionStoreApp
-from shared import subjects
-from shared.bus.publish import DEAD_REASON_HEADER
-from shared.client import ContinuityClient, RequestError
-from shared.contracts import ListRequest, ReconcileWork, SessionRef, ToolCall
-from shared.contracts.limits import MAX_EVENT_BYTES, MAX_PAGE_BYTES, NAME_CHARS
-from shared.times import now_rfc3339
+from shared.contract import ListRequest, ReconcileWork, SessionRef, ToolCall, subjects
+from shared.contract.client import ContinuityClient, RequestError
+from shared.contract.limits import MAX_EVENT_BYTES, MAX_PAGE_BYTES, NAME_CHARS
+from shared.contract.times import now_rfc3339
+from shared.platform.bus.publish import DEAD_REASON_HEADER
 from tests.support import make_config, running, wait_for
 
 pytestmark = pytest.mark.asyncio

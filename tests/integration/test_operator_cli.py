@@ -15,10 +15,10 @@ import pytest
 import redis.asyncio as aioredis
 from nats.aio.client import Client
 
-from continuity.servers import free_port
+from continuity.devstack.servers import free_port
 from services.reconciliation.service import ReconciliationApp
 from services.session_store.service import SessionStoreApp
-from shared.client import ContinuityClient
+from shared.contract.client import ContinuityClient
 from tests.support import make_config, running
 from tests.support.reconciliation import classify, new_run, seed_reconcile
 

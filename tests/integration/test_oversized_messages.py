@@ -16,13 +16,14 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from prometheus_client import REGISTRY
 
-from continuity.servers import NatsServer, RedisServer
+from continuity.devstack.servers import NatsServer, RedisServer
 from services.archiver.service import ArchiverApp
 from services.classifier.service import ClassifierApp
 from services.reconciliation.service import ReconciliationApp
 from services.session_store.service import SessionStoreApp
-from shared import keys, subjects
-from shared.bus.publish import (
+from shared.contract import ResumeFailed, SessionRef, ToolCall, subjects
+from shared.contract.times import now_rfc3339
+from shared.platform.bus.publish import (
     DEAD_COPY_MAX,
     DEAD_REASON_HEADER,
     DEAD_SIZE_HEADER,
@@ -30,10 +31,9 @@ from shared.bus.publish import (
     DEAD_TRUNCATED_HEADER,
     header_size,
 )
-from shared.contracts import ResumeFailed, SessionRef, ToolCall
-from shared.outbox import OutboxEntry
-from shared.runtime import App
-from shared.times import now_rfc3339
+from shared.platform.runtime import App
+from shared.records import keys
+from shared.records.outbox import OutboxEntry
 from tests.support import RunningApp, make_config, read_stream, running, wait_for
 
 pytestmark = pytest.mark.asyncio

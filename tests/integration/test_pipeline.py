@@ -10,8 +10,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from continuity.servers import NatsServer, RedisServer
-from shared.pipeline import FLUSH_COMMANDS, PipelinedRedis
+from continuity.devstack.servers import NatsServer, RedisServer
+from shared.platform.redis.pipeline import FLUSH_COMMANDS, PipelinedRedis
 from tests.support import wait_for
 
 pytestmark = pytest.mark.asyncio

@@ -1,4 +1,4 @@
-"""Pipelined endpoints (shared/bus/endpoints.py) on a real NATS server: the handler is called
+"""Pipelined endpoints (shared/platform/bus/endpoints.py) on a real NATS server: the handler is called
 for every request of a burst while earlier replies are still pending, each request gets its own
 reply or its own error, and one failure never holds up or spoils the others."""
 
@@ -13,8 +13,8 @@ import pytest
 from nats.aio.client import Client
 from nats.micro.request import Request
 
-from shared.bus.endpoints import ANSWER_CHUNK, Endpoints
-from shared.contracts.errors import NOT_FOUND
+from shared.contract.errors import NOT_FOUND
+from shared.platform.bus.endpoints import ANSWER_CHUNK, Endpoints
 from tests.support.servers import NatsServer
 
 BURST = 40

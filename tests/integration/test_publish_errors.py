@@ -1,4 +1,4 @@
-"""`shared.bus.publish.publish` against a real JetStream: stored once per msg id, and the same
+"""`shared.platform.bus.publish.publish` against a real JetStream: stored once per msg id, and the same
 exceptions as nats-py's `js.publish` when there is no stream or the server refuses."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from nats.aio.client import Client
 from nats.js.api import DiscardPolicy, StreamConfig
 
-from shared.bus.publish import publish
+from shared.platform.bus.publish import publish
 
 pytestmark = pytest.mark.asyncio
 

@@ -16,11 +16,12 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js.api import StreamConfig
 
-from continuity.servers import NatsServer, RedisServer
+from continuity.devstack.servers import NatsServer, RedisServer
 from services.session_store.service import SessionStoreApp
-from shared import keys, subjects
-from shared.bus.consumer import PullConsumer
-from shared.bus.publish import (
+from shared.contract import GetRequest, subjects
+from shared.contract.client import ContinuityClient, RequestError
+from shared.platform.bus.consumer import PullConsumer
+from shared.platform.bus.publish import (
     DEAD_COPY_MAX,
     DEAD_REASON_HEADER,
     DEAD_SIZE_HEADER,
@@ -31,9 +32,8 @@ from shared.bus.publish import (
     header_size,
     publish,
 )
-from shared.bus.streams import ensure_streams
-from shared.client import ContinuityClient, RequestError
-from shared.contracts import GetRequest
+from shared.platform.bus.streams import ensure_streams
+from shared.records import keys
 from tests.support import ConfiguredNatsServer, make_config, new_session, read_stream, running, wait_for
 
 pytestmark = pytest.mark.asyncio

@@ -12,7 +12,7 @@ import pytest
 from nats.aio.client import Client
 from nats.js.api import StreamConfig
 
-from shared.bus.publish import publish
+from shared.platform.bus.publish import publish
 
 pytestmark = pytest.mark.asyncio
 

@@ -1,4 +1,4 @@
-"""The pull protocol (shared/bus/pull.py) against a real JetStream: one request serves many
+"""The pull protocol (shared/platform/bus/pull.py) against a real JetStream: one request serves many
 messages, each handed on as it arrives; the server's statuses end a request; a lost consumer is
 refused; a drain ends a request at once."""
 
@@ -14,7 +14,7 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, StreamConfig
 
-from shared.bus.pull import UNANSWERED, Puller, PullRefused
+from shared.platform.bus.pull import UNANSWERED, Puller, PullRefused
 from tests.support import wait_for
 
 

@@ -12,10 +12,10 @@ import pytest
 import redis.asyncio as aioredis
 from prometheus_client import REGISTRY
 
-from continuity.servers import NatsServer, RedisServer
+from continuity.devstack.servers import NatsServer, RedisServer
 from services.classifier.service import ClassifierApp
-from shared import keys, subjects
-from shared.contracts import SessionRef
+from shared.contract import SessionRef, subjects
+from shared.records import keys
 from tests.support import KEYS, Bus, Decisions, make_config, resume_failed, running, seed_session, wait_for
 
 pytestmark = pytest.mark.asyncio

@@ -1,6 +1,6 @@
 """reconciliation against real NATS and Redis: contract section 6.
 
-Runs are seeded the way the classifier records them (`shared.runs`: the run index, one run
+Runs are seeded the way the classifier records them (`shared.records`: the run index, one run
 step with the decision, its outbox entry and audit entry, the session held), and reconcile work
 items are published on `continuity.work.reconcile`, so these tests do not need the classifier.
 """
@@ -24,16 +24,17 @@ from services.reconciliation import wire
 from services.reconciliation.service import ReconciliationApp
 from services.reconciliation.store import epoch_of, member, open_index
 from services.session_store.service import SessionStoreApp
-from shared import keys, subjects
-from shared.client import ContinuityClient, RequestError
-from shared.contracts import (
+from shared.contract import (
     ListRequest,
     ResolveRequest,
     RetryRequest,
     RunRequest,
+    subjects,
 )
-from shared.contracts.types import ActionOutcome
-from shared.times import rfc3339_from_epoch
+from shared.contract.client import ContinuityClient, RequestError
+from shared.contract.times import rfc3339_from_epoch
+from shared.contract.types import ActionOutcome
+from shared.records import keys
 from tests.support import Decisions, make_config, running, wait_for
 from tests.support.reconciliation import (
     Run,

@@ -10,10 +10,10 @@ from nats.aio.client import Client
 
 from services.reconciliation.service import ReconciliationApp
 from services.reconciliation.store import ReconciliationStore, member, open_index, split_member
-from shared import keys
-from shared.bus.streams import ensure_streams
-from shared.config import Config
-from shared.runs.names import decision_id
+from shared.platform.bus.streams import ensure_streams
+from shared.platform.config import Config
+from shared.records import keys
+from shared.records.names import decision_id
 from tests.support import Decisions, running, wait_for
 from tests.support.reconciliation import classify, new_run, reconcile_work
 

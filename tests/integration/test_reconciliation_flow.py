@@ -16,11 +16,11 @@ from nats.aio.client import Client
 
 from services.reconciliation.service import ReconciliationApp
 from services.session_store.service import SessionStoreApp
-from shared import keys, subjects
-from shared.client import ContinuityClient, RequestError
-from shared.config import Config
-from shared.contracts import ResolveRequest, ResumeFailed, RetryRequest, ToolCall
-from shared.times import now_rfc3339
+from shared.contract import ResolveRequest, ResumeFailed, RetryRequest, ToolCall, subjects
+from shared.contract.client import ContinuityClient, RequestError
+from shared.contract.times import now_rfc3339
+from shared.platform.config import Config
+from shared.records import keys
 from tests.support import Decisions, running, wait_for
 from tests.support.reconciliation import new_run, wait_until_opened
 from tests.support.sessions import commit_req, decide_req

@@ -10,14 +10,14 @@ import pytest
 import redis.asyncio as aioredis
 from nats.aio.client import Client
 
-from shared import keys, subjects
-from shared.bus.streams import ensure_streams
-from shared.contracts import Decision, SessionRef
-from shared.outbox import Outbox, OutboxEntry
-from shared.runs.decisions import decision_audit
-from shared.runs.index import index_run, session_of_run
-from shared.runs.steps import RunStep, record_step, run_fields
-from shared.times import now_rfc3339
+from shared.contract import Decision, SessionRef, subjects
+from shared.contract.times import now_rfc3339
+from shared.platform.bus.streams import ensure_streams
+from shared.records import keys
+from shared.records.decisions import decision_audit
+from shared.records.index import index_run, session_of_run
+from shared.records.outbox import Outbox, OutboxEntry
+from shared.records.steps import RunStep, record_step, run_fields
 
 pytestmark = pytest.mark.asyncio
 
@@ -103,7 +103,7 @@ async def test_a_newer_session_is_not_held_for_an_older_failure(redis_client: ai
 
 async def test_a_step_decided_on_a_stale_read_writes_nothing(redis_client: aioredis.Redis) -> None:
     """A commit changed the policy between the classifier's read and its recording."""
-    from shared.runs.steps import SessionChanged
+    from shared.records.steps import SessionChanged
 
     session = SessionRef(tenant="t", conversation_id=uuid.uuid4().hex, agent_id="a")
     await redis_client.hset(  # type: ignore[misc]

@@ -10,11 +10,12 @@ from collections.abc import AsyncIterator
 import pytest
 import redis.asyncio as aioredis
 
-from continuity.servers import RedisCluster, RedisServer
-from shared import keys, store
-from shared.config import ConfigError
-from shared.pipeline import PipelinedRedis
-from shared.slots import key_slot
+from continuity.devstack.servers import RedisCluster, RedisServer
+from shared.platform.config import ConfigError
+from shared.platform.redis import store
+from shared.platform.redis.pipeline import PipelinedRedis
+from shared.platform.redis.slots import key_slot
+from shared.records import keys
 
 pytestmark = pytest.mark.asyncio
 

@@ -18,8 +18,8 @@ import msgspec
 import pytest
 import redis.asyncio as aioredis
 
-from continuity.memory_cli import JOURNEYS, record_journey
-from continuity.servers import RedisCluster, RedisServer
+from continuity.devstack.servers import RedisCluster, RedisServer
+from continuity.tools.memory import JOURNEYS, record_journey
 from services.reconciliation.service import ReconciliationApp
 from services.reconciliation.store import (
     DELIVERED_INDEXES,
@@ -30,18 +30,17 @@ from services.reconciliation.store import (
     open_index,
 )
 from services.session_store.store import SessionStore
-from shared import keys, store
-from shared.config import Config
-from shared.contracts.decisions import ReconcileWork
-from shared.contracts.events import ToolCall
-from shared.contracts.session import SessionRef
-from shared.contracts.sessions import CommitRequest
-from shared.contracts.types import Action, DecisionReason
-from shared.pipeline import PipelinedRedis
-from shared.runs import decisions, index, steps
-from shared.runs.names import classifier_slot, decision_id
-from shared.runs.retention import Retention
-from shared.times import now_rfc3339, rfc3339_from_epoch
+from shared.contract.decisions import ReconcileWork
+from shared.contract.events import ToolCall
+from shared.contract.sessions import CommitRequest, SessionRef
+from shared.contract.times import now_rfc3339, rfc3339_from_epoch
+from shared.contract.types import Action, DecisionReason
+from shared.platform.config import Config
+from shared.platform.redis import store
+from shared.platform.redis.pipeline import PipelinedRedis
+from shared.records import decisions, index, keys, steps
+from shared.records.names import classifier_slot, decision_id
+from shared.records.retention import Retention
 from tests.support import running, wait_for
 
 pytestmark = pytest.mark.asyncio

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from continuity.runners_cli import ACCOUNTS_FILE, IMPORTS_FILE
+from continuity.cli.runners import ACCOUNTS_FILE, IMPORTS_FILE
 from services.session_store.service import SessionStoreApp
-from shared.config import Config
+from shared.platform.config import Config
 from tests.support import running
 
 pytestmark = pytest.mark.asyncio

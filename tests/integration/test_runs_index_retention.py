@@ -14,13 +14,12 @@ import redis.asyncio as aioredis
 
 from services.reconciliation.runs_index import RunsIndex, bucket_keys, bucket_of
 from services.reconciliation.service import ReconciliationApp
-from shared import keys
-from shared.config import Config
-from shared.contracts import RunsListRequest, SessionRef
-from shared.contracts.types import Action, DecisionReason
-from shared.runs import decisions, steps
-from shared.runs.names import classifier_slot
-from shared.runs.retention import Retention
+from shared.contract import RunsListRequest, SessionRef
+from shared.contract.types import Action, DecisionReason
+from shared.platform.config import Config
+from shared.records import decisions, keys, steps
+from shared.records.names import classifier_slot
+from shared.records.retention import Retention
 from tests.support import running, wait_for
 
 pytestmark = pytest.mark.asyncio

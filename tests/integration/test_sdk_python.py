@@ -46,14 +46,14 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from continuity.servers import NatsServer, RedisServer
+from continuity.devstack.servers import NatsServer, RedisServer
 from services.archiver.service import ArchiverApp
 from services.classifier.service import ClassifierApp
 from services.reconciliation.service import ReconciliationApp
 from services.session_store.service import SessionStoreApp
-from shared import subjects
-from shared.config import Config
-from shared.runtime import App
+from shared.contract import subjects
+from shared.platform.config import Config
+from shared.platform.runtime import App
 from tests.support import make_config, read_stream, running, wait_for
 from tests.support.sdk_inputs import BAD, GOOD, INPUTS, arguments, expand, play, strings
 

@@ -36,14 +36,14 @@ from continuity_runner import (
 from continuity_runner.types import CheckpointPolicy
 from nats.aio.client import Client
 
-from continuity.servers import NatsServer, RedisServer
+from continuity.devstack.servers import NatsServer, RedisServer
 from services.archiver.service import ArchiverApp
 from services.classifier.service import ClassifierApp
 from services.reconciliation.service import ReconciliationApp
 from services.session_store.service import SessionStoreApp
-from shared import subjects
-from shared.client import ContinuityClient
-from shared.contracts.tenancy import RunnerPutRequest
+from shared.contract import subjects
+from shared.contract.client import ContinuityClient
+from shared.contract.tenancy import RunnerPutRequest
 from tests.support import make_config, running, wait_for
 
 pytestmark = pytest.mark.asyncio

@@ -13,8 +13,8 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from continuity.servers import NatsServer, RedisServer, free_port
-from continuity.simulate.keys import DEMO_KEYS, DEMO_KEYS_ENV
+from continuity.devstack.servers import NatsServer, RedisServer, free_port
+from continuity.tools.simulate.keys import DEMO_KEYS, DEMO_KEYS_ENV
 from services.archiver.service import ArchiverApp
 from services.classifier.service import ClassifierApp
 from services.reconciliation.service import ReconciliationApp

@@ -1,4 +1,4 @@
-"""Services built from their specs (shared/service.py) through the one registry: micro's
+"""Services built from their specs (shared/platform/service.py) through the one registry: micro's
 `$SRV.INFO` lists the spec's endpoints under the contract's subjects, and `$SRV.STATS` counts
 the errors the endpoints answer."""
 
@@ -10,9 +10,9 @@ import msgspec
 import pytest
 from nats.aio.client import Client
 
-from continuity import registry
-from shared import subjects
-from shared.config import Config
+from services import registry
+from shared.contract import subjects
+from shared.platform.config import Config
 from tests.support import RunningApp, running
 
 SESSION_REQUEST = (

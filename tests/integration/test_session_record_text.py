@@ -10,14 +10,14 @@ from collections.abc import AsyncIterator
 import pytest
 import redis.asyncio as aioredis
 
-from continuity.bench.sessions import commit_request, decide_request
-from continuity.servers import RedisServer
+from continuity.devstack.servers import RedisServer
+from continuity.tools.bench.sessions import commit_request, decide_request
 from services.session_store.service import SessionStoreApp
-from shared import keys
-from shared.client import ContinuityClient
-from shared.config import Config
-from shared.contracts import GetRequest
-from shared.session_record import V1_FIELDS, generation_binding
+from shared.contract import GetRequest
+from shared.contract.client import ContinuityClient
+from shared.platform.config import Config
+from shared.records import keys
+from shared.records.session import V1_FIELDS, generation_binding
 from tests.support import RunningApp, running
 from tests.support.sessions import commit_req, decide_req, new_session
 

@@ -10,10 +10,10 @@ import pytest
 import redis.asyncio as aioredis
 
 from services.session_store.service import SessionStoreApp
-from shared import keys
-from shared.client import ContinuityClient, RequestError
-from shared.config import Config
-from shared.contracts import GetRequest, RejectRequest, SessionRef
+from shared.contract import GetRequest, RejectRequest, SessionRef
+from shared.contract.client import ContinuityClient, RequestError
+from shared.platform.config import Config
+from shared.records import keys
 from tests.support import RunningApp, running
 from tests.support.sessions import CWD, commit_req, decide_req, new_session
 

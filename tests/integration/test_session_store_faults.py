@@ -11,10 +11,10 @@ import nats
 import pytest
 from msgspec.json import encode
 
-from continuity.servers import NatsServer, RedisServer, free_port
+from continuity.devstack.servers import NatsServer, RedisServer, free_port
 from services.session_store.service import SessionStoreApp
-from shared.client import ContinuityClient, RequestError
-from shared.contracts import GetRequest
+from shared.contract import GetRequest
+from shared.contract.client import ContinuityClient, RequestError
 from tests.support import ServiceProcess, make_config, running, wait_for
 from tests.support.sessions import commit_req, decide_req, new_session
 

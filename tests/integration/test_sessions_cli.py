@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from services.session_store.service import SessionStoreApp
-from shared.config import Config
+from shared.platform.config import Config
 from tests.support import RunningApp, running
 
 pytestmark = pytest.mark.asyncio

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from continuity.servers import NatsServer, RedisServer
-from continuity.simulate import run_demo
-from continuity.simulate.fleet import Fleet, Settings
-from continuity.simulate.keys import DEMO_KEYS, DEMO_KEYS_ENV
-from continuity.stack import Stack
+from continuity.devstack.servers import NatsServer, RedisServer
+from continuity.devstack.stack import Stack
+from continuity.tools.simulate import run_demo
+from continuity.tools.simulate.fleet import Fleet, Settings
+from continuity.tools.simulate.keys import DEMO_KEYS, DEMO_KEYS_ENV
 from services.archiver.service import ArchiverApp
 from services.classifier.service import ClassifierApp
 from services.reconciliation.service import ReconciliationApp

@@ -21,11 +21,11 @@ from nats.js.api import ConsumerConfig, RetentionPolicy, StorageType, StreamConf
 from nats.js.errors import NotFoundError
 from prometheus_client import REGISTRY
 
-from continuity.servers import NatsServer, RedisServer, free_port
+from continuity.devstack.servers import NatsServer, RedisServer, free_port
 from services.classifier.service import ClassifierApp
 from services.reconciliation.service import ReconciliationApp
-from shared import subjects
-from shared.bus import streams
+from shared.contract import subjects
+from shared.platform.bus import streams
 from tests.support import make_config, running, wait_for
 
 STREAMS = [subjects.EVENTS_STREAM, subjects.DECISIONS_STREAM, subjects.WORK_STREAM, subjects.DEAD_STREAM]

@@ -17,13 +17,13 @@ import redis.asyncio as aioredis
 from nats.aio.client import Client
 from prometheus_client import REGISTRY
 
-from continuity import registry
-from continuity.servers import NatsServer, RedisServer
-from shared import keys, subjects
-from shared.bus.publish import DEAD_REASON_HEADER
-from shared.client import ContinuityClient, RequestError, RunnerSessions
-from shared.contracts import GetRequest, ResumeFailed, RetryRequest, SessionRef
-from shared.contracts.tenancy import RunnerPutRequest
+from continuity.devstack.servers import NatsServer, RedisServer
+from services import registry
+from shared.contract import GetRequest, ResumeFailed, RetryRequest, SessionRef, subjects
+from shared.contract.client import ContinuityClient, RequestError, RunnerSessions
+from shared.contract.tenancy import RunnerPutRequest
+from shared.platform.bus.publish import DEAD_REASON_HEADER
+from shared.records import keys
 from tests.support import (
     KEYS,
     Bus,

@@ -14,12 +14,12 @@ import redis.asyncio as aioredis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from continuity import registry
-from continuity.servers import NatsServer, RedisServer
-from shared import keys
-from shared.client import ContinuityClient, RequestError, RunnerSessions
-from shared.contracts import GetRequest, RejectRequest, SessionRef
-from shared.contracts.tenancy import ClaimRequest, RunnerPutRequest, SessionAuditRequest, TransferRequest
+from continuity.devstack.servers import NatsServer, RedisServer
+from services import registry
+from shared.contract import GetRequest, RejectRequest, SessionRef
+from shared.contract.client import ContinuityClient, RequestError, RunnerSessions
+from shared.contract.tenancy import ClaimRequest, RunnerPutRequest, SessionAuditRequest, TransferRequest
+from shared.records import keys
 from tests.support import RunningApp, commit_req, decide_req, make_config
 
 RUNNERS = {"A": ["acme"], "B": ["acme"], "C": ["globex"], "D": None}  # D: never issued

@@ -15,18 +15,18 @@ import pytest
 import redis.asyncio as aioredis
 from nats.aio.client import Client
 
-from continuity import registry
-from shared import keys
-from shared.client import ContinuityClient, RequestError, RunnerSessions
-from shared.config import Config
-from shared.contracts import GetRequest, RejectRequest, SessionRef
-from shared.contracts.tenancy import (
+from services import registry
+from shared.contract import GetRequest, RejectRequest, SessionRef
+from shared.contract.client import ContinuityClient, RequestError, RunnerSessions
+from shared.contract.tenancy import (
     ClaimRequest,
     RunnerPutRequest,
     RunnerRevokeRequest,
     SessionAuditRequest,
     TransferRequest,
 )
+from shared.platform.config import Config
+from shared.records import keys
 from tests.support import RunningApp, running
 from tests.support.sessions import commit_req, decide_req
 from tests.support.waiting import wait_for

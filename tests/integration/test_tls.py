@@ -26,17 +26,17 @@ import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from continuity.servers import NatsServer, RedisServer, ServerError, free_port
+from continuity.devstack.servers import NatsServer, RedisServer, ServerError, free_port
 from services.classifier.service import ClassifierApp
 from services.session_store.service import SessionStoreApp
-from shared import store, subjects
-from shared.bus.connection import connect
-from shared.client import ContinuityClient
-from shared.config import Config
-from shared.contracts import ErrorInfo, ResumeFailed
-from shared.pipeline import PipelinedRedis
-from shared.times import now_rfc3339
-from shared.tls import client_context, nats_context
+from shared.contract import ErrorInfo, ResumeFailed, subjects
+from shared.contract.client import ContinuityClient
+from shared.contract.times import now_rfc3339
+from shared.platform.bus.connection import connect
+from shared.platform.config import Config
+from shared.platform.redis import store
+from shared.platform.redis.pipeline import PipelinedRedis
+from shared.platform.tls import client_context, nats_context
 from tests.support import ServiceProcess, make_config, running, wait_for
 from tests.support.sessions import commit_req, decide_req, new_session
 

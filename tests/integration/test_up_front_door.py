@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from continuity import registry
-from continuity.servers import NatsServer, RedisServer, free_port
+from continuity.devstack.servers import NatsServer, RedisServer, free_port
+from services import registry
 
 CLI = str(Path(sys.executable).parent / "continuity")
 CLEAN = ("NATS_URL", "REDIS_URL", "CONTINUITY_RUNNER_KEYS", "CONTINUITY_ARCHIVE_TIMEOUT_S")

@@ -13,7 +13,7 @@ missing required fields, over-long and out-of-pattern tokens, values outside clo
 ranges, invalid UTF-8 in a known field, plus extra unknown fields. Five more kinds are
 contract violations that the decoding does not reject yet (deep nesting, invalid UTF-8 in an
 unknown field, impossible calendar times, integers beyond 2^53, over-long free text): they run
-in their own tests, expected to fail only while `shared.decoding` shows that gap (probed below).
+in their own tests, expected to fail only while `shared.contract.decoding` shows that gap (probed below).
 """
 
 from __future__ import annotations
@@ -34,14 +34,13 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from continuity.servers import NatsServer, RedisServer
+from continuity.devstack.servers import NatsServer, RedisServer
 from services.archiver.service import ArchiverApp
 from services.classifier.service import ClassifierApp
 from services.reconciliation.service import ReconciliationApp
 from services.session_store.service import SessionStoreApp
-from shared import subjects
-from shared.contracts import Decision, ResumeFailed, RunRequest
-from shared.decoding import InvalidInput, decode
+from shared.contract import Decision, ResumeFailed, RunRequest, subjects
+from shared.contract.decoding import InvalidInput, decode
 from tests.support import make_config, running, wait_for
 
 pytestmark = pytest.mark.asyncio
@@ -534,7 +533,7 @@ def _rejects(data: bytes, struct: Any) -> bool:
 
 
 def _gap_open(category: str) -> bool:
-    """Whether `shared.decoding` still accepts (or crashes on) this kind of bad input."""
+    """Whether `shared.contract.decoding` still accepts (or crashes on) this kind of bad input."""
     event = valid_event("r1", "retry")
     probes: dict[str, tuple[bytes, Any]] = {
         "deep_nesting": (b'{"run_id":"r-1","x":' + b"[" * 5000 + b"]" * 5000 + b"}", RunRequest),
@@ -557,7 +556,7 @@ def gap(category: str) -> Any:
         category,
         marks=pytest.mark.xfail(
             _gap_open(category),
-            reason=f"shared.decoding does not reject {category} yet (fixed with the decoding work)",
+            reason=f"shared.contract.decoding does not reject {category} yet (fixed with the decoding work)",
             strict=False,
         ),
     )

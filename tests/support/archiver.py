@@ -11,8 +11,7 @@ import msgspec
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
-from shared import subjects
-from shared.contracts import ArchiveWork, SessionRef
+from shared.contract import ArchiveWork, SessionRef, subjects
 from tests.support.decisions import Decisions
 from tests.support.runner import Answer, FakeRunner
 from tests.support.waiting import wait_for

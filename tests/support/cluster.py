@@ -13,8 +13,7 @@ import nats.js.errors
 from nats.js import JetStreamContext
 from nats.js.api import RawStreamMsg
 
-from shared import subjects
-from shared.contracts import ResumeFailed, SessionRef
+from shared.contract import ResumeFailed, SessionRef, subjects
 from tests.support.runner import resume_failed
 from tests.support.streams import read_stream
 from tests.support.waiting import wait_for

@@ -12,11 +12,10 @@ from typing import Any
 import msgspec
 from nats.aio.client import Client
 
-from shared import subjects
-from shared.client import ContinuityClient, RunnerSessions
-from shared.contracts import Decision, ErrorInfo, ResumeFailed, RunsListRequest, SessionRef, ToolCall
-from shared.contracts.tenancy import RunnerPutRequest
-from shared.times import now_rfc3339
+from shared.contract import Decision, ErrorInfo, ResumeFailed, RunsListRequest, SessionRef, ToolCall, subjects
+from shared.contract.client import ContinuityClient, RunnerSessions
+from shared.contract.tenancy import RunnerPutRequest
+from shared.contract.times import now_rfc3339
 from tests.support import read_stream, wait_for
 from tests.support.sessions import commit_req, new_session
 

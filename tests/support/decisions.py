@@ -7,9 +7,8 @@ import msgspec
 import nats.errors
 from nats.js import JetStreamContext
 
-from shared import subjects
-from shared.contracts import Decision
-from shared.contracts.tenancy import Refusal, is_refusal
+from shared.contract import Decision, subjects
+from shared.contract.tenancy import Refusal, is_refusal
 from tests.support.waiting import wait_for
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import prometheus_client
 
-import shared.metrics  # noqa: F401 - registers the metrics
+import shared.platform.metrics  # noqa: F401 - registers the metrics
 
 
 def exported_series() -> dict[str, dict[str, set[str]]]:

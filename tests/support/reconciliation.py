@@ -1,4 +1,4 @@
-"""Reconciliation tests' runs, seeded the way the classifier records them (`shared.runs`: the run
+"""Reconciliation tests' runs, seeded the way the classifier records them (`shared.records`: the run
 index, one run step with the decision, its outbox entry and audit entry, the session held), and
 reconcile work items published on `continuity.work.reconcile`."""
 
@@ -13,16 +13,15 @@ import redis.asyncio as aioredis
 from nats.js import JetStreamContext
 
 from services.reconciliation.store import member, open_index
-from shared import subjects
-from shared.client import ContinuityClient, RequestError
-from shared.contracts import Decision, ReconcileWork, SessionRef, ToolCall
-from shared.contracts.types import Action, DecisionReason, FailureClass, RecordedOutcome
-from shared.outbox import Outbox
-from shared.runs import decisions
-from shared.runs.index import index_run
-from shared.runs.names import classifier_slot, decision_id
-from shared.runs.steps import record_step
-from shared.times import now_rfc3339
+from shared.contract import Decision, ReconcileWork, SessionRef, ToolCall, subjects
+from shared.contract.client import ContinuityClient, RequestError
+from shared.contract.times import now_rfc3339
+from shared.contract.types import Action, DecisionReason, FailureClass, RecordedOutcome
+from shared.records import decisions
+from shared.records.index import index_run
+from shared.records.names import classifier_slot, decision_id
+from shared.records.outbox import Outbox
+from shared.records.steps import record_step
 from tests.support.runner import new_runner_id
 from tests.support.sessions import commit_req, new_session
 from tests.support.waiting import wait_for

@@ -16,8 +16,7 @@ import msgspec
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
-from shared import subjects
-from shared.contracts import (
+from shared.contract import (
     ArchiveCommand,
     ArchiveResult,
     CommandResult,
@@ -25,9 +24,10 @@ from shared.contracts import (
     ResumeFailed,
     SessionRef,
     ToolCall,
+    subjects,
 )
-from shared.signing import sign
-from shared.times import now_rfc3339
+from shared.contract.signing import sign
+from shared.contract.times import now_rfc3339
 from tests.support.sessions import new_session
 
 

@@ -1,11 +1,11 @@
-"""Servers a test configures itself, beyond the launchers of `continuity.servers`."""
+"""Servers a test configures itself, beyond the launchers of `continuity.devstack.servers`."""
 
 from __future__ import annotations
 
 import signal
 from pathlib import Path
 
-from continuity.servers import NatsServer, nats_server_binary
+from continuity.devstack.servers import NatsServer, nats_server_binary
 
 
 class ConfiguredNatsServer(NatsServer):

@@ -12,9 +12,9 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from continuity.stack import spawn_service
-from shared.config import Config
-from shared.runtime import App, serve
+from continuity.devstack.stack import spawn_service
+from shared.platform.config import Config
+from shared.platform.runtime import App, serve
 from tests.support.waiting import wait_for
 
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from shared import keys
-from shared.contracts import CommitRequest, DecideRequest, SessionRef
-from shared.contracts.types import CheckpointPolicy
-from shared.session_record import generation_binding
+from shared.contract import CommitRequest, DecideRequest, SessionRef
+from shared.contract.types import CheckpointPolicy
+from shared.records import keys
+from shared.records.session import generation_binding
 
 CWD = "/workspaces/tenant-acme/conversation-7f3a9c/agents/codex-main"
 

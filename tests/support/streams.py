@@ -11,8 +11,7 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig
 
-from shared import subjects
-from shared.contracts import ResumeFailed
+from shared.contract import ResumeFailed, subjects
 from tests.support.decisions import Decisions
 from tests.support.waiting import wait_for
 

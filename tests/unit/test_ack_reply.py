@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from nats.aio.msg import Msg
 
-from shared.bus.ack_reply import stored_at, stream_seq
+from shared.platform.bus.ack_reply import stored_at, stream_seq
 
 V1 = "$JS.ACK.CONTINUITY_EVENTS.classifier.2.41907.38.1764581940123456789.17"
 V2 = "$JS.ACK._.ACCHASH.CONTINUITY_EVENTS.classifier.3.41907.39.1764581940123456789.0.rand0m"

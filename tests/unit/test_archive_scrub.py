@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from services.archiver import remote
 from services.archiver.scrub import scrub, stored_generations
-from shared.redaction import DETAIL_LIMIT, REDACTED
-from shared.session_record import binding_stamp, generation_binding
+from shared.contract.redaction import DETAIL_LIMIT, REDACTED
+from shared.records.session import binding_stamp, generation_binding
 
 GENERATION = "dsh-2026.11.3-p7"
 V1 = {

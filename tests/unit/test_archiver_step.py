@@ -6,11 +6,11 @@ import msgspec
 
 from services.archiver.progress import MoveResult
 from services.archiver.step import FAILED_REASON, REPLACEMENT_REASON, refusal, replacement
-from shared import subjects
-from shared.contracts.decisions import ArchiveWork, Decision
-from shared.contracts.session import SessionRef
-from shared.runs.decisions import ATTEMPT_BUDGET
-from shared.times import rfc3339_from_epoch
+from shared.contract import subjects
+from shared.contract.decisions import ArchiveWork, Decision
+from shared.contract.sessions import SessionRef
+from shared.contract.times import rfc3339_from_epoch
+from shared.records.decisions import ATTEMPT_BUDGET
 
 NOW = 1_800_000_000.5
 OK = MoveResult(exit_code=0, timed_out=False, detail="")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared.session_record import V1_FIELDS, StoredSession, generation_binding
+from shared.records.session import V1_FIELDS, StoredSession, generation_binding
 
 values = st.text(alphabet=st.characters(blacklist_categories=["Cs"]), max_size=80)
 v1_maps = st.fixed_dictionaries({name: values for name in V1_FIELDS})
@@ -64,7 +64,7 @@ def test_binding_is_the_contract_hash() -> None:
 
 @given(v1_maps, st.sampled_from(V1_FIELDS), values)
 def test_compact_stamp_follows_the_same_rule(v1: dict[str, str], field: str, new: str) -> None:
-    from shared.session_record import binding_stamp
+    from shared.records.session import binding_stamp
 
     raw = {k.encode(): v.encode() for k, v in v1.items()}
     raw[b"generation"] = binding_stamp(v1) + b"gen-1"

@@ -10,9 +10,9 @@ import pytest
 
 from services.classifier import table
 from services.classifier.classify import Evidence, TypedError, classify
-from shared.contracts.events import ErrorInfo
-from shared.contracts.types import CheckpointPolicy, FailureClass
-from shared.runs import decisions
+from shared.contract.events import ErrorInfo
+from shared.contract.types import CheckpointPolicy, FailureClass
+from shared.records import decisions
 
 POLICIES: tuple[CheckpointPolicy, ...] = get_args(CheckpointPolicy)
 CLASSES: tuple[FailureClass, ...] = get_args(FailureClass)
@@ -219,8 +219,8 @@ def test_retry_backoff_doubles_per_attempt() -> None:
 def test_archive_id_stays_a_token_for_the_longest_run_id() -> None:
     import re
 
-    from shared.contracts.types import TOKEN_PATTERN
-    from shared.runs.names import archive_id
+    from shared.contract.types import TOKEN_PATTERN
+    from shared.records.names import archive_id
 
     assert archive_id("run-1", 2) == "run-1-2"
     longest = "r" * 128

@@ -6,21 +6,21 @@ import msgspec
 import pytest
 
 from services.classifier.step import Choice, SlotView, announced_ids, choose, failure_class_of
-from shared import signing, subjects
-from shared.bus.consumer import Reject
-from shared.contracts.decisions import ArchiveWork, Decision, ReconcileWork
-from shared.contracts.events import CommandResult, ErrorInfo, ResumeFailed, ToolCall
-from shared.contracts.session import SessionRef
-from shared.contracts.types import FailureClass
-from shared.runs.session_hash import (
+from shared.contract import signing, subjects
+from shared.contract.decisions import ArchiveWork, Decision, ReconcileWork
+from shared.contract.events import CommandResult, ErrorInfo, ResumeFailed, ToolCall
+from shared.contract.sessions import SessionRef
+from shared.contract.times import rfc3339_from_epoch
+from shared.contract.types import FailureClass
+from shared.platform.bus.consumer import Reject
+from shared.records.session import (
     NO_SESSION,
     SAVED_FIELDS,
     SavedSession,
     saved_session,
     saved_session_of,
 )
-from shared.runs.steps import run_fields_arg
-from shared.times import rfc3339_from_epoch
+from shared.records.steps import run_fields_arg
 
 NOW = 1_800_000_000.25
 SESSION = SessionRef(tenant="t", conversation_id="c", agent_id="a")

@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from continuity import cli, clitools
-from continuity.help_examples import commands
-from continuity.simulate.command import scenario_mix
-from continuity.simulate.report import fit
+from continuity.cli import common as clitools
+from continuity.cli import main as cli
+from continuity.cli.help_examples import commands
+from continuity.tools.simulate.command import scenario_mix
+from continuity.tools.simulate.report import fit
 
 
 def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:

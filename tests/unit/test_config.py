@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from shared.config import (
+from shared.platform.config import (
     NATS_TLS_PREFIX,
     REDIS_TLS_PREFIX,
     Config,
@@ -108,7 +108,7 @@ def test_serve_refuses_a_bad_configuration_with_a_clear_message() -> None:
 def test_a_consumer_holds_as_many_messages_as_configured() -> None:
     from typing import Any, cast
 
-    from shared.bus.consumer import PullConsumer
+    from shared.platform.bus.consumer import PullConsumer
 
     async def handler(msg: Any) -> None:
         return None
@@ -204,7 +204,7 @@ def test_every_variable_the_tree_names_is_known() -> None:
 def test_commands_and_services_name_an_unknown_variable_without_stopping(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from continuity import cli
+    from continuity.cli import main as cli
 
     monkeypatch.setenv("CONTINUITY_MAX_DELIVERS", "7")
     assert cli.main(["completion", "bash"]) == 0

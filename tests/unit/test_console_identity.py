@@ -21,7 +21,7 @@ from services.console.identity import (
     safe_next,
 )
 from services.console.runs_query import age_seconds
-from shared.config import ConfigError
+from shared.platform.config import ConfigError
 
 KEY = b"k" * 32
 PROXY = ConsoleConfig(identity_header="X-User", trusted_proxies=(ipaddress.ip_network("10.1.0.0/16"),))

@@ -7,7 +7,7 @@ import pytest
 
 from services.console.config import ConsoleConfig
 from services.console.identity import LoginThrottle
-from shared.config import ConfigError
+from shared.platform.config import ConfigError
 
 
 def test_an_address_is_held_back_after_its_failures_until_the_oldest_leaves_the_window() -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from services.classifier import table
 from services.console.rules import RULES, rule_of
-from shared.contracts.types import DecisionReason, FailureClass
+from shared.contract.types import DecisionReason, FailureClass
 
 CLASSES: tuple[str, ...] = get_args(FailureClass)
 

@@ -11,9 +11,9 @@ import msgspec
 import pytest
 from prometheus_client import REGISTRY
 
-import shared.metrics  # noqa: F401 - registers the metrics
-from shared import contracts, subjects
-from shared.contracts import limits, types
+import shared.platform.metrics  # noqa: F401 - registers the metrics
+from shared import contract as contracts
+from shared.contract import limits, subjects, types
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "contract-v1.md").read_text()
 WORDS = set(re.findall(r"[A-Za-z0-9_.$<>:-]+", DOC))

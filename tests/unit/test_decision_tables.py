@@ -19,9 +19,8 @@ import pytest
 
 from services.classifier import table
 from services.session_store import rules
-from shared.contracts.session import SessionRef
-from shared.contracts.sessions import DecideRequest
-from shared.contracts.types import (
+from shared.contract.sessions import DecideRequest, SessionRef
+from shared.contract.types import (
     Action,
     CheckpointPolicy,
     Compatibility,
@@ -30,8 +29,8 @@ from shared.contracts.types import (
     SessionReason,
     SessionState,
 )
-from shared.runs import decisions
-from shared.session_record import V1_FIELDS, StoredSession, binding_stamp
+from shared.records import decisions
+from shared.records.session import V1_FIELDS, StoredSession, binding_stamp
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "contract-v1.md").read_text()
 

@@ -1,4 +1,4 @@
-"""The catalogue of error codes (shared/contracts/errors.py) against the contract's error table
+"""The catalogue of error codes (shared/contract/errors.py) against the contract's error table
 (docs/contract-v1.md sections 1, 3, 6 and 9.2), and the CLI's explanation of every code."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from continuity.clitools import explain
-from shared.contracts import errors
-from shared.contracts.sessions import DecideRequest
-from shared.decoding import InvalidInput, decode
+from continuity.cli.common import explain
+from shared.contract import errors
+from shared.contract.decoding import InvalidInput, decode
+from shared.contract.sessions import DecideRequest
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "contract-v1.md").read_text()
 

@@ -1,11 +1,11 @@
-"""The fair queue of held messages (shared/bus/fair.py): keys in rotation, bounded shares."""
+"""The fair queue of held messages (shared/platform/bus/fair.py): keys in rotation, bounded shares."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared.bus.fair import FairQueue
+from shared.platform.bus.fair import FairQueue
 
 
 def test_a_flood_of_one_key_does_not_hold_back_another() -> None:

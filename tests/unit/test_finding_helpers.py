@@ -8,11 +8,11 @@ from datetime import timedelta
 
 import pytest
 
-from continuity.dead_cli import body_text, printable, replay_refusal
-from continuity.run_filters import duration
+from continuity.cli.dead import body_text, printable, replay_refusal
+from continuity.cli.run_filters import duration
 from services.reconciliation.runs_index import BUCKETS, bucket_keys, bucket_of, version_of
-from shared.contracts import RunEntry, SessionRef
-from shared.contracts.types import Action
+from shared.contract import RunEntry, SessionRef
+from shared.contract.types import Action
 
 
 def entry(at: str, attempt: int = 1, action: Action = "operator") -> RunEntry:

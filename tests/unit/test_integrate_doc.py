@@ -12,7 +12,7 @@ import continuity_runner
 from continuity_runner import Runner
 from continuity_runner.types import Action
 
-from shared.contracts.types import Action as ServerAction
+from shared.contract.types import Action as ServerAction
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "integrate-a-runner.md"

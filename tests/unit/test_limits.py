@@ -1,4 +1,4 @@
-"""The contract's limits and decoding rules (section 9.8), on `shared.decoding.decode`: every
+"""The contract's limits and decoding rules (section 9.8), on `shared.contract.decoding.decode`: every
 limit at its value passes and one above fails, with a closed code and no value in the text."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from typing import Any
 import msgspec
 import pytest
 
-from shared import contracts
-from shared.contracts import limits
-from shared.decoding import InvalidInput, decode, too_deep
+from shared import contract as contracts
+from shared.contract import limits
+from shared.contract.decoding import InvalidInput, decode, too_deep
 
 TIME = "2026-11-30T12:00:00.123Z"
 

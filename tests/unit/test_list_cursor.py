@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from services.reconciliation.store import BadCursor, decode_cursor, encode_cursor, member
-from shared.contracts.limits import CURSOR_CHARS
+from shared.contract.limits import CURSOR_CHARS
 
 
 def test_a_cursor_round_trips_the_position_exactly() -> None:

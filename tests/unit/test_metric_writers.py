@@ -6,7 +6,7 @@ import math
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from shared import metrics
+from shared.platform import metrics
 
 BUCKETS = (0.001, 0.01, 0.1, 1.0)
 AMOUNTS = (0.0, 0.0005, 0.001, 0.002, 0.01, 0.05, 0.1, 0.99, 1.0, 7.5, math.inf, math.nan)

@@ -1,4 +1,4 @@
-"""The NATS credential and reply-guard settings of shared/config.py."""
+"""The NATS credential and reply-guard settings of shared/platform/config.py."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.config import Config, ConfigError
+from shared.platform.config import Config, ConfigError
 
 
 def test_an_nkey_seed_file_must_be_readable(tmp_path: Path) -> None:

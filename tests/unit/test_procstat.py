@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import time
 
-from continuity.bench import procstat
+from continuity.tools.bench import procstat
 
 
 def test_cpu_time_is_read_after_a_command_name_with_spaces_and_parentheses() -> None:

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from continuity.cli import build_parser
-from shared import subjects
-from shared.bus import streams
+from continuity.cli.main import build_parser
+from shared.contract import subjects
+from shared.platform.bus import streams
 
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
 OPERATIONS = README.split("## Operations", 1)[1].split("\n## ", 1)[0]

@@ -6,7 +6,7 @@ import hashlib
 
 import pytest
 
-from shared.session_record import V1_FIELDS, StoredSession, binding_stamp, generation_binding
+from shared.records.session import V1_FIELDS, StoredSession, binding_stamp, generation_binding
 
 V1 = {name: f"value of {name}" for name in V1_FIELDS}
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from shared.redaction import ARCHIVE_FAILED, REDACTED, bounded_detail, redact
+from shared.contract.redaction import ARCHIVE_FAILED, REDACTED, bounded_detail, redact
 
 SECRET = "s3cr3tV4lue9"
 

@@ -8,10 +8,10 @@ from typing import get_args
 
 import pytest
 
-from shared.config import Config, ConfigError
-from shared.contracts.types import RunStatus
-from shared.runs.decisions import STATUS_BY_ACTION
-from shared.runs.retention import DAY_MS, Retention, waits
+from shared.contract.types import RunStatus
+from shared.platform.config import Config, ConfigError
+from shared.records.decisions import STATUS_BY_ACTION
+from shared.records.retention import DAY_MS, Retention, waits
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "contract-v1.md").read_text()
 

@@ -1,14 +1,14 @@
-"""shared.runs without servers: names, building decisions, the session hash, script arguments."""
+"""shared.records without servers: names, building decisions, the session hash, script arguments."""
 
 from __future__ import annotations
 
 import msgspec
 
-from shared.contracts.decisions import Decision
-from shared.contracts.reconciliation import AuditEntry
-from shared.contracts.session import SessionRef
-from shared.runs import decisions, names, session_hash, steps
-from shared.runs.retention import DEFAULT
+from shared.contract.decisions import Decision
+from shared.contract.reconciliation import AuditEntry
+from shared.contract.sessions import SessionRef
+from shared.records import decisions, names, session, steps
+from shared.records.retention import DEFAULT
 
 NOW = 1_800_000_000.0
 
@@ -69,11 +69,11 @@ def test_a_decision_step_holds_only_for_a_holding_action() -> None:
 
 
 def test_session_hash_fields() -> None:
-    assert session_hash.integer(None) == 0 and session_hash.integer(b"x") == 0
-    assert session_hash.integer(b"7") == 7
-    assert session_hash.text(None) == "" and session_hash.text("s") == "s"
-    assert session_hash.text(b"\xff") == "\ufffd"
-    assert session_hash.fields([b"a", b"1"]) == {b"a": b"1"}
+    assert session.integer(None) == 0 and session.integer(b"x") == 0
+    assert session.integer(b"7") == 7
+    assert session.text(None) == "" and session.text("s") == "s"
+    assert session.text(b"\xff") == "\ufffd"
+    assert session.fields([b"a", b"1"]) == {b"a": b"1"}
 
 
 def test_every_script_takes_the_step_in_the_same_order() -> None:

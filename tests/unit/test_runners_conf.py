@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from continuity import cli, clitools
-from continuity.runners_cli import (
+from continuity.cli import common as clitools
+from continuity.cli import main as cli
+from continuity.cli.runners import (
     ACCOUNTS_FILE,
     IMPORTS_FILE,
     _replace,
@@ -19,7 +20,7 @@ from continuity.runners_cli import (
     planned_removal,
     runners_in_conf,
 )
-from shared.contracts.tenancy import MAX_TENANTS
+from shared.contract.tenancy import MAX_TENANTS
 
 SHIPPED = Path(__file__).resolve().parents[2] / "deploy" / "nats"
 
@@ -174,6 +175,6 @@ def test_the_actor_defaults_to_the_login_name_when_it_is_a_token(monkeypatch: py
 
 
 def test_the_shipped_imports_file_is_the_one_the_command_starts_from() -> None:
-    from continuity.runners_cli import EMPTY_IMPORTS
+    from continuity.cli.runners import EMPTY_IMPORTS
 
     assert (SHIPPED / IMPORTS_FILE).read_text() == EMPTY_IMPORTS

@@ -20,10 +20,10 @@ import msgspec
 import msgspec.inspect as mi
 import pytest
 
-import shared.contracts as server
-import shared.contracts.limits as server_limits
-import shared.contracts.tenancy as server_tenancy
-import shared.contracts.types as server_types
+import shared.contract as server
+import shared.contract.limits as server_limits
+import shared.contract.tenancy as server_tenancy
+import shared.contract.types as server_types
 
 SDK_ROOT = Path(__file__).resolve().parents[2] / "sdk" / "python"
 TS_CONTRACT = Path(__file__).resolve().parents[2] / "sdk" / "typescript" / "src" / "contract.ts"
@@ -56,7 +56,7 @@ SERVER_NAME = {getattr(sdk, a): b for a, b in PAIRS.items()}
 
 
 def server_struct(name: str) -> Any:
-    """The server's Struct of that name: the section 10 ones live in shared.contracts.tenancy."""
+    """The server's Struct of that name: the section 10 ones live in shared.contract.tenancy."""
     return getattr(server, name, None) or getattr(server_tenancy, name)
 
 

@@ -25,9 +25,9 @@ from continuity_runner import (
 from continuity_runner.errors import error_class, error_from_reply
 from continuity_runner.signing import sign_command_result
 
-from shared.contracts import CommandResult
-from shared.contracts.errors import CATALOGUE
-from shared.signing import Verdict, verify
+from shared.contract import CommandResult
+from shared.contract.errors import CATALOGUE
+from shared.contract.signing import Verdict, verify
 
 TS_ERRORS = Path(__file__).resolve().parents[2] / "sdk" / "typescript" / "src" / "errors.ts"
 

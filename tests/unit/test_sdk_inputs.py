@@ -17,9 +17,9 @@ import pytest
 from continuity_runner import ArchiveResult
 from continuity_runner.checks import archive_answer
 
-import shared.contracts as server
-from shared.contracts.limits import MAX_EVENT_BYTES, MAX_REQUEST_BYTES
-from shared.decoding import InvalidInput, decode
+import shared.contract as server
+from shared.contract.decoding import InvalidInput, decode
+from shared.contract.limits import MAX_EVENT_BYTES, MAX_REQUEST_BYTES
 from tests.support.sdk_inputs import ARCHIVE_ANSWERS, BAD, GOOD, INPUTS, arguments, expand
 
 NOW = "2026-11-30T12:00:00.000Z"

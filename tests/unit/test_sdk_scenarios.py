@@ -1,5 +1,5 @@
 """sdk/scenarios.json, the scenarios both runner SDKs play against the services, equals the
-simulator's catalogue (continuity/simulate/scenarios.py): the same scenarios in the same order,
+simulator's catalogue (continuity/tools/simulate/scenarios.py): the same scenarios in the same order,
 the decision contract 4.4 requires for every policy, attempt and governed wait, and an event
 for each that carries what the scenario says (checked with the classifier's own rules)."""
 
@@ -12,9 +12,9 @@ from typing import Any
 import msgspec
 import pytest
 
-from continuity.simulate.scenarios import ATTEMPT_BUDGET, POLICIES, SCENARIOS, Facts, expected
+from continuity.tools.simulate.scenarios import ATTEMPT_BUDGET, POLICIES, SCENARIOS, Facts, expected
 from services.classifier.classify import Evidence, TypedError, classify
-from shared.contracts import ResumeFailed
+from shared.contract import ResumeFailed
 
 DOC: dict[str, Any] = json.loads((Path(__file__).parents[2] / "sdk" / "scenarios.json").read_text())
 BY_NAME: dict[str, dict[str, Any]] = {s["name"]: s for s in DOC["scenarios"]}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shared.bus.connection import server_list
+from shared.platform.bus.connection import server_list
 
 
 def test_a_single_url_is_a_list_of_one() -> None:

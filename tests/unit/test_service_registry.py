@@ -6,8 +6,8 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
-from continuity import registry
-from shared.service import ServiceApp
+from services import registry
+from shared.platform.service import ServiceApp
 from tests.deploy.conftest import SERVICES as DEPLOYED
 
 SERVICES_DIR = Path(__file__).resolve().parents[2] / "services"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 
-from shared.contracts import CommandResult
-from shared.signing import Verdict, sign, verify
+from shared.contract import CommandResult
+from shared.contract.signing import Verdict, sign, verify
 
 KEYS = {"k1": b"a" * 32, "k2": b"b" * 32}
 

@@ -7,12 +7,12 @@ import pytest
 from continuity_runner import Refusal
 from continuity_runner.types import RefusalCode
 
-from continuity.simulate.checker import Checker, Sent
-from continuity.simulate.scenarios import SCENARIOS, Facts, parse_mix
-from continuity.simulate.wire import ArchiveAnswer, archive_answer
-from shared.contracts import ArchiveCommand, Decision, SessionRef
-from shared.contracts.types import Action, CheckpointPolicy, DecisionReason
-from shared.redaction import bounded_detail
+from continuity.tools.simulate.checker import Checker, Sent
+from continuity.tools.simulate.scenarios import SCENARIOS, Facts, parse_mix
+from continuity.tools.simulate.wire import ArchiveAnswer, archive_answer
+from shared.contract import ArchiveCommand, Decision, SessionRef
+from shared.contract.redaction import bounded_detail
+from shared.contract.types import Action, CheckpointPolicy, DecisionReason
 
 PREFIX = "simtest"
 SESSION = SessionRef(tenant="sim", conversation_id="c1", agent_id="codex")

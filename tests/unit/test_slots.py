@@ -13,10 +13,10 @@ from redis.exceptions import (
     TryAgainError,
 )
 
-from shared import keys
-from shared.config import Config, ConfigError
-from shared.pipeline import _response_error
-from shared.slots import SLOTS, command_slot, first_key, key_slot, node_addresses, slot_table
+from shared.platform.config import Config, ConfigError
+from shared.platform.redis.pipeline import _response_error
+from shared.platform.redis.slots import SLOTS, command_slot, first_key, key_slot, node_addresses, slot_table
+from shared.records import keys
 
 
 @pytest.mark.parametrize(

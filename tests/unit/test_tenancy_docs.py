@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from continuity.cli import build_parser
-from continuity.dead_cli import KINDS
-from shared.config import Config
-from shared.contracts.types import RefusalCode
+from continuity.cli.dead import KINDS
+from continuity.cli.main import build_parser
+from shared.contract.types import RefusalCode
+from shared.platform.config import Config
 
 ROOT = Path(__file__).resolve().parents[2]
 OPERATOR = (ROOT / "docs" / "operator.md").read_text()

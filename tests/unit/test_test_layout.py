@@ -66,7 +66,7 @@ def test_the_detector_sees_every_spelling_of_a_test_module_import() -> None:
         "from tests.support import wait_for",
         "from tests.support.reconciliation import new_run",
         "from tests.deploy.conftest import DEPLOY",
-        "import shared.runs.test_like",
+        "import shared.records.test_like",
     ):
         assert imported_test_modules(source, module) == [], source
 

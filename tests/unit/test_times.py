@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from shared.times import rfc3339_from_epoch
+from shared.contract.times import rfc3339_from_epoch
 
 
 def expected(seconds: float) -> str:

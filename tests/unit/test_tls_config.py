@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from shared.config import Config, ConfigError
-from shared.tls import client_context, nats_context, redis_context
+from shared.platform.config import Config, ConfigError
+from shared.platform.tls import client_context, nats_context, redis_context
 
 MAKE_CERTS = Path(__file__).resolve().parents[2] / "deploy" / "tls" / "make-dev-certs.sh"
 
@@ -86,7 +86,7 @@ def test_an_encrypted_key_is_refused_instead_of_prompting(certs: Path, tmp_path:
 
 
 def test_tls_to_a_redis_cluster_is_refused_as_a_configuration_error() -> None:
-    from shared import store
+    from shared.platform.redis import store
 
     with pytest.raises(ConfigError, match="Redis Cluster"):
         store.connect("rediss://127.0.0.1:7000/0", cluster=True, ssl_context=ssl.create_default_context())

@@ -63,7 +63,7 @@ export const ATTEMPT: Rule = { kind: "int", min: 1, max: LIMITS.attempt };
 
 const SESSION = object({ tenant: required(TOKEN), conversation_id: required(TOKEN), agent_id: required(TOKEN) });
 
-// The messages, field for field in the order of the contract's Structs (shared/contracts).
+// The messages, field for field in the order of the contract's Structs (shared/contract).
 export const DECIDE_REQUEST = object({
   session: required(SESSION),
   adapter: required(NAME),

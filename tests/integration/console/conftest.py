@@ -17,7 +17,7 @@ import nats
 import pytest
 from playwright.async_api import Browser, async_playwright
 
-from continuity.servers import NatsServer, RedisServer
+from continuity.devstack.servers import NatsServer, RedisServer
 from services.console.config import ConsoleConfig
 from services.console.service import ConsoleApp
 from services.reconciliation.service import ReconciliationApp

@@ -16,9 +16,8 @@ import pytest
 from playwright.async_api import Browser, Page, expect
 
 from services.console.web import link, session_link
-from shared import subjects
-from shared.contracts import GetRequest, SessionRef
-from shared.contracts.tenancy import RunnerRevokeRequest, SessionAuditRequest
+from shared.contract import GetRequest, SessionRef, subjects
+from shared.contract.tenancy import RunnerRevokeRequest, SessionAuditRequest
 from tests.support import wait_for
 from tests.support.console import DEV_ACTOR, DEV_TOKEN, GENERATION, ISSUER, Consoles, Run, Runs
 

@@ -22,7 +22,7 @@ from nats.js.errors import BadBucketError
 from prometheus_client import REGISTRY
 from yarl import URL
 
-from continuity.servers import NatsServer, RedisServer
+from continuity.devstack.servers import NatsServer, RedisServer
 from services.console.config import ConsoleConfig
 from services.console.identity import COOKIE
 from services.console.revocations import BUCKET, Revocations
@@ -30,9 +30,9 @@ from services.console.runs_query import RUN_STATUSES, count_label
 from services.console.service import ConsoleApp
 from services.console.streams import recent_decisions
 from services.console.web import LIVE_SHOWN, STATUS_COUNT_CAP, session_link
-from shared import keys, subjects
-from shared.contracts import GetRequest, RunsListRequest, SessionRef
-from shared.contracts.tenancy import RunnerRevokeRequest, SessionAuditRequest
+from shared.contract import GetRequest, RunsListRequest, SessionRef, subjects
+from shared.contract.tenancy import RunnerRevokeRequest, SessionAuditRequest
+from shared.records import keys
 from tests.support import make_config, read_stream, running, wait_for
 from tests.support.console import DEV_ACTOR, DEV_TOKEN, GENERATION, HEADER, Consoles, Runs
 

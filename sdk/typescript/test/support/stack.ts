@@ -2,7 +2,7 @@
  * Real servers for the tests: a NATS server with JetStream and a Redis server on free ports, and
  * the four services as `continuity serve <name>` processes (the project's .venv), as production
  * runs them. The server binaries are found the way `continuity up` finds them
- * (continuity/servers.py). With `authorization`, the NATS server runs the shipped
+ * (continuity/devstack/servers.py). With `authorization`, the NATS server runs the shipped
  * deploy/nats files, each service signs in as its own user, and the runners are issued by
  * `continuity runners add` for the tests' tenant, as an operator does it.
  */
@@ -104,7 +104,7 @@ function listening(port: number): Promise<boolean> {
 }
 
 function binary(fn: "nats_server_binary" | "redis_server_binary"): string {
-  const out = spawnSync(join(VENV_BIN, "python"), ["-c", `from continuity.servers import ${fn}; print(${fn}())`], {
+  const out = spawnSync(join(VENV_BIN, "python"), ["-c", `from continuity.devstack.servers import ${fn}; print(${fn}())`], {
     cwd: ROOT,
     encoding: "utf8",
   });

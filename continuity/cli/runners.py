@@ -1,0 +1,725 @@
+"""`continuity runners add|tenants|list|remove`: issue runners, record their tenants, revoke them.
+
+A runner gets an NKEY (its seed is written to a file only it reads), an account of its own
+that imports exactly the subjects that carry its runner_id, a record in the runner directory
+(the tenants it acts for, contract section 10.2) and a durable pull consumer on its decisions
+that the services' side creates, so that the runner never holds a consumer-create right. The
+account block and the archive import come from the two templates below, the only place the
+layout of a runner's account is written (docs/operations/nats-authorization.md explains it).
+Removing a runner revokes it in the directory at once; its account leaves NATS when the
+servers restart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Awaitable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import nkeys
+
+from continuity.cli import common as clitools
+from shared.contract import errors, subjects
+from shared.contract.client import ContinuityClient, RequestError
+from shared.contract.tenancy import MAX_TENANTS, RunnerPutRequest, RunnerRecord, RunnerRevokeRequest
+
+ACCOUNTS_FILE = "runners.conf"
+IMPORTS_FILE = "runner-imports.conf"
+
+# One account per runner: what it may publish and subscribe, what it imports from CONTINUITY,
+# and its archive subject exported to CONTINUITY (which imports it, IMPORT_TEMPLATE). Its
+# permissions and its imports name the same subjects: the permission refuses at once what the
+# missing import would leave without a responder.
+ACCOUNT_TEMPLATE = """\
+# runner {runner_id}
+RUNNER_{runner_id}: {{
+  users: [
+    {{
+      nkey: {public_key}
+      permissions: {{
+        publish: {{
+          allow: [
+            "continuity.events.{runner_id}.*"
+            "continuity.sessions.{runner_id}.decide"
+            "continuity.sessions.{runner_id}.commit"
+            "continuity.sessions.{runner_id}.get"
+            "continuity.sessions.{runner_id}.reject"
+            "continuity.sessions.{runner_id}.claim"
+            "$JS.API.CONSUMER.MSG.NEXT.CONTINUITY_DECISIONS.{runner_id}"
+            "$JS.ACK.CONTINUITY_DECISIONS.{runner_id}.>"
+          ]
+        }}
+        subscribe: {{
+          allow: [ "_INBOX.{runner_id}.>", "continuity.runner.{runner_id}.archive" ]
+        }}
+        # its one answer to each archive request it receives
+        allow_responses: {{ max: 1, expires: "1m" }}
+      }}
+    }}
+  ]
+  imports: [
+    {{ service: {{ account: CONTINUITY, subject: "continuity.sessions.{runner_id}.decide" }} }}
+    {{ service: {{ account: CONTINUITY, subject: "continuity.sessions.{runner_id}.commit" }} }}
+    {{ service: {{ account: CONTINUITY, subject: "continuity.sessions.{runner_id}.get" }} }}
+    {{ service: {{ account: CONTINUITY, subject: "continuity.sessions.{runner_id}.reject" }} }}
+    {{ service: {{ account: CONTINUITY, subject: "continuity.sessions.{runner_id}.claim" }} }}
+    {{ service: {{ account: CONTINUITY, subject: "continuity.events.{runner_id}.*" }} }}
+    {{ service: {{
+      account: CONTINUITY, subject: "$JS.API.CONSUMER.MSG.NEXT.CONTINUITY_DECISIONS.{runner_id}"
+    }} }}
+    {{ service: {{ account: CONTINUITY, subject: "$JS.ACK.CONTINUITY_DECISIONS.{runner_id}.>" }} }}
+  ]
+  exports: [
+    {{ service: "continuity.runner.{runner_id}.archive", accounts: [CONTINUITY] }}
+  ]
+}}
+"""
+
+IMPORT_TEMPLATE = (
+    '  {{ service: {{ account: RUNNER_{runner_id}, subject: "continuity.runner.{runner_id}.archive" }} }}\n'
+)
+
+EMPTY_IMPORTS = (
+    "# Maintained by `continuity runners add` and `continuity runners remove`: each runner's\n"
+    "# archive subject.\nimports: [\n]\n"
+)
+
+RESTART = (
+    "restart the NATS servers one at a time (a configuration reload does not wire a runner's "
+    "imports; docs/operations/nats-authorization.md)"
+)
+
+
+def account_block(runner_id: str, public_key: str) -> str:
+    return ACCOUNT_TEMPLATE.format(runner_id=runner_id, public_key=public_key)
+
+
+def import_entry(runner_id: str) -> str:
+    return IMPORT_TEMPLATE.format(runner_id=runner_id)
+
+
+def inbox_prefix(runner_id: str) -> str:
+    """The inbox prefix a runner must connect with: it may subscribe nowhere else."""
+    return f"_INBOX.{runner_id}"
+
+
+@dataclass(frozen=True)
+class Identity:
+    runner_id: str
+    seed: bytes
+    public_key: str
+
+
+def new_identity(runner_id: str) -> Identity:
+    seed = nkeys.encode_seed(os.urandom(32), nkeys.PREFIX_BYTE_USER)
+    public = nkeys.from_seed(bytearray(seed)).public_key.decode()
+    return Identity(runner_id, bytes(seed), public)
+
+
+def write_seed(path: Path, seed: bytes) -> None:
+    """Create the seed file readable by its owner only; never overwrite an existing one."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(seed + b"\n")
+
+
+# The conf files ---------------------------------------------------------------------------
+
+
+def _conf_files(conf_dir: Path) -> tuple[Path, Path]:
+    return conf_dir / ACCOUNTS_FILE, conf_dir / IMPORTS_FILE
+
+
+def _account_line(runner_id: str) -> re.Pattern[str]:
+    return re.compile(rf"^RUNNER_{re.escape(runner_id)}:", re.MULTILINE)
+
+
+def _import_line(runner_id: str) -> re.Pattern[str]:
+    # The comma ends the account's name: RUNNER_a does not match RUNNER_a-1's line.
+    return re.compile(rf"account: RUNNER_{re.escape(runner_id)},")
+
+
+def runners_in_conf(conf_dir: Path) -> set[str]:
+    """The runner_ids that have an account in runners.conf."""
+    accounts, _ = _conf_files(conf_dir)
+    text = accounts.read_text() if accounts.exists() else ""
+    return set(re.findall(r"^RUNNER_([A-Za-z0-9_-]{1,64}):", text, re.MULTILINE))
+
+
+def check_conf_dir(conf_dir: Path, runner_id: str) -> None:
+    """Refuse, before anything is written, a runner already there or a file not as written."""
+    accounts, imports = _conf_files(conf_dir)
+    if accounts.exists() and _account_line(runner_id).search(accounts.read_text()):
+        raise clitools.Failure(
+            clitools.EXIT_CONFLICT, "runner_exists", f"{accounts} already has runner {runner_id}"
+        )
+    if imports.exists() and not imports.read_text().rstrip().endswith("]"):
+        raise clitools.Failure(
+            clitools.EXIT_BAD_INPUT, "invalid_file", f"{imports} does not end with the imports list's `]`"
+        )
+
+
+def _replace(path: Path, text: str) -> None:
+    """Write `text` to `path` whole or not at all: a server restarting meanwhile reads either."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        if path.exists():
+            os.chmod(tmp, path.stat().st_mode & 0o777)
+        else:
+            os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def add_to_conf_dir(conf_dir: Path, identity: Identity) -> None:
+    """Append the runner's account to runners.conf and its archive import to
+    runner-imports.conf (after `check_conf_dir`)."""
+    accounts, imports = _conf_files(conf_dir)
+    accounts_text = accounts.read_text() if accounts.exists() else ""
+    body = (imports.read_text() if imports.exists() else EMPTY_IMPORTS).rstrip()
+    _replace(imports, body[:-1].rstrip("\n") + "\n" + import_entry(identity.runner_id) + "]\n")
+    separator = "\n" if accounts_text and not accounts_text.endswith("\n\n") else ""
+    _replace(accounts, accounts_text + separator + account_block(identity.runner_id, identity.public_key))
+
+
+def _without_account(text: str, runner_id: str, path: Path) -> str | None:
+    """runners.conf without the runner's block (its `# runner` comment, `RUNNER_<id>: {` up to
+    the next `}` in the first column), or None when it has none."""
+    lines = text.splitlines(keepends=True)
+    head = f"RUNNER_{runner_id}: {{"
+    starts = [i for i, line in enumerate(lines) if line.rstrip() == head]
+    if not starts:
+        if _account_line(runner_id).search(text):
+            raise clitools.Failure(
+                clitools.EXIT_BAD_INPUT,
+                "invalid_file",
+                f"{path}: runner {runner_id}'s account is not as `continuity runners add` writes it; "
+                "remove it by hand",
+            )
+        return None
+    start = starts[0]
+    end = next((j for j in range(start + 1, len(lines)) if lines[j].rstrip() == "}"), None)
+    if end is None:
+        raise clitools.Failure(
+            clitools.EXIT_BAD_INPUT,
+            "invalid_file",
+            f"{path}: runner {runner_id}'s account has no closing `}}`",
+        )
+    if start > 0 and lines[start - 1].strip() == f"# runner {runner_id}":
+        start -= 1
+    kept = lines[:start] + lines[end + 1 :]
+    # The blank line that separated the block goes with it.
+    if start > 0 and kept[start - 1].strip() == "" and (start == len(kept) or kept[start].strip() == ""):
+        del kept[start - 1]
+    return "".join(kept)
+
+
+def _without_import(text: str, runner_id: str) -> str | None:
+    lines = text.splitlines(keepends=True)
+    kept = [line for line in lines if not _import_line(runner_id).search(line)]
+    return "".join(kept) if len(kept) != len(lines) else None
+
+
+def planned_removal(conf_dir: Path, runner_id: str) -> dict[Path, str]:
+    """The files to rewrite without the runner (nothing when it is in neither), computed before
+    anything changes so that a file not as written stops the command early."""
+    accounts, imports = _conf_files(conf_dir)
+    changes: dict[Path, str] = {}
+    if accounts.exists():
+        text = _without_account(accounts.read_text(), runner_id, accounts)
+        if text is not None:
+            changes[accounts] = text
+    if imports.exists():
+        text = _without_import(imports.read_text(), runner_id)
+        if text is not None:
+            changes[imports] = text
+    return changes
+
+
+# The services' side ------------------------------------------------------------------------
+
+
+async def create_consumer(nc: Any, runner_id: str) -> None:
+    """The runner's durable pull consumer, named after it and filtered to its own decisions."""
+    from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+    await nc.jetstream().add_consumer(
+        subjects.DECISIONS_STREAM,
+        ConsumerConfig(
+            name=runner_id,
+            durable_name=runner_id,
+            filter_subject=subjects.decisions(runner_id),
+            ack_policy=AckPolicy.EXPLICIT,
+            deliver_policy=DeliverPolicy.ALL,
+            max_deliver=-1,
+        ),
+    )
+
+
+async def decisions_consumers(nc: Any, timeout: float) -> set[str]:
+    """The names of CONTINUITY_DECISIONS' consumers, page after page."""
+    names: set[str] = set()
+    offset = 0
+    while True:
+        msg = await nc.request(
+            f"$JS.API.CONSUMER.NAMES.{subjects.DECISIONS_STREAM}",
+            msgspec.json.encode({"offset": offset}),
+            timeout=timeout,
+        )
+        page = msgspec.json.decode(msg.data)
+        if "error" in page:
+            # JetStream's own words (e.g. "stream not found"); they name no secret.
+            why = str(page["error"].get("description", "error"))[:200]
+            raise clitools.Failure(
+                clitools.EXIT_UNAVAILABLE,
+                "unavailable",
+                f"JetStream did not list the consumers of {subjects.DECISIONS_STREAM}: {why}",
+            )
+        batch = page.get("consumers") or []
+        names.update(batch)
+        offset += len(batch)
+        if not batch or offset >= int(page.get("total", 0)):
+            return names
+
+
+async def delete_consumer(nc: Any, runner_id: str) -> bool:
+    """Delete the runner's decisions consumer; False when it has none."""
+    from nats.js.errors import NotFoundError
+
+    try:
+        await nc.jetstream().delete_consumer(subjects.DECISIONS_STREAM, runner_id)
+    except NotFoundError:
+        return False
+    return True
+
+
+def _tenant_list(value: str) -> list[str]:
+    """`--tenant acme,globex`: each a contract token."""
+    check = clitools.token("--tenant")
+    parts = [part.strip() for part in value.split(",")]
+    if any(not part for part in parts):
+        raise argparse.ArgumentTypeError("--tenant takes TENANT[,TENANT...] without empty names")
+    return [check(part) for part in parts]
+
+
+def _tenants(args: argparse.Namespace) -> list[str]:
+    """The tenants of every --tenant, in order, each once."""
+    tenants = list(dict.fromkeys(args.tenant or []))
+    if len(tenants) > MAX_TENANTS:
+        raise clitools.Failure(
+            clitools.EXIT_BAD_INPUT, "invalid_argument", f"at most {MAX_TENANTS} tenants per runner"
+        )
+    return tenants
+
+
+def _put(
+    client: ContinuityClient, runner_id: str, tenants: Sequence[str], actor: str
+) -> Awaitable[RunnerRecord]:
+    return client.runner_put(RunnerPutRequest(runner_id=runner_id, tenants=list(tenants), actor=actor))
+
+
+def _record_text(r: RunnerRecord) -> str:
+    return clitools.fields(r)
+
+
+# add ---------------------------------------------------------------------------------------
+
+
+async def _create(args: argparse.Namespace) -> None:
+    url = clitools.nats_url(args)
+    try:
+        nc = await clitools.connect(url, args.timeout)
+    except Exception:
+        raise clitools.Failure(
+            clitools.EXIT_UNAVAILABLE,
+            "unavailable",
+            f"cannot connect to NATS at {clitools.redacted_url(url)}",
+        ) from None
+    try:
+        await create_consumer(nc, args.runner_id)
+    except Exception as exc:
+        raise clitools.Failure(
+            clitools.EXIT_UNAVAILABLE,
+            "consumer_not_created",
+            f"the decisions consumer was not created ({type(exc).__name__}); "
+            "check that the NATS user may create it, then run the command again with --consumer-only",
+        ) from None
+    finally:
+        await nc.close()
+
+
+def _record_tenants(
+    args: argparse.Namespace, tenants: list[str]
+) -> tuple[RunnerRecord | None, clitools.Failure | None]:
+    """The directory's record of the new runner, or the failure that kept it from being written."""
+    try:
+        record = asyncio.run(
+            clitools.session(args, lambda c: _put(c, args.runner_id, tenants, clitools.actor_of(args)))
+        )
+    except clitools.Failure as failure:
+        later = f"continuity runners tenants {args.runner_id} --tenant {','.join(tenants)}"
+        consumer = f"continuity runners add {args.runner_id} --consumer-only"
+        also = f" and `{consumer}`" if args.create_consumer else ""
+        return None, clitools.Failure(
+            failure.exit_code,
+            "tenants_not_recorded",
+            f"runner {args.runner_id} was issued (its seed is in {args.seed_file}), but its tenants were "
+            f"not recorded in the runner directory: {failure.message}. The services refuse its requests "
+            f"and events (runner_not_registered) until they are: once the session-store answers, run "
+            f"`{later}`{also} with the operator's credentials in NATS_URL",
+        )
+    return record, None
+
+
+def _add(args: argparse.Namespace) -> int:
+    runner_id: str = args.runner_id
+    try:
+        if not args.consumer_only:
+            tenants = _tenants(args)
+            if args.conf_dir:
+                check_conf_dir(Path(args.conf_dir), runner_id)
+            identity = new_identity(runner_id)
+            try:
+                write_seed(Path(args.seed_file), identity.seed)
+            except FileExistsError:
+                raise clitools.Failure(
+                    clitools.EXIT_CONFLICT, "seed_exists", f"{args.seed_file} exists; it is never overwritten"
+                ) from None
+            if args.conf_dir:
+                add_to_conf_dir(Path(args.conf_dir), identity)
+            record, failure = _record_tenants(args, tenants)
+            _print_identity(args, identity, record, failure)
+            if failure is not None:
+                print(f"continuity: error: {failure.message} [{failure.code}]", file=sys.stderr)
+                return int(failure.exit_code)
+        if args.create_consumer or args.consumer_only:
+            asyncio.run(_create(args))
+            print(f"# created consumer {runner_id} on {subjects.DECISIONS_STREAM}", file=sys.stderr)
+    except clitools.Failure as failure:
+        return clitools.report(args, failure)
+    return clitools.EXIT_OK
+
+
+def _print_identity(
+    args: argparse.Namespace,
+    identity: Identity,
+    record: RunnerRecord | None,
+    failure: clitools.Failure | None,
+) -> None:
+    if args.json:
+        out: dict[str, Any] = {
+            "runner_id": identity.runner_id,
+            "public_key": identity.public_key,
+            "seed_file": str(args.seed_file),
+            "inbox_prefix": inbox_prefix(identity.runner_id),
+            "account": account_block(identity.runner_id, identity.public_key),
+            "import": import_entry(identity.runner_id).strip(),
+            "directory": record,
+        }
+        if failure is not None:
+            out["error"] = {"code": failure.code, "message": failure.message}
+        print(clitools.to_json(out))
+        return
+    if args.conf_dir:
+        print(f"# added runner {identity.runner_id} ({identity.public_key}) to {args.conf_dir}")
+        print(f"# then {RESTART}")
+    else:
+        print(f"# 1. in {ACCOUNTS_FILE} (inside `accounts`): the runner's account")
+        print(account_block(identity.runner_id, identity.public_key))
+        print(f"# 2. in {IMPORTS_FILE} (CONTINUITY's imports): its archive subject")
+        print(import_entry(identity.runner_id))
+        print(f"# 3. {RESTART}")
+    if record is not None:
+        print(f"# runner directory: {record.runner_id} issued for {', '.join(record.tenants)}")
+    print(f"# the runner connects with its seed file and inbox prefix {inbox_prefix(identity.runner_id)}")
+
+
+def _checked_add(args: argparse.Namespace) -> int:
+    if not args.consumer_only:
+        missing = [o for o, v in (("--seed-file", args.seed_file), ("--tenant", args.tenant)) if not v]
+        if missing:
+            failure = clitools.Failure(
+                clitools.EXIT_BAD_INPUT,
+                "invalid_argument",
+                f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} required "
+                "(or --consumer-only)",
+            )
+            return clitools.report(args, failure)
+    return _add(args)
+
+
+# tenants -----------------------------------------------------------------------------------
+
+
+def _set_tenants(args: argparse.Namespace) -> int:
+    try:
+        tenants = _tenants(args)
+    except clitools.Failure as failure:
+        return clitools.report(args, failure)
+    return clitools.execute(
+        args, lambda c: _put(c, args.runner_id, tenants, clitools.actor_of(args)), _record_text
+    )
+
+
+# list --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Listed:
+    runner_id: str
+    tenants: list[str]
+    status: str
+    """active, revoked, or unrecorded (in the conf files, not in the directory)."""
+    in_conf: bool | None
+    """Its account is in runners.conf (None: no --conf-dir was given)."""
+    consumer: bool
+    added_at: str | None
+    actor: str | None
+    revoked_at: str | None
+
+
+async def _listing(c: ContinuityClient, timeout: float, in_conf: set[str] | None) -> list[Listed]:
+    reply = await c.runners()
+    consumers = await decisions_consumers(c.nc, timeout)
+    records = {r.runner_id: r for r in reply.items}
+    ids = sorted(set(records) | (in_conf or set()))
+    listed = []
+    for rid in ids:
+        r = records.get(rid)
+        listed.append(
+            Listed(
+                runner_id=rid,
+                tenants=list(r.tenants) if r else [],
+                status=r.status if r else "unrecorded",
+                in_conf=None if in_conf is None else rid in in_conf,
+                consumer=rid in consumers,
+                added_at=r.added_at if r else None,
+                actor=r.actor if r else None,
+                revoked_at=r.revoked_at if r else None,
+            )
+        )
+    return listed
+
+
+def _render_list(listed: list[Listed]) -> str:
+    if not listed:
+        return "No runners: issue one with `continuity runners add RUNNER_ID --tenant TENANT ...`."
+
+    def yes(value: bool | None) -> str:
+        return "-" if value is None else ("yes" if value else "no")
+
+    rows = [
+        [r.runner_id, ",".join(r.tenants) or "-", r.status, yes(r.in_conf), yes(r.consumer)] for r in listed
+    ]
+    return clitools.table(["RUNNER", "TENANTS", "STATUS", "IN CONF", "CONSUMER"], rows, whole=(2,))
+
+
+def _list(args: argparse.Namespace) -> int:
+    in_conf = runners_in_conf(Path(args.conf_dir)) if args.conf_dir else None
+    return clitools.execute(
+        args,
+        lambda c: _listing(c, args.timeout, in_conf),
+        _render_list,
+        lambda listed: {"items": listed},
+    )
+
+
+# remove ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Removed:
+    runner_id: str
+    directory: RunnerRecord | None
+    """The revoked record (None: the directory did not know the runner)."""
+    consumer: str
+    """deleted, absent, or failed."""
+    conf: str | None
+    """removed or absent (None: no --conf-dir was given)."""
+    restart_required: bool
+
+
+async def _revoke_and_delete(
+    c: ContinuityClient, runner_id: str, actor: str
+) -> tuple[RunnerRecord | None, str]:
+    record: RunnerRecord | None
+    try:
+        record = await c.runner_revoke(RunnerRevokeRequest(runner_id=runner_id, actor=actor))
+    except RequestError as err:
+        if err.code != errors.NOT_FOUND.code:
+            raise
+        record = None
+    # Revoked first: from here on the services refuse the runner, whatever happens next.
+    try:
+        consumer = "deleted" if await delete_consumer(c.nc, runner_id) else "absent"
+    except Exception:  # reported with the rest; running the command again finishes the removal
+        consumer = "failed"
+    return record, consumer
+
+
+def _confirm(runner_id: str, conf_dir: str | None) -> bool:
+    # On stderr, so that stdout stays one JSON object with --json.
+    conf = f", and remove its account from {conf_dir}" if conf_dir else ""
+    print(
+        f"Remove runner {runner_id}: revoke it in the runner directory (its session requests and "
+        f"events are refused from now on), delete its decisions consumer{conf}? [y/N] ",
+        end="",
+        file=sys.stderr,
+        flush=True,
+    )
+    return sys.stdin.readline().strip().lower() in ("y", "yes")
+
+
+def _remove(args: argparse.Namespace) -> int:
+    runner_id: str = args.runner_id
+    try:
+        changes = planned_removal(Path(args.conf_dir), runner_id) if args.conf_dir else {}
+        if not args.yes and not _confirm(runner_id, args.conf_dir):
+            raise clitools.Failure(
+                clitools.EXIT_CONFLICT, "not_confirmed", "nothing was changed (confirm, or pass --yes)"
+            )
+        record, consumer = asyncio.run(
+            clitools.session(args, lambda c: _revoke_and_delete(c, runner_id, clitools.actor_of(args)))
+        )
+        for path, text in changes.items():
+            _replace(path, text)
+        conf = None if not args.conf_dir else ("removed" if changes else "absent")
+        if record is None and consumer == "absent" and conf != "removed":
+            where = f", nor in {args.conf_dir}" if args.conf_dir else ""
+            raise clitools.Failure(
+                clitools.EXIT_NOT_FOUND,
+                "not_found",
+                f"runner {runner_id} is not known: not in the runner directory, no decisions consumer{where}",
+            )
+        removed = Removed(runner_id, record, consumer, conf, restart_required=conf != "absent")
+    except clitools.Failure as failure:
+        return clitools.report(args, failure)
+    print(clitools.to_json(removed) if args.json else _render_removed(removed, args.conf_dir))
+    if consumer == "failed":
+        print(
+            f"continuity: error: the runner is revoked, but its decisions consumer was not deleted; "
+            f"run `continuity runners remove {runner_id}` again [consumer_not_deleted]",
+            file=sys.stderr,
+        )
+        return clitools.EXIT_UNAVAILABLE
+    return clitools.EXIT_OK
+
+
+def _render_removed(r: Removed, conf_dir: str | None) -> str:
+    lines = [
+        f"Runner {r.runner_id} revoked in the runner directory: its session requests and events are "
+        "refused from now on."
+        if r.directory is not None
+        else f"Runner {r.runner_id} was not in the runner directory (nothing to revoke there).",
+        {
+            "deleted": f"Its decisions consumer {r.runner_id} was deleted.",
+            "absent": f"It had no decisions consumer on {subjects.DECISIONS_STREAM}.",
+            "failed": "Its decisions consumer could not be deleted.",
+        }[r.consumer],
+    ]
+    if r.conf == "removed":
+        lines.append(f"Its account and archive import were removed from {conf_dir}.")
+    elif r.conf == "absent":
+        lines.append(f"It had no account in {conf_dir}.")
+    else:
+        lines.append(
+            f"Remove its blocks from {ACCOUNTS_FILE} (`RUNNER_{r.runner_id}`) and {IMPORTS_FILE}, "
+            "or run the command again with --conf-dir."
+        )
+    if r.restart_required:
+        lines.append(
+            f"Next: {RESTART}; until then its NKEY still connects, and the services refuse what it sends."
+        )
+    return "\n".join(lines)
+
+
+# The command --------------------------------------------------------------------------------
+
+
+def _tenant_option(parser: argparse.ArgumentParser, required: bool, what: str) -> None:
+    parser.add_argument(
+        "--tenant",
+        action="extend",
+        type=_tenant_list,
+        required=required,
+        metavar="TENANT[,TENANT...]",
+        help=what,
+    )
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    runners = sub.add_parser("runners", help="issue, list and remove runners")
+    commands = runners.add_subparsers(dest="runners_command", required=True)
+    common = clitools.connection_parent()
+
+    add = commands.add_parser(
+        "add",
+        parents=[common],
+        help="issue a runner: its NKEY seed, its account (printed or added), its tenants, its consumer",
+    )
+    add.add_argument("runner_id", type=clitools.runner_id, metavar="RUNNER_ID")
+    add.add_argument("--seed-file", help="where to write the runner's seed (mode 0600, never overwritten)")
+    _tenant_option(
+        add,
+        False,
+        "the tenants it acts for, recorded in the runner directory (required unless --consumer-only)",
+    )
+    add.add_argument(
+        "--conf-dir",
+        default=None,
+        help=f"add the runner to {ACCOUNTS_FILE} and {IMPORTS_FILE} in this folder instead of printing",
+    )
+    add.add_argument(
+        "--create-consumer",
+        action="store_true",
+        help="also create the runner's decisions consumer (NATS_URL / --nats-url with operator credentials)",
+    )
+    add.add_argument(
+        "--consumer-only", action="store_true", help="only create the consumer of an existing runner"
+    )
+    clitools.actor_option(add)
+    add.set_defaults(func=_checked_add)
+
+    tenants = commands.add_parser(
+        "tenants",
+        parents=[common],
+        help="record the tenants a runner acts for (replacing its earlier ones; a revoked runner is "
+        "active again)",
+    )
+    tenants.add_argument("runner_id", type=clitools.runner_id, metavar="RUNNER_ID")
+    _tenant_option(tenants, True, "the tenants it acts for")
+    clitools.actor_option(tenants)
+    tenants.set_defaults(func=_set_tenants)
+
+    listing = commands.add_parser(
+        "list", parents=[common], help="the runner directory, with the conf files and the consumers"
+    )
+    listing.add_argument(
+        "--conf-dir", default=None, help=f"also tell which runners have an account in {ACCOUNTS_FILE} here"
+    )
+    listing.set_defaults(func=_list)
+
+    remove = commands.add_parser(
+        "remove",
+        parents=[common],
+        help="revoke a runner, delete its decisions consumer, remove its account from the conf files",
+    )
+    remove.add_argument("runner_id", type=clitools.runner_id, metavar="RUNNER_ID")
+    remove.add_argument(
+        "--conf-dir", default=None, help=f"remove the runner from {ACCOUNTS_FILE} and {IMPORTS_FILE} here"
+    )
+    remove.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    clitools.actor_option(remove)
+    remove.set_defaults(func=_remove)

@@ -1,0 +1,162 @@
+"""`continuity sessions get|decide|commit`: look at and try session records from a shell;
+`continuity sessions transfer|ownership`: an operator moves a session to another runner and
+reads the audit of its owners (contract section 10.3)."""
+
+from __future__ import annotations
+
+import argparse
+
+from continuity.cli.common import (
+    actor_of,
+    actor_option,
+    connection_parent,
+    execute,
+    fields,
+    runner_id,
+    table,
+    token,
+)
+from shared.contract import CommitRequest, DecideRequest, GetRequest, SessionRef
+from shared.contract.tenancy import OwnershipReply, SessionAuditReply, SessionAuditRequest, TransferRequest
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    sessions = sub.add_parser("sessions", help="look at and try session records")
+    verbs = sessions.add_subparsers(dest="verb", required=True)
+
+    common = connection_parent()
+    get = verbs.add_parser("get", parents=[common], help="show a session record (never its generation value)")
+    _session_args(get)
+    get.set_defaults(func=_get)
+
+    decide = verbs.add_parser(
+        "decide", parents=[common], help="ask the resume decision, as a runner at ready"
+    )
+    _session_args(decide)
+    decide.add_argument("--adapter", required=True)
+    decide.add_argument("--model", required=True)
+    decide.add_argument("--cwd", required=True)
+    decide.add_argument("--latest-cursor")
+    decide.add_argument("--compatibility", choices=["none", "profile-ready"], default="none")
+    decide.add_argument("--ready-generation")
+    decide.set_defaults(func=_decide)
+
+    commit = verbs.add_parser(
+        "commit", parents=[common], help="commit a session record, as a runner after a turn"
+    )
+    _session_args(commit)
+    commit.add_argument("--native-session-id", required=True)
+    commit.add_argument("--adapter", required=True)
+    commit.add_argument("--model", required=True)
+    commit.add_argument("--cwd", required=True)
+    commit.add_argument("--cursor")
+    commit.add_argument("--prompt-hash")
+    commit.add_argument(
+        "--checkpoint-policy",
+        default="same_session_only",
+        choices=[
+            "same_session_only",
+            "allow_replacement_after_governed_wait",
+            "allow_replacement_after_resume_failure",
+        ],
+    )
+    commit.add_argument("--generation", help="compatibility generation (omit to clear)")
+    commit.add_argument("--expected-revision", type=int)
+    commit.add_argument("--epoch", type=int)
+    commit.add_argument("--cancelled", action="store_true")
+    commit.set_defaults(func=_commit)
+
+    transfer = verbs.add_parser(
+        "transfer",
+        parents=[common],
+        help="give a session to another runner of its tenant (fences the previous owner)",
+    )
+    _session_positionals(transfer)
+    transfer.add_argument("--to", required=True, type=runner_id, metavar="RUNNER_ID", help="the new owner")
+    actor_option(transfer)
+    transfer.set_defaults(func=_transfer)
+
+    ownership = verbs.add_parser(
+        "ownership", parents=[common], help="the changes of a session's owner, oldest first"
+    )
+    _session_positionals(ownership)
+    ownership.set_defaults(func=_ownership)
+
+
+def _session_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--tenant", required=True, type=token("--tenant"))
+    parser.add_argument("--conversation", required=True, type=token("--conversation"), help="conversation_id")
+    parser.add_argument("--agent", required=True, type=token("--agent"), help="agent_id")
+
+
+def _session_positionals(parser: argparse.ArgumentParser) -> None:
+    # Named like the options of `get`, so that a `not_found` names the session the same way.
+    parser.add_argument("tenant", metavar="TENANT", type=token("TENANT"))
+    parser.add_argument("conversation", metavar="CONVERSATION", type=token("CONVERSATION"))
+    parser.add_argument("agent", metavar="AGENT", type=token("AGENT"))
+
+
+def _session(args: argparse.Namespace) -> SessionRef:
+    return SessionRef(tenant=args.tenant, conversation_id=args.conversation, agent_id=args.agent)
+
+
+def _get(args: argparse.Namespace) -> int:
+    return execute(args, lambda c: c.get(GetRequest(session=_session(args))), fields)
+
+
+def _decide(args: argparse.Namespace) -> int:
+    req = DecideRequest(
+        session=_session(args),
+        adapter=args.adapter,
+        model=args.model,
+        cwd=args.cwd,
+        latest_cursor=args.latest_cursor,
+        compatibility=args.compatibility,
+        ready_generation=args.ready_generation,
+    )
+    return execute(args, lambda c: c.decide(req), fields)
+
+
+def _commit(args: argparse.Namespace) -> int:
+    req = CommitRequest(
+        session=_session(args),
+        native_session_id=args.native_session_id,
+        adapter=args.adapter,
+        model=args.model,
+        cwd=args.cwd,
+        cursor=args.cursor,
+        prompt_hash=args.prompt_hash,
+        checkpoint_policy=args.checkpoint_policy,
+        compatibility_generation=args.generation,
+        expected_revision=args.expected_revision,
+        epoch=args.epoch,
+        cancelled=args.cancelled,
+    )
+    return execute(args, lambda c: c.commit(req), fields)
+
+
+def _transfer(args: argparse.Namespace) -> int:
+    req = TransferRequest(session=_session(args), runner_id=args.to, actor=actor_of(args))
+    return execute(args, lambda c: c.transfer(req), _render_transfer)
+
+
+def _render_transfer(reply: OwnershipReply) -> str:
+    if reply.previous_owner is None or reply.previous_owner == reply.owner:
+        return f"{fields(reply)}\n\nOwned by {reply.owner} from epoch {reply.epoch}."
+    return (
+        f"{fields(reply)}\n\nOwned by {reply.owner} from epoch {reply.epoch}: commits of "
+        f"{reply.previous_owner} are refused session_not_owned, and any commit that carries an older "
+        f"epoch stale_epoch."
+    )
+
+
+def _ownership(args: argparse.Namespace) -> int:
+    req = SessionAuditRequest(session=_session(args))
+    return execute(args, lambda c: c.ownership(req), _render_ownership)
+
+
+def _render_ownership(reply: SessionAuditReply) -> str:
+    if not reply.items:
+        return "No owner recorded: no runner has committed this session (or it does not exist)."
+    rows = [[e.at, e.kind, e.actor, e.previous_owner or "-", e.owner, str(e.epoch)] for e in reply.items]
+    return table(["AT", "CHANGE", "ACTOR", "PREVIOUS OWNER", "OWNER", "EPOCH"], rows)

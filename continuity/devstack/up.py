@@ -1,0 +1,241 @@
+"""`continuity up`: run every service against NATS and Redis, printing where things listen.
+
+It works from any folder, fails within seconds naming an unreachable server or a bad variable,
+and once ready shares the addresses (and the runner keys it made) in `<data-dir>/env` for the
+other commands, which read `.continuity/env` when a variable is not set."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+from continuity.cli.common import EXIT_BAD_INPUT, EXIT_CONFLICT, redacted_url, write_env_file
+from continuity.devstack.servers import free_port
+from continuity.devstack.stack import Stack, StartError
+from continuity.devstack.uplock import Busy, UpLock, busy_message, digest, stop_leftovers
+from services import registry
+
+DEV_KEY_IDS = ("dev-k1", "dev-k2")
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    up = sub.add_parser(
+        "up",
+        help="run Continuity locally (embedded NATS and Redis unless "
+        "NATS_URL / REDIS_URL are set) until Ctrl-C",
+        description="Starts the four services and the console (and embedded NATS and Redis unless NATS_URL / "
+        "REDIS_URL are set), prints the addresses and writes them to <data-dir>/env, which the "
+        "other commands read from .continuity/env when NATS_URL / REDIS_URL / "
+        "CONTINUITY_RUNNER_KEYS are unset. Without CONTINUITY_RUNNER_KEYS it makes development "
+        "runner keys, so that `continuity simulate` works against it as it is.",
+    )
+    up.add_argument(
+        "--data-dir",
+        type=Path,
+        default=Path(".continuity"),
+        help="where the env file, the services' logs and embedded servers' data go (default: .continuity)",
+    )
+    up.add_argument(
+        "--demo", action="store_true", help="also run a simulated runner fleet and operator against the stack"
+    )
+    up.add_argument(
+        "--demo-seconds",
+        type=float,
+        default=20.0,
+        help="with --demo: how long the fleet runs before its report (default 20)",
+    )
+    up.set_defaults(func=run)
+
+
+def development_keys() -> str:
+    """Fresh runner keys for a local stack (CONTINUITY_RUNNER_KEYS syntax)."""
+    from continuity.tools.simulate.keys import keys_env
+
+    return keys_env({key_id: secrets.token_bytes(32) for key_id in DEV_KEY_IDS})
+
+
+def service_extra(args: argparse.Namespace) -> dict[str, str]:
+    """What the services get on top of this process's environment."""
+    if args.demo:
+        from continuity.tools.simulate import demo_environment
+
+        return demo_environment()
+    return {"CONTINUITY_RUNNER_KEYS": os.environ.get("CONTINUITY_RUNNER_KEYS") or development_keys()}
+
+
+def check_configuration(extra: dict[str, str]) -> None:
+    """The services' own check of their variables, run here first so its message reaches the
+    terminal instead of a service's log."""
+    from shared.platform.config import Config, ConfigError
+
+    env = {**os.environ, "CONTINUITY_METRICS_PORT": "0", **extra}
+    try:
+        Config.from_env(env)
+    except ConfigError as err:
+        raise StartError(f"configuration error: {err}", EXIT_BAD_INPUT) from None
+
+
+def run(args: argparse.Namespace) -> int:
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    data_dir = args.data_dir.resolve()
+    lock = UpLock(data_dir)
+    try:
+        previous = lock.acquire()  # before anything in the folder is touched
+    except Busy as busy:
+        print(f"continuity up: {busy_message(data_dir, busy.record)}", file=sys.stderr, flush=True)
+        return EXIT_CONFLICT
+    except OSError as err:
+        print(f"continuity up: cannot use {data_dir} ({err.strerror})", file=sys.stderr, flush=True)
+        return EXIT_BAD_INPUT
+    try:
+        if previous is not None:
+            stop_leftovers(previous, _say)
+            env_file = data_dir / "env"
+            if previous.env_digest and digest(env_file) == previous.env_digest:
+                env_file.unlink(missing_ok=True)  # its addresses died with that stack
+        return _run(args, Stack(data_dir=data_dir), lock, stop)
+    finally:
+        lock.release()
+
+
+def _run(args: argparse.Namespace, stack: Stack, lock: UpLock, stop: threading.Event) -> int:
+    env_file = stack.data_dir / "env"
+    code = 0
+    try:
+        extra = service_extra(args)
+        check_configuration(extra)
+        started = time.monotonic()
+        _say(_first_line(stack.data_dir))  # at once: the servers and services take seconds
+        stack.start_servers()
+        for server in (stack.nats, stack.redis):
+            if server is not None and server.proc is not None:
+                lock.started(server.name, server.proc.pid)
+        stack.check_servers(say=_say)
+        names = registry.available()
+        _say(f"starting the services: {', '.join(names)} ...")
+        console: dict[str, str] = {}
+        for name in names:
+            log = stack.data_dir / f"{name}.log"
+            env = dict(extra)
+            if name == "console":
+                console = console_env(stack.data_dir)
+                env.update(console)
+            lock.started(name, stack.start_service(name, env, log_path=log).proc.pid)
+        if not stack.wait_ready(stop=stop):
+            print("continuity up: stopped while starting", file=sys.stderr, flush=True)
+            return 130
+        shared = {
+            "NATS_URL": stack.nats_url,
+            "REDIS_URL": stack.redis_url,
+            "CONTINUITY_RUNNER_KEYS": extra["CONTINUITY_RUNNER_KEYS"],
+        }
+        write_env_file(env_file, shared)
+        console_url = f"http://127.0.0.1:{console['CONTINUITY_CONSOLE_PORT']}/" if console else ""
+        lock.record.nats_url = redacted_url(stack.nats_url)
+        lock.record.redis_url = redacted_url(stack.redis_url)
+        lock.record.console_url = console_url
+        lock.record.env_digest = digest(env_file)
+        lock.save()
+        _say(f"ready in {time.monotonic() - started:.1f}s\n")
+        _print_endpoints(stack, env_file)
+        if console:
+            print(
+                f"console    {console_url}  sign-in token in {_shown(stack.data_dir / CONSOLE_TOKEN_FILE)}",
+                flush=True,
+            )
+        if args.demo:
+            from continuity.tools.simulate import run_demo
+
+            code = run_demo(stack, seconds=args.demo_seconds, stop=stop)
+        else:
+            print("Ctrl-C stops everything.", flush=True)
+            while not stop.wait(0.5):
+                for service in stack.services:
+                    if service.proc.poll() is not None:
+                        print(f"{service.name} exited with code {service.proc.returncode}", file=sys.stderr)
+                        stop.set()
+                        code = 1
+    except StartError as err:
+        print(f"continuity up: {err}", file=sys.stderr, flush=True)
+        return err.exit_code
+    except RuntimeError as err:  # a service exited or was never ready; it said why
+        print(f"continuity up: {err}", file=sys.stderr, flush=True)
+        return 1
+    finally:
+        if stack.services or stack.nats or stack.redis:
+            print("stopping...", flush=True)
+        stack.stop()
+        # Its addresses die with the stack; a file someone changed since is theirs.
+        if lock.record.env_digest and digest(env_file) == lock.record.env_digest:
+            env_file.unlink(missing_ok=True)
+    return code
+
+
+def _first_line(data_dir: Path) -> str:
+    """What `up` is about to do, said before the seconds it takes."""
+    embedded = [
+        name
+        for name, variable in (("NATS", "NATS_URL"), ("Redis", "REDIS_URL"))
+        if not os.environ.get(variable)
+    ]
+    given = [
+        f"{name} at {redacted_url(os.environ[variable])}"
+        for name, variable in (("NATS", "NATS_URL"), ("Redis", "REDIS_URL"))
+        if os.environ.get(variable)
+    ]
+    if not embedded:
+        return f"checking {' and '.join(given)} ..."
+    line = f"starting {' and '.join(embedded)} under {_shown(data_dir)}/"
+    return f"{line} (with {given[0]}) ..." if given else f"{line} ..."
+
+
+CONSOLE_TOKEN_FILE = "console-token"
+
+
+def console_env(data_dir: Path) -> dict[str, str]:
+    """The console's port, and a development sign-in token (kept in a file only its owner can
+    read) unless the environment configures how operators sign in."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    env = {"CONTINUITY_CONSOLE_PORT": os.environ.get("CONTINUITY_CONSOLE_PORT") or str(free_port())}
+    if not os.environ.get("CONTINUITY_CONSOLE_IDENTITY_HEADER"):
+        token = os.environ.get("CONTINUITY_CONSOLE_DEV_TOKEN") or secrets.token_urlsafe(24)
+        path = data_dir / CONSOLE_TOKEN_FILE
+        path.touch(mode=0o600)
+        path.chmod(0o600)
+        path.write_text(token + "\n")
+        env["CONTINUITY_CONSOLE_DEV_TOKEN"] = token
+    return env
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+def _shown(path: Path) -> str:
+    """`path` as short as it can be said from here: relative when under this folder."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def _print_endpoints(stack: Stack, env_file: Path) -> None:
+    origin = "embedded" if stack.nats else "NATS_URL"
+    print(f"NATS   {redacted_url(stack.nats_url)}  ({origin})")
+    origin = "embedded" if stack.redis else "REDIS_URL"
+    print(f"Redis  {redacted_url(stack.redis_url)}  ({origin})")
+    for service in stack.services:
+        print(f"{service.name:<15} metrics http://127.0.0.1:{service.metrics_port}/metrics")
+    print(f"logs   {_shown(stack.data_dir)}/<service>.log")
+    print(f"\nIn another terminal (or `. {_shown(env_file)}`, which also holds the runner keys):")
+    print(f"  export NATS_URL={redacted_url(stack.nats_url)} REDIS_URL={redacted_url(stack.redis_url)}")
+    venv_bin = Path(sys.executable).parent
+    print(f"  export PATH={venv_bin}:$PATH   # puts `continuity` on PATH", flush=True)

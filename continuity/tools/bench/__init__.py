@@ -1,0 +1,16 @@
+"""`continuity bench`: throughput and latency next to raw NATS and Redis baselines measured in
+the same run. Figures are printed, never asserted."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    bench = sub.add_parser("bench", help="measure Continuity against raw NATS/Redis baselines")
+    kinds = bench.add_subparsers(dest="kind", required=True)
+    from continuity.tools.bench import fairness, pipeline, sessions
+
+    sessions.register(kinds)
+    pipeline.register(kinds)
+    fairness.register(kinds)

@@ -1,0 +1,145 @@
+"""The servers and service replicas of a benchmark run, and the facts printed with its figures.
+
+Default: one embedded NATS server and one Redis without persistence (or NATS_URL / REDIS_URL
+when set), streams with one replica. `--production`: a 3-node JetStream cluster with every
+stream on 3 replicas, and Redis with AOF (`appendonly yes`, `appendfsync everysec`), as
+docs/operations/deploy.md runs them; NATS_URL / REDIS_URL are not used then.
+
+Replicas are `continuity serve <name>` processes (`continuity.devstack.stack.spawn_service`), added one
+at a time; the load generator, the baseline process and the servers share the same cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from continuity.devstack.servers import NatsCluster, RedisServer
+from continuity.devstack.stack import Stack, StackService
+
+PRODUCTION_STREAM_REPLICAS = 3
+MEANING = (
+    "replicas, the load generator, the baseline process and the servers share these cores: "
+    "the scaling shows what a replica adds here, not on a machine with a core per replica"
+)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--replicas", type=int, default=1, help="measure 1..N service replicas (default 1)")
+    p.add_argument(
+        "--production",
+        action="store_true",
+        help="embedded 3-node JetStream cluster (streams on 3 replicas) and Redis with AOF everysec; "
+        "NATS_URL and REDIS_URL are not used",
+    )
+
+
+@dataclass
+class Deployment:
+    stack: Stack
+    production: bool
+    cluster: NatsCluster | None = None
+    facts: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def stream_replicas(self) -> int:
+        return PRODUCTION_STREAM_REPLICAS if self.production else 1
+
+    def service_env(self, extra: dict[str, str]) -> dict[str, str]:
+        return {"CONTINUITY_STREAM_REPLICAS": str(self.stream_replicas), **extra}
+
+    def replicas(self, name: str) -> list[StackService]:
+        return [s for s in self.stack.services if s.name == name]
+
+    def pids(self, name: str) -> list[int]:
+        return [s.proc.pid for s in self.replicas(name)]
+
+    def scale(self, name: str, count: int, env: dict[str, str]) -> None:
+        """Start replicas of `name` until there are `count`, and wait until all are ready."""
+        while len(self.replicas(name)) < count:
+            index = len(self.replicas(name)) + 1
+            log = self.stack.data_dir / f"{name}-{index}.log"
+            self.stack.start_service(name, self.service_env(env), log_path=log)
+        self.stack.wait_ready()
+
+    def around(self) -> dict[str, list[int]]:
+        """The other processes every measured round shares: the servers started here (none
+        for NATS_URL / REDIS_URL given) and the load generator, this process."""
+        nats_servers = self.cluster.nodes if self.cluster is not None else [self.stack.nats]
+        groups = {
+            "nats": [n.proc.pid for n in nats_servers if n is not None and n.proc is not None],
+            "redis": [self.stack.redis.proc.pid] if self.stack.redis and self.stack.redis.proc else [],
+            "load generator": [os.getpid()],
+        }
+        return {name: pids for name, pids in groups.items() if pids}
+
+    async def scale_async(self, name: str, count: int, env: dict[str, str]) -> None:
+        await asyncio.to_thread(self.scale, name, count, env)
+
+
+def _redis_facts(url: str, production: bool) -> dict[str, Any]:
+    client = redis.Redis.from_url(url, decode_responses=True)
+    try:
+        if production:
+            client.config_set("appendfsync", "everysec")  # Redis's default, made explicit
+        config = {**client.config_get("appendonly"), **client.config_get("appendfsync")}
+        version = client.info("server").get("redis_version", "?")
+    finally:
+        client.close()
+    return {
+        "redis_version": str(version),
+        "redis_appendonly": str(config.get("appendonly", "?")),
+        "redis_appendfsync": str(config.get("appendfsync", "?")),
+    }
+
+
+@contextlib.contextmanager
+def deployment(data_dir: Path, production: bool) -> Iterator[Deployment]:
+    stack = Stack(data_dir=data_dir)
+    d = Deployment(stack, production)
+    try:
+        if production:
+            d.cluster = NatsCluster(data_dir / "nats-cluster", PRODUCTION_STREAM_REPLICAS)
+            d.cluster.start()
+            stack.nats_url = d.cluster.url
+            stack.redis = RedisServer(data_dir / "redis", appendonly=True)
+            stack.redis.start()
+            stack.redis_url = stack.redis.url
+        else:
+            stack.start_servers(redis_appendonly=False)
+        d.facts = {
+            "nats": f"{PRODUCTION_STREAM_REPLICAS}-node JetStream cluster" if production else "1 server",
+            "stream_replicas": d.stream_replicas,
+            **_redis_facts(stack.redis_url, production),
+        }
+        yield d
+    finally:
+        stack.stop()
+        if d.cluster is not None:
+            d.cluster.stop()
+
+
+def machine() -> dict[str, Any]:
+    return {"cores": os.cpu_count() or 0, "load_average": [round(x, 2) for x in os.getloadavg()]}
+
+
+def describe(result: dict[str, Any]) -> list[str]:
+    """The lines that say what ran where, printed under every report."""
+    f = result["servers"]
+    return [
+        f"  servers: NATS {result['nats_version']} {f['nats']} "
+        f"(streams on {f['stream_replicas']} replica(s)), "
+        f"Redis {f['redis_version']} appendonly {f['redis_appendonly']} "
+        f"appendfsync {f['redis_appendfsync']}",
+        f"  machine: {result['cores']} cores, load average {result['load_average_start']} at start, "
+        f"{result['load_average_end']} at end",
+        f"  {MEANING}",
+    ]

@@ -1,0 +1,175 @@
+"""What the simulation prints: a live progress line (stderr), the final tables (stdout), one
+JSON object for scripts, and the demo's stories."""
+
+from __future__ import annotations
+
+import textwrap
+from collections import Counter
+from typing import Any
+
+from continuity.cli import common as clitools
+from continuity.tools.simulate.checker import Checker
+from continuity.tools.simulate.fleet import Result
+from continuity.tools.simulate.scenarios import SCENARIOS
+
+CONTRADICTIONS_SHOWN = 20
+WIDTH = clitools.TABLE_WIDTH
+
+_SHORT_PREFIXES = (
+    "native_provider_",
+    "native_runner_",
+    "native_session_",
+    "native_",
+    "runner_continuity_break_",
+)
+
+
+def table(rows: list[tuple[str, ...]], header: tuple[str, ...]) -> str:
+    return clitools.table(header, rows, WIDTH)
+
+
+def fit(text: str, indent: str = "", width: int = WIDTH) -> str:
+    """`text` wrapped at word boundaries into lines of at most `width` columns; lines after
+    the first start with `indent`."""
+    return "\n".join(textwrap.wrap(text, width, subsequent_indent=indent, break_on_hyphens=False) or [""])
+
+
+def short_reason(reason: str) -> str:
+    for prefix in _SHORT_PREFIXES:
+        if reason.startswith(prefix):
+            return reason[len(prefix) :]
+    return reason
+
+
+def by_action(decisions: Counter[tuple[str, str]]) -> dict[str, dict[str, int]]:
+    grouped: dict[str, dict[str, int]] = {}
+    for (action, reason), n in sorted(decisions.items()):
+        grouped.setdefault(action, {})[reason] = n
+    return grouped
+
+
+def progress_counts(published: int, checker: Checker) -> str:
+    """The counts of the progress line (without the time, which always changes)."""
+    actions = by_action(checker.decisions)
+    inner = ", ".join(f"{action} {sum(reasons.values())}" for action, reasons in actions.items())
+    parts = [  # what matters most first: a narrow terminal cuts the end
+        f"events {checker.events} ({published} msgs)",
+        f"contradictions {len(checker.contradictions)}",
+        f"waiting {checker.outstanding()}",
+        f"dead {sum(checker.dead_letters.values())}",
+        f"decisions {sum(checker.decisions.values())}" + (f" ({inner})" if inner else ""),
+    ]
+    return "  ".join(parts)
+
+
+def progress_line(elapsed: float, published: int, checker: Checker, width: int = WIDTH) -> str:
+    """One line of at most `width` columns: the time, then the counts (the reasons are in the
+    final table)."""
+    return clitools.clip(f"[{elapsed:6.1f}s] {progress_counts(published, checker)}", width)
+
+
+def _per_scenario(result: Result) -> dict[str, dict[str, int]]:
+    rows: dict[str, Counter[str]] = {}
+    for story in result.stories:
+        rows.setdefault(story.scenario, Counter())["runs"] += 1
+    for run in result.checker.runs.values():
+        row = rows.setdefault(run.scenario, Counter())
+        for state in run.attempts.values():
+            row["events"] += 1
+            row["decisions"] += (state.first is not None) + (state.continued is not None)
+            row["dead_letters"] += state.dead is not None
+    for c in result.checker.contradictions:
+        rows.setdefault(c.scenario, Counter())["contradictions"] += 1
+    keys = ("runs", "events", "decisions", "dead_letters", "contradictions")
+    return {name: {k: rows[name][k] for k in keys} for name in sorted(rows)}
+
+
+def paths(result: Result) -> Counter[tuple[str, str]]:
+    return Counter((s.scenario, s.path) for s in result.stories if s.steps)
+
+
+def final_report(result: Result) -> str:
+    s, checker = result.settings, result.checker
+    events_per_s = checker.events / result.load_s if result.load_s else 0.0
+    lines = [
+        fit(
+            f"simulated {s.runners} runners: {len(result.stories)} runs, {checker.events} events "
+            f"({result.published} messages) in {result.load_s:.1f}s ({events_per_s:.1f} events/s), "
+            f"all outcomes in {result.elapsed_s:.1f}s",
+            "  ",
+        ),
+        fit(
+            f"operator: {'present' if result.operator_present else 'absent'}"
+            + "".join(f", {act} {n}" for act, n in sorted(result.operator_acts.items()))
+            + f"; dead letters {'watched' if result.dead_letters_watched else 'not watched'}"
+            + f"; redelivered decisions {checker.redelivered}"
+            + "".join(f"; refused {code} {n}" for code, n in sorted(checker.refusals.items()))
+            + f"; archive answers too late for the archiver {checker.late_archive_answers}",
+            "  ",
+        ),
+        "",
+    ]
+    rows = [(name, *(str(v) for v in counts.values())) for name, counts in _per_scenario(result).items()]
+    lines.append(table(rows, ("scenario", "runs", "events", "decisions", "dead letters", "contradictions")))
+    lines.append("")
+    decision_rows: list[tuple[str, ...]] = [(a, r, str(n)) for (a, r), n in sorted(checker.decisions.items())]
+    lines.append(table(decision_rows, ("action", "reason", "decisions")))
+    for warning in result.warnings:
+        lines.append(fit(f"warning: {warning}", "  "))
+    lines.append("")
+    if result.interrupted:
+        lines.append("interrupted: outcomes still on their way were not waited for")
+    if checker.contradictions:
+        lines.append(f"CONTRADICTIONS: {len(checker.contradictions)}")
+        for c in checker.contradictions[:CONTRADICTIONS_SHOWN]:
+            lines.append(fit(f"  {c.run_id} [{c.scenario}] {c.text}", "      "))
+        if len(checker.contradictions) > CONTRADICTIONS_SHOWN:
+            lines.append(f"  ... and {len(checker.contradictions) - CONTRADICTIONS_SHOWN} more (see --json)")
+    else:
+        lines.append("contradictions: 0 (every decision matched the contract)")
+    return "\n".join(lines)
+
+
+def to_json(result: Result) -> dict[str, Any]:
+    s, checker = result.settings, result.checker
+    return {
+        "ok": result.ok,
+        "runners": s.runners,
+        "runs": len(result.stories),
+        "events": checker.events,
+        "messages": result.published,
+        "load_s": round(result.load_s, 3),
+        "elapsed_s": round(result.elapsed_s, 3),
+        "events_per_s": round(checker.events / result.load_s, 2) if result.load_s else 0.0,
+        "decisions": by_action(checker.decisions),
+        "dead_letters": {f"{subj} {reason}": n for (subj, reason), n in sorted(checker.dead_letters.items())},
+        "refusals": dict(sorted(checker.refusals.items())),
+        "scenarios": _per_scenario(result),
+        "paths": [
+            {"scenario": scenario, "path": path, "runs": n}
+            for (scenario, path), n in paths(result).most_common()
+        ],
+        "operator": {"present": result.operator_present, **result.operator_acts},
+        "redelivered": checker.redelivered,
+        "late_archive_answers": checker.late_archive_answers,
+        "interrupted": result.interrupted,
+        "warnings": result.warnings,
+        "contradictions": [
+            {"run_id": c.run_id, "scenario": c.scenario, "text": c.text} for c in checker.contradictions
+        ],
+    }
+
+
+def demo_stories(result: Result) -> str:
+    """Every distinct path a run took, grouped by scenario, with how many runs took it."""
+    lines = ["What Continuity did with each kind of failure (runs per path):"]
+    grouped: dict[str, list[tuple[str, int]]] = {}
+    for (scenario, path), n in paths(result).most_common():
+        grouped.setdefault(scenario, []).append((path, n))
+    for name in SCENARIOS:
+        if name not in grouped:
+            continue
+        lines.append(fit(f"  {SCENARIOS[name].label}: the contract says {SCENARIOS[name].outcome}", "    "))
+        for path, n in grouped[name]:
+            lines.append(fit(f"    {n:>4} x  {path}", " " * 12))
+    return "\n".join(lines)

@@ -1,0 +1,125 @@
+"""Error replies (contract section 1): a closed code, an HTTP-like status, sanitized text.
+
+`CATALOGUE` is the one list of the codes a service answers with (contract sections 3, 6 and
+9.2), each with its status and a default sanitized message. Services raise by code
+(`NOT_FOUND.error("no such run")`); the CLI explains each code (continuity/cli/common.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import msgspec
+
+
+class ErrorDetail(msgspec.Struct):
+    code: str
+    message: str
+
+
+class ErrorBody(msgspec.Struct):
+    error: ErrorDetail
+
+
+class ServiceError(Exception):
+    """Raised by a handler to answer with an error; `message` must already be sanitized."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(code)
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorCode:
+    code: str
+    status: int
+    message: str
+    """The default text of the reply; a handler may give a more precise, equally sanitized one."""
+
+    def error(self, message: str | None = None) -> ServiceError:
+        return ServiceError(self.status, self.code, self.message if message is None else message)
+
+
+# Input that cannot be decoded (9.2, 9.8); these codes are also dead-letter reasons.
+PAYLOAD_TOO_LARGE = ErrorCode("payload_too_large", 400, "the payload is too large")
+MALFORMED_JSON = ErrorCode("malformed_json", 400, "the payload is not a valid UTF-8 JSON object")
+MISSING_FIELD = ErrorCode("missing_field", 400, "a required field is missing")
+INVALID_FIELD = ErrorCode("invalid_field", 400, "a value has the wrong type or format")
+NOT_FOUND = ErrorCode("not_found", 404, "no such record")
+# Session commits (3.2).
+REVISION_CONFLICT = ErrorCode(
+    "revision_conflict", 409, "expected_revision does not match the stored revision"
+)
+STALE_EPOCH = ErrorCode("stale_epoch", 409, "epoch is older than the stored epoch")
+SESSION_HELD = ErrorCode(
+    "session_held", 409, "the session is held for an operator; commit a new native session instead"
+)
+# Ownership (10).
+SESSION_NOT_OWNED = ErrorCode(
+    "session_not_owned", 409, "another runner owns this session; it moves only by a claim or a transfer"
+)
+CLAIM_REFUSED = ErrorCode("claim_refused", 409, "the policy refuses runners' claims of sessions")
+RUNNER_NOT_ISSUED = ErrorCode(
+    "runner_not_issued", 409, "the runner is not issued, or not for the session's tenant"
+)
+# Reconciliation and operator actions (6, 9.2).
+EXECUTION_RECONCILIATION_CONFLICT = ErrorCode(
+    "execution_reconciliation_conflict", 409, "the reconciliation was already resolved with another outcome"
+)
+EXECUTION_RECONCILIATION_ALREADY_DELIVERED = ErrorCode(
+    "execution_reconciliation_already_delivered",
+    409,
+    "this resolution was already recorded and its decision delivered",
+)
+RECONCILIATION_REQUIRED = ErrorCode(
+    "reconciliation_required", 409, "the run waits on a reconciliation: resolve it instead of retrying"
+)
+RUN_NOT_STOPPED = ErrorCode("run_not_stopped", 409, "the run is not stopped for an operator")
+OPERATOR_RETRY_ALREADY_DELIVERED = ErrorCode(
+    "operator_retry_already_delivered",
+    409,
+    "a fresh continuation was already delivered for this attempt of the run",
+)
+RUN_CHANGED = ErrorCode("run_changed", 409, "the run changed while this request was handled")
+# Faults (9.2): nothing of the cause is echoed.
+INTERNAL_ERROR = ErrorCode("internal_error", 500, "internal error")
+UNAVAILABLE = ErrorCode("unavailable", 503, "a backing store is unavailable; retry later")
+
+CATALOGUE: dict[str, ErrorCode] = {
+    e.code: e
+    for e in (
+        PAYLOAD_TOO_LARGE,
+        MALFORMED_JSON,
+        MISSING_FIELD,
+        INVALID_FIELD,
+        NOT_FOUND,
+        REVISION_CONFLICT,
+        STALE_EPOCH,
+        SESSION_HELD,
+        SESSION_NOT_OWNED,
+        CLAIM_REFUSED,
+        RUNNER_NOT_ISSUED,
+        EXECUTION_RECONCILIATION_CONFLICT,
+        EXECUTION_RECONCILIATION_ALREADY_DELIVERED,
+        RECONCILIATION_REQUIRED,
+        RUN_NOT_STOPPED,
+        OPERATOR_RETRY_ALREADY_DELIVERED,
+        RUN_CHANGED,
+        INTERNAL_ERROR,
+        UNAVAILABLE,
+    )
+}
+
+
+def not_found(message: str = NOT_FOUND.message) -> ServiceError:
+    return NOT_FOUND.error(message)
+
+
+def conflict(code: str, message: str) -> ServiceError:
+    return ServiceError(409, code, message)
+
+
+def unavailable(message: str = UNAVAILABLE.message) -> ServiceError:
+    return UNAVAILABLE.error(message)

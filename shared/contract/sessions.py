@@ -1,0 +1,106 @@
+"""The session slot and the session-store's requests and replies (contract sections 1 and 3):
+one agent in one conversation owns one saved native session."""
+
+from __future__ import annotations
+
+import msgspec
+
+from shared.contract.types import (
+    CheckpointPolicy,
+    Compatibility,
+    Count,
+    Cursor,
+    Cwd,
+    Mode,
+    Name,
+    RejectCode,
+    SessionReason,
+    SessionState,
+    Token,
+    Transcript,
+)
+
+
+class SessionRef(msgspec.Struct, frozen=True):
+    """`{"tenant", "conversation_id", "agent_id"}` (contract section 1)."""
+
+    tenant: Token
+    conversation_id: Token
+    agent_id: Token
+
+    @property
+    def key(self) -> str:
+        """`<tenant>/<conversation_id>/<agent_id>`, the hash tag of every key of this session."""
+        return f"{self.tenant}/{self.conversation_id}/{self.agent_id}"
+
+
+class CommitRequest(msgspec.Struct, kw_only=True):
+    session: SessionRef
+    native_session_id: Token
+    adapter: Name
+    model: Name
+    cwd: Cwd
+    checkpoint_policy: CheckpointPolicy
+    cursor: Cursor | None = None
+    prompt_hash: Name | None = None
+    compatibility_generation: Token | None = None
+    expected_revision: Count | None = None
+    epoch: Count | None = None
+    cancelled: bool = False
+
+
+class CommitReply(msgspec.Struct, kw_only=True):
+    revision: int
+    epoch: int
+
+
+class DecideRequest(msgspec.Struct, kw_only=True):
+    session: SessionRef
+    adapter: Name
+    model: Name
+    cwd: Cwd
+    latest_cursor: Cursor | None = None
+    compatibility: Compatibility = "none"
+    ready_generation: Token | None = None
+
+
+class DecideReply(msgspec.Struct, kw_only=True, omit_defaults=False):
+    mode: Mode
+    resume_session_id: str | None
+    transcript: Transcript
+    reason: SessionReason | None
+    revision: int | None
+    epoch: int | None
+
+
+class RejectRequest(msgspec.Struct, kw_only=True):
+    session: SessionRef
+    native_session_id: Token
+    code: RejectCode
+
+
+class RejectReply(msgspec.Struct, kw_only=True):
+    cleared: bool
+
+
+class GetRequest(msgspec.Struct, kw_only=True):
+    session: SessionRef
+
+
+class SessionView(msgspec.Struct, kw_only=True):
+    """A session record as `get` shows it: no generation value, only whether one is trusted."""
+
+    native_session_id: str
+    adapter: str
+    model: str
+    cwd: str
+    cursor: str
+    checkpoint_policy: str
+    state: SessionState
+    revision: int
+    epoch: int
+    updated_at: str
+    has_generation: bool
+    generation_trusted: bool
+    owner: str | None = None
+    """The runner that owns the session (contract section 10); null before its first commit."""

@@ -1,0 +1,133 @@
+"""Who may act on what (contract section 10): runners issued for tenants, session ownership,
+claims and transfers, and the runner directory's requests."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import msgspec
+from msgspec import Meta
+
+from shared.contract.sessions import SessionRef
+from shared.contract.types import QuotaKind, QuotaScope, RefusalCode, RunnerId, Token
+
+MAX_TENANTS = 64
+"""Tenants one runner may be issued for: a runner serves a team or a few, not a whole fleet."""
+
+Tenants = Annotated[list[Token], Meta(min_length=1, max_length=MAX_TENANTS)]
+RunnerStatus = Literal["active", "revoked"]
+OwnershipChange = Literal["bound", "claimed", "transferred"]
+
+
+class ClaimRequest(msgspec.Struct, kw_only=True):
+    """`continuity.sessions.<runner_id>.claim`: the runner asks to own the session."""
+
+    session: SessionRef
+
+
+class TransferRequest(msgspec.Struct, kw_only=True):
+    """`continuity.sessions.transfer` (operators): give the session to `runner_id`."""
+
+    session: SessionRef
+    runner_id: RunnerId
+    actor: Token
+
+
+class OwnershipReply(msgspec.Struct, kw_only=True, omit_defaults=False):
+    """The session's owner after a claim or a transfer, and the epoch that fences the previous
+    one (a commit with an older epoch is refused `stale_epoch`)."""
+
+    owner: str
+    previous_owner: str | None
+    epoch: int
+    revision: int
+
+
+class SessionAuditRequest(msgspec.Struct, kw_only=True):
+    session: SessionRef
+
+
+class OwnershipEntry(msgspec.Struct, kw_only=True, omit_defaults=False):
+    """One change of a session's owner, kept with the session (the last 100)."""
+
+    at: str
+    kind: OwnershipChange
+    actor: str
+    previous_owner: str | None
+    owner: str
+    epoch: int
+
+
+class SessionAuditReply(msgspec.Struct, kw_only=True):
+    items: list[OwnershipEntry]
+
+
+class RunnerRecord(msgspec.Struct, kw_only=True, omit_defaults=False):
+    """A runner as the directory holds it: the tenants it acts for, and whether it is revoked."""
+
+    runner_id: str
+    tenants: list[str]
+    status: RunnerStatus
+    added_at: str
+    actor: str
+    revoked_at: str | None = None
+
+
+class RunnerPutRequest(msgspec.Struct, kw_only=True):
+    """`continuity.runners.put` (operators): issue a runner for tenants, or change them."""
+
+    runner_id: RunnerId
+    tenants: Tenants
+    actor: Token
+
+
+class RunnerRevokeRequest(msgspec.Struct, kw_only=True):
+    """`continuity.runners.revoke` (operators)."""
+
+    runner_id: RunnerId
+    actor: Token
+
+
+class RunnerGetRequest(msgspec.Struct, kw_only=True):
+    runner_id: RunnerId
+
+
+class RunnersListRequest(msgspec.Struct, kw_only=True):
+    pass
+
+
+class RunnersListReply(msgspec.Struct, kw_only=True):
+    items: list[RunnerRecord]
+
+
+class Refusal(msgspec.Struct, kw_only=True, omit_defaults=False):
+    """On `continuity.decisions.<runner_id>`: the runner's event was refused before any
+    decision (contract 10.5). With `quota_exceeded`, send the same report again (a new
+    `event_id`) at or after `not_before`; any other code is final."""
+
+    type: Literal["refusal"] = "refusal"
+    runner_id: str
+    run_id: str
+    attempt: int
+    event_id: str
+    code: RefusalCode
+    scope: QuotaScope | None = None
+    quota: QuotaKind | None = None
+    not_before: str | None = None
+    refused_at: str
+
+
+class _Kind(msgspec.Struct):
+    type: str | None = None
+
+
+_decode_kind = msgspec.json.Decoder(_Kind).decode
+
+
+def is_refusal(data: bytes) -> bool:
+    """Whether a message on a runner's decisions subject is a refusal (told apart by `type`),
+    not a decision: readers of the decisions skip it."""
+    try:
+        return _decode_kind(data).type == "refusal"
+    except (msgspec.MsgspecError, ValueError):
+        return False

@@ -1,0 +1,117 @@
+"""Constrained scalar types of the wire contract (section 1 and its Limits table).
+
+Patterns end in `\\Z`, not `$`: Python's `$` also matches before a trailing newline, and a
+value with a newline must fail decoding.
+"""
+
+from __future__ import annotations
+
+import calendar
+from typing import Annotated, Literal
+
+from msgspec import Meta
+
+from shared.contract import limits
+
+TOKEN_PATTERN = r"^[A-Za-z0-9._:-]{1,128}\Z"
+RUNNER_ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}\Z"
+# A UTC instant: month 01-12, day 01-31, hour 00-23, minute and second 00-59 (no leap second),
+# year 0001-9999, offset `Z` or `+00:00`. Days 29 to 31 are checked against the month by
+# `check_time` (a pattern cannot know February).
+TIME_PATTERN = (
+    r"^(?!0000)\d{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])"
+    r"T(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d{1,9})?(?:Z|\+00:00)\Z"
+)
+
+Token = Annotated[str, Meta(pattern=TOKEN_PATTERN)]
+RunnerId = Annotated[str, Meta(pattern=RUNNER_ID_PATTERN)]
+Time = Annotated[str, Meta(pattern=TIME_PATTERN)]
+"""Only with `check_time` in the Struct's `__post_init__`: the pattern alone passes Feb 30."""
+Attempt = Annotated[int, Meta(ge=1, le=limits.MAX_ATTEMPT)]
+Count = Annotated[int, Meta(ge=0, le=limits.MAX_SAFE_INT)]
+"""`epoch`, `expected_revision`: never negative, exact in every runner's number type."""
+ExitCode = Annotated[int, Meta(ge=-limits.MAX_SAFE_INT, le=limits.MAX_SAFE_INT)]
+Name = Annotated[str, Meta(max_length=limits.NAME_CHARS)]
+Signature = Annotated[str, Meta(max_length=limits.SIGNATURE_CHARS)]
+Command = Annotated[str, Meta(max_length=limits.COMMAND_CHARS)]
+Cursor = Annotated[str, Meta(max_length=limits.CURSOR_CHARS)]
+Message = Annotated[str, Meta(max_length=limits.MESSAGE_CHARS)]
+Cwd = Annotated[str, Meta(max_length=limits.PATH_CHARS)]
+Evidence = Annotated[str, Meta(max_length=limits.EVIDENCE_CHARS)]
+Output = Annotated[str, Meta(max_length=limits.OUTPUT_CHARS)]
+Limit = Annotated[int, Meta(ge=1, le=1000)]
+
+
+def check_time(*values: str | None) -> None:
+    """Reject a `Time` whose day does not exist in its month (2026-02-30, 2025-02-29).
+
+    Raised in `__post_init__`, the ValueError becomes a msgspec ValidationError naming the
+    Struct's path, never the value. Cheap on the hot path: only days above 28 are looked up.
+    """
+    for value in values:
+        if value is not None and value[8:10] > "28":
+            year, month, day = int(value[0:4]), int(value[5:7]), int(value[8:10])
+            if day > calendar.monthrange(year, month)[1]:
+                raise ValueError("a time is not a calendar date")
+
+
+CheckpointPolicy = Literal[
+    "same_session_only",
+    "allow_replacement_after_governed_wait",
+    "allow_replacement_after_resume_failure",
+]
+SessionState = Literal["active", "held", "archived", "rejected"]
+Compatibility = Literal["none", "profile-ready"]
+Mode = Literal["resume", "fresh"]
+Transcript = Literal["incremental", "full"]
+SessionReason = Literal[
+    "no_session",
+    "session_held",
+    "session_archived",
+    "resume_target_rejected",
+    "model_changed",
+    "cwd_changed",
+    "missing_cursor",
+    "conversation_advanced",
+    "compatibility_generation_missing",
+    "compatibility_generation_changed",
+]
+RejectCode = Literal["resume_target_missing", "resume_target_corrupt"]
+
+FailureClass = Literal[
+    "provider_attach_refused",
+    "provider_side_effect_pending",
+    "source_reconciliation_required",
+    "provider_state_incompatible",
+    "event_replay_conflict",
+    "unclassified",
+]
+Action = Literal["retry_same_session", "open_replacement", "operator", "reconcile", "continue_fresh"]
+DecisionReason = Literal[
+    "native_provider_side_effect_pending",
+    "native_provider_state_incompatible",
+    "native_runner_source_reconciliation_required",
+    "native_event_replay_conflict",
+    "native_session_retry_exhausted",
+    "native_session_continuity_break",
+    "native_session_interrupted",
+    "runner_continuity_break_archive_failed",
+    "execution_reconciled",
+    "operator_retry",
+    "tenant_recovery_budget_exhausted",
+]
+RefusalCode = Literal[
+    "runner_not_registered",
+    "runner_revoked",
+    "tenant_not_allowed",
+    "session_not_owned",
+    "run_not_owned",
+    "quota_exceeded",
+]
+"""Why an event was refused before any decision (contract 10.5)."""
+QuotaScope = Literal["runner", "tenant"]
+QuotaKind = Literal["event_rate", "stored_runs"]
+RecordedOutcome = Literal["completed", "not_performed"]
+ActionOutcome = Literal["completed", "not_performed", "mixed"]
+ReconciliationStatus = Literal["open", "delivered"]
+RunStatus = Literal["running", "retrying", "replacing", "operator", "reconciling", "continued"]

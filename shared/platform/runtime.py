@@ -1,0 +1,243 @@
+"""The life of a service process: connect, serve, report readiness, drain on SIGTERM.
+
+A service is an object with `name`, `start(ctx)`, `drain(timeout)` and `ready()`; `serve`
+gives it connected NATS and Redis clients, streams that exist, `/metrics`, `/healthz`,
+`/readyz`, JSON logs, and a graceful drain on SIGTERM or SIGINT. Every service is a
+`shared.platform.service.ServiceApp`, made from the `ServiceSpec` its package describes.
+
+A NATS connection that nats-py closed for good (a protocol error from the server) is never
+left behind: `/healthz` answers 503 from then on, the service drains what it can, and the
+process exits with `EXIT_CONNECTION_LOST`, so that the orchestrator starts a new one. Redis
+needs no such care: redis-py opens a new connection for a command when the old one broke.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import signal
+import ssl
+from dataclasses import dataclass
+from typing import Protocol
+
+import redis.asyncio as aioredis
+from nats.aio.client import Client
+from nats.js import JetStreamContext
+
+from shared.platform import logs, metrics, tls
+from shared.platform.bus.connection import connect
+from shared.platform.bus.streams import ensure_streams
+from shared.platform.config import Config, ConfigError
+from shared.platform.redis import store
+
+log = logs.Log("continuity.runtime")
+
+EXIT_CONNECTION_LOST = 3
+"""The exit code of a service whose NATS connection was closed under it (2 is a bad configuration)."""
+CLOSED_POLL_S = 0.5
+"""How often the connection's state is looked at, for a close that ran no callback."""
+
+
+@dataclass
+class Context:
+    config: Config
+    nc: Client
+    js: JetStreamContext
+    redis: aioredis.Redis
+    redis_tls: ssl.SSLContext | None = None
+    """For a service's own Redis connections (`PipelinedRedis`): the context `redis` uses."""
+
+
+class App(Protocol):
+    name: str
+
+    async def start(self, ctx: Context) -> None: ...
+
+    async def drain(self, timeout: float) -> None: ...
+
+    def ready(self) -> bool: ...
+
+
+class _RedisHealth:
+    """Checks Redis in the background (every slot answers, `store.answers_every_slot`), so
+    readiness reflects the store without a request."""
+
+    def __init__(self, client: aioredis.Redis) -> None:
+        self._client = client
+        self.ok = False
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                self.ok = await asyncio.wait_for(store.answers_every_slot(self._client), 2)
+            except Exception:
+                self.ok = False
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 2)
+
+
+class _ConnectionWatch:
+    """Turns a NATS connection closed under a running service into a failed stop."""
+
+    def __init__(self, stop: asyncio.Event) -> None:
+        self._stop = stop
+        self.lost = False
+
+    async def closed(self) -> None:
+        """nats-py's `closed_cb`; it also fires for the close that ends a drain, which is no loss."""
+        if not self._stop.is_set():
+            self.lose()
+
+    def lose(self) -> None:
+        if not self.lost:
+            log.error("nats_connection_lost")
+        self.lost = True
+        metrics.READY.set(0)
+        self._stop.set()
+
+    async def run(self, nc: Client) -> None:
+        # The callback is the last step of nats-py's close, and nats-py has paths that close
+        # without callbacks (an error while it is connecting): the state itself is watched too.
+        while not self._stop.is_set():
+            if nc.is_closed:
+                self.lose()
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), CLOSED_POLL_S)
+
+
+async def _connect_nats(
+    config: Config, name: str, stop: asyncio.Event, watch: _ConnectionWatch
+) -> Client | None:
+    delay = 0.2
+    nats_tls = tls.nats_context(config)
+    while not stop.is_set():
+        try:
+            return await connect(
+                config.nats_url,
+                name,
+                on_closed=watch.closed,
+                nkeys_seed=config.nats_nkey_seed_file,
+                tls=nats_tls,
+            )
+        except Exception as exc:
+            log.warning("nats_connect_failed", error_type=type(exc).__name__, retry_in_s=delay)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), delay)
+            delay = min(delay * 2, 5.0)
+    return None
+
+
+async def _connect_redis(
+    config: Config, stop: asyncio.Event, ssl_context: ssl.SSLContext | None
+) -> aioredis.Redis | None:
+    """The store's client, once the server has said whether it is a Redis Cluster."""
+    delay = 0.2
+    while not stop.is_set():
+        try:
+            return await store.open_client(config.redis_url, config.redis_cluster, ssl_context=ssl_context)
+        except ConfigError:
+            raise
+        except Exception as exc:
+            log.warning("redis_connect_failed", error_type=type(exc).__name__, retry_in_s=delay)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), delay)
+            delay = min(delay * 2, 5.0)
+    return None
+
+
+async def _ensure_streams(js: JetStreamContext, config: Config, stop: asyncio.Event) -> None:
+    delay = 0.2
+    while not stop.is_set():
+        try:
+            await ensure_streams(js, config.stream_replicas, config.duplicate_window_s)
+            return
+        except Exception as exc:
+            log.warning("streams_unavailable", error_type=type(exc).__name__, retry_in_s=delay)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), delay)
+            delay = min(delay * 2, 5.0)
+
+
+async def serve(
+    app: App, config: Config, stop: asyncio.Event | None = None, *, own_process: bool = False
+) -> int:
+    """Serve until `stop` (or SIGTERM); returns the process's exit code: 0 after a requested
+    stop, `EXIT_CONNECTION_LOST` when the NATS connection was closed under the service."""
+    if stop is None:  # a process of its own: SIGTERM and SIGINT start the drain
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, stop.set)
+
+    watch = _ConnectionWatch(stop)
+    nc = await _connect_nats(config, f"continuity-{app.name}", stop, watch)
+    if nc is None:
+        return 0
+    watch_task = asyncio.create_task(watch.run(nc))
+    js = nc.jetstream()
+    await _ensure_streams(js, config, stop)
+    redis_tls = tls.redis_context(config)
+    client = await _connect_redis(config, stop, redis_tls)
+    if client is None:
+        await nc.close()
+        return 0
+    health = _RedisHealth(client)
+    health_task = asyncio.create_task(health.run(stop))
+
+    def ready() -> bool:
+        ok = nc.is_connected and health.ok and app.ready() and not stop.is_set()
+        metrics.READY.set(1 if ok else 0)
+        return ok
+
+    def alive() -> bool:
+        return not watch.lost and not (nc.is_closed and not stop.is_set())
+
+    server = metrics.MetricsServer(config.metrics_host, config.metrics_port, ready, alive)
+    await server.start()
+    ctx = Context(config=config, nc=nc, js=js, redis=client, redis_tls=redis_tls)
+    if not stop.is_set():
+        await app.start(ctx)
+        if own_process:
+            # Long-lived objects made at start need no more collection, and a service allocates
+            # many short-lived ones per request: fewer, cheaper collections cut tail latency.
+            gc.collect()
+            gc.freeze()
+            gc.set_threshold(50_000, 20, 100)
+        log.info("service_started", metrics_port=server.port)
+        await stop.wait()
+
+    log.info("service_draining")
+    metrics.READY.set(0)
+    with contextlib.suppress(Exception):
+        await app.drain(config.drain_timeout_s)
+    if not nc.is_closed:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(nc.drain(), config.drain_timeout_s)
+    for task in (health_task, watch_task):
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    await client.aclose()
+    await server.stop()
+    if watch.lost:
+        log.error("service_stopped", exit_code=EXIT_CONNECTION_LOST)
+        return EXIT_CONNECTION_LOST
+    log.info("service_stopped")
+    return 0
+
+
+def run(app: App, config: Config | None = None) -> None:
+    """Run a service until SIGTERM; the entry point of `continuity serve <name>`."""
+    config = config or Config.from_env()
+    logs.setup(app.name, config.log_level)
+    try:
+        import uvloop
+    except ImportError:  # a platform without uvloop runs on the standard loop
+        code = asyncio.run(serve(app, config, own_process=True))
+    else:
+        code = uvloop.run(serve(app, config, own_process=True))
+    if code:
+        raise SystemExit(code)

@@ -1,0 +1,159 @@
+"""Building every Decision a service records, and the step that records it.
+
+The attempt budget, the backoff of `retry_same_session` and the hold rule live here, once:
+the classifier's table, the archiver and the reconciliation service all build through
+`decision` and `decision_step`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+import msgspec
+
+from shared.contract import subjects
+from shared.contract.decisions import Decision
+from shared.contract.reconciliation import AuditEntry
+from shared.contract.sessions import SessionRef
+from shared.contract.times import rfc3339_from_epoch
+from shared.contract.types import Action, ActionOutcome, DecisionReason, FailureClass, RunStatus
+from shared.records.names import decision_id
+from shared.records.outbox import OutboxEntry
+from shared.records.steps import RunStep, run_fields
+
+ATTEMPT_BUDGET = 3
+"""Bootstrap retries, exact resumes and replacements of one run share this many tries (4.1)."""
+
+HOLDING_ACTIONS: frozenset[str] = frozenset({"reconcile", "operator"})
+"""The actions after which the saved session is left exactly as it was, `held` (contract 4.4,
+last line); the classifier's table states it per row and a unit test keeps the two alike."""
+
+STATUS_BY_ACTION: dict[Action, RunStatus] = {
+    "retry_same_session": "retrying",
+    "open_replacement": "replacing",
+    "operator": "operator",
+    "reconcile": "reconciling",
+    "continue_fresh": "continued",
+}
+
+_encode = msgspec.json.Encoder().encode
+
+
+class Run(Protocol):
+    """What a decision needs of its run: an event, a work item, a record or a run view."""
+
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def runner_id(self) -> str: ...
+    @property
+    def attempt(self) -> int: ...
+    @property
+    def session(self) -> SessionRef: ...
+
+
+def holds_session(action: str) -> bool:
+    """Whether a decision with this action holds the saved session."""
+    return action in HOLDING_ACTIONS
+
+
+def within_budget(attempt: int) -> bool:
+    """Whether a failure at this attempt may still be retried; at the budget an operator decides."""
+    return attempt < ATTEMPT_BUDGET
+
+
+def retry_delay_s(base_s: float, attempt: int) -> float:
+    """Backoff of `retry_same_session`: the base, doubled for every earlier attempt."""
+    return base_s * 2.0 ** (attempt - 1)
+
+
+def decision(
+    run: Run,
+    action: Action,
+    reason: DecisionReason,
+    now: float,
+    *,
+    backoff_s: float = 0.0,
+    failure_class: FailureClass | None = None,
+    epoch: int | None = None,
+    detail: str | None = None,
+    reconciled_outcome: ActionOutcome | None = None,
+) -> Decision:
+    """The decision for `run`, decided at `now` (epoch seconds); a `retry_same_session` is not
+    to be tried before the backoff of its attempt."""
+    return Decision(
+        decision_id=decision_id(run.run_id, run.attempt, action),
+        runner_id=run.runner_id,
+        run_id=run.run_id,
+        attempt=run.attempt,
+        session=run.session,
+        action=action,
+        reason=reason,
+        failure_class=failure_class,
+        epoch=epoch,
+        not_before=(
+            rfc3339_from_epoch(now + retry_delay_s(backoff_s, run.attempt))
+            if action == "retry_same_session"
+            else None
+        ),
+        detail=detail,
+        reconciled_outcome=reconciled_outcome,
+        decided_at=rfc3339_from_epoch(now),
+    )
+
+
+def decision_entry(decided: Decision) -> OutboxEntry:
+    """The outbox entry that publishes `decided` to its runner, de-duplicated by its id; its
+    payload is also the slot value that records the decision."""
+    return OutboxEntry(
+        subject=subjects.decisions(decided.runner_id), msg_id=decided.decision_id, payload=_encode(decided)
+    )
+
+
+def decision_audit(decided: Decision, actor: str, kind: str = "decision") -> AuditEntry:
+    """The audit entry of `decided` by `actor`: a plain decision, or an operator's step (`kind`)
+    with the outcome it reconciled."""
+    return AuditEntry(
+        at=decided.decided_at,
+        kind=kind,
+        actor=actor,
+        attempt=decided.attempt,
+        action=decided.action,
+        reason=decided.reason,
+        decision_id=decided.decision_id,
+        outcome=decided.reconciled_outcome,
+    )
+
+
+def decision_step(
+    decided: Decision,
+    slot: str,
+    actor: str,
+    *,
+    native_session_id: str | None = None,
+    also: Sequence[OutboxEntry] = (),
+    audit_kind: str = "decision",
+) -> RunStep:
+    """The step recording `decided` in `slot`: its outbox entry (then `also`), the run record,
+    the audit entry of `audit_kind` by `actor` and, when the action holds the saved session,
+    the hold of `native_session_id`. The run record's `last_decision` is the slot value, which
+    the recording script copies there."""
+    entry = decision_entry(decided)
+    return RunStep(
+        slot=slot,
+        slot_value=entry.payload,
+        run_fields=run_fields(
+            decided.run_id,
+            decided.runner_id,
+            decided.session,
+            decided.attempt,
+            STATUS_BY_ACTION[decided.action],
+            None,
+            decided.decided_at,
+        ),
+        slot_is_last_decision=True,
+        outbox=[entry, *also],
+        audit=decision_audit(decided, actor, audit_kind),
+        hold=native_session_id if native_session_id is not None and holds_session(decided.action) else None,
+    )

@@ -1,0 +1,178 @@
+"""The transactional outbox: messages recorded in Redis with the state they announce, then
+published to JetStream with `Nats-Msg-Id`, then deleted.
+
+A service publishes its own entries right after recording them (`flush`). Entries left behind
+by a crash between recording and publishing are found by the sweeper, which scans every
+session's outbox (a SCAN of every master on Redis Cluster, `store.scan_all`) and publishes what is older
+than a grace period; JetStream's duplicate window drops a second publication of the same id.
+
+An entry too large ever to be published (`PayloadTooLarge`) is set aside after its one try,
+by `flush` or by the sweeper, whichever meets it: a bounded copy goes to
+`continuity.dead.invalid` (reason `payload_too_large`, de-duplicated by its msg id), the entry
+leaves the outbox, `continuity_outbox_set_aside_total` counts it, and the log names its msg id.
+What it announced stays recorded as it is: the run keeps its one decision, undelivered, and an
+operator finds it with `continuity runs show`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+
+import msgspec
+import redis.asyncio as aioredis
+from nats.js import JetStreamContext
+
+from shared.contract import subjects
+from shared.platform import metrics
+from shared.platform.bus.publish import TOO_LARGE_REASON, PayloadTooLarge, dead_letter, publish
+from shared.platform.logs import Log
+from shared.platform.redis import store
+from shared.records import keys
+
+log = Log("continuity.outbox")
+
+SWEEP_SCAN_COUNT = 5000
+"""Keys one SCAN step of the sweeper walks (a hint to the server). The sweep visits every key
+either way; larger steps cost this process far fewer round trips per sweep."""
+
+
+class OutboxEntry(msgspec.Struct, kw_only=True):
+    subject: str
+    msg_id: str
+    payload: bytes
+    recorded_at: float = msgspec.field(default_factory=time.time)
+
+
+_decode_entry = msgspec.json.Decoder(OutboxEntry).decode
+
+
+class Outbox:
+    """`flush` takes any client (a service's hot path may use `PipelinedRedis`); the sweeper
+    scans with redis-py."""
+
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        js: JetStreamContext,
+        *,
+        grace_s: float = 5.0,
+        fast: store.Commands | None = None,
+        service: str | None = None,
+    ) -> None:
+        self._redis = client
+        self._fast: store.Commands = fast if fast is not None else client
+        self._js = js
+        self._grace_s = grace_s
+        self._service = service or _service_of(js)
+
+    async def flush(self, session_key: str, entries: list[OutboxEntry]) -> None:
+        """Publish freshly recorded entries, then delete them; a failure leaves them for the
+        sweeper. An entry too large to publish is set aside, the others still go out, and then
+        `PayloadTooLarge` tells the caller that what it recorded was not delivered."""
+        too_large: PayloadTooLarge | None = None
+        sent: list[str] = []
+        for entry in entries:
+            try:
+                await publish(self._js, entry.subject, entry.payload, entry.msg_id)
+            except PayloadTooLarge as err:
+                await self._set_aside(keys.outbox(session_key), entry, err)
+                too_large = too_large or err
+                continue
+            sent.append(entry.msg_id)
+        if sent:
+            await store.call(self._fast.execute_command("HDEL", keys.outbox(session_key), *sent))
+        if too_large is not None:
+            raise too_large
+
+    async def _set_aside(self, outbox_key: str | bytes, entry: OutboxEntry, err: PayloadTooLarge) -> None:
+        """Park an entry that can never be published and remove it from the outbox. If the dead
+        letter cannot be published now (NATS away), the entry stays for the next sweep."""
+        await dead_letter(
+            self._js,
+            subjects.DEAD_INVALID,
+            reason=TOO_LARGE_REASON,
+            original_subject=entry.subject,
+            payload=entry.payload,
+            msg_id=f"dead:outbox:{entry.msg_id}",
+            service=self._service,
+        )
+        await store.call(self._fast.execute_command("HDEL", outbox_key, entry.msg_id))
+        metrics.OUTBOX_SET_ASIDE.inc()
+        log.error("outbox_entry_set_aside", msg_id=entry.msg_id, size=err.size, limit=err.limit)
+
+    async def sweep(self) -> int:
+        """Publish every entry older than the grace period; returns how many were published."""
+        published = 0
+        pending = 0
+        cutoff = time.time() - self._grace_s
+        async for key in store.scan_all(self._redis, keys.OUTBOX_PATTERN, SWEEP_SCAN_COUNT):
+            raw = await self._redis.hgetall(key)  # type: ignore[misc]
+            for msg_id, data in raw.items():
+                pending += 1
+                try:
+                    entry = _decode_entry(data)
+                except msgspec.DecodeError:
+                    # Only the recording scripts write here; an unreadable entry is kept for an
+                    # operator, never allowed to stop the sweep of every other entry.
+                    log.error("outbox_entry_unreadable", key=key.decode(errors="replace"))
+                    continue
+                if entry.recorded_at > cutoff:
+                    continue
+                try:
+                    await publish(self._js, entry.subject, entry.payload, entry.msg_id)
+                except PayloadTooLarge as err:
+                    await self._set_aside(key, entry, err)
+                    pending -= 1
+                    continue
+                await self._redis.hdel(key, msg_id)  # type: ignore[misc]
+                published += 1
+                pending -= 1
+        metrics.OUTBOX_PENDING.set(pending)
+        if published:
+            log.info("outbox_republished", count=published)
+        return published
+
+    async def run_sweeper(self, stop: asyncio.Event, interval_s: float = 2.0) -> None:
+        while not stop.is_set():
+            try:
+                await self.sweep()
+            except Exception as exc:  # Redis or NATS away: the next round tries again
+                log.warning("outbox_sweep_failed", error_type=type(exc).__name__)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), interval_s)
+
+
+def _service_of(js: JetStreamContext) -> str:
+    """The service's name from its connection's (`continuity-<service>`, see `runtime`)."""
+    name = str(js._nc.options.get("name") or "")
+    return name.removeprefix("continuity-") or "unknown"
+
+
+class Sweeper:
+    """`Outbox.run_sweeper` as a background task of a service, stopped by its drain.
+
+    Every service that records decisions runs one, so what any crashed replica left recorded
+    but unpublished goes out even when no other kind of service is running.
+    """
+
+    def __init__(self, outbox: Outbox, interval_s: float = 2.0) -> None:
+        self._outbox = outbox
+        self._interval_s = interval_s
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._outbox.run_sweeper(self._stop, self._interval_s))
+
+    async def stop(self, timeout: float) -> None:
+        self._stop.set()
+        if self._task is None:
+            return
+        try:
+            await asyncio.wait_for(self._task, timeout)
+        except TimeoutError:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task

@@ -7,11 +7,16 @@ to `continuity serve`, `continuity up` and to the deploy tests."""
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
+import os
 import pkgutil
+from collections.abc import Mapping
 
 import services
+from shared.platform import config
+from shared.platform.config import VARIABLE_PREFIX, config_variables
 from shared.platform.runtime import App
 from shared.platform.service import ServiceApp
 
@@ -44,3 +49,22 @@ def load(name: str) -> App:
         return ServiceApp(name, module.build)
     app: App = module.app()
     return app
+
+
+@functools.cache
+def known_variables() -> frozenset[str]:
+    """Every CONTINUITY_* variable some part of Continuity reads: the shared `Config`'s and each
+    service's own settings (its spec's `VARIABLES`, when it has some)."""
+    declared: list[frozenset[str]] = [
+        getattr(importlib.import_module(m), "VARIABLES", frozenset()) for m in SERVICES.values()
+    ]
+    return config_variables().union(*declared)
+
+
+def unknown_variables(env: Mapping[str, str] | None = None) -> list[tuple[str, str | None]]:
+    """Each CONTINUITY_* variable of `env` (the process's own by default) that nothing reads, with
+    the known name closest to it (None when none is close), sorted by name."""
+    env = os.environ if env is None else env
+    if not any(n.startswith(VARIABLE_PREFIX) for n in env):
+        return []  # nothing to check: the services' specs are not even loaded
+    return config.unknown_variables(env, known_variables())

@@ -109,9 +109,9 @@ def main(argv: list[str] | None = None) -> int:
 def report_unknown_variables(args: argparse.Namespace) -> None:
     """Names each CONTINUITY_* variable nothing reads (a mistyped one would silently change
     nothing), without stopping: a service in its JSON log, any other command on stderr."""
-    from shared.platform.config import unknown_variable_message, unknown_variables
+    from shared.platform.config import unknown_variable_message
 
-    unknown = unknown_variables()
+    unknown = registry.unknown_variables()
     if not unknown:
         return
     if args.command == "serve":

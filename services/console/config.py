@@ -11,7 +11,7 @@ import os
 import re
 import secrets
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from urllib.parse import urlsplit
 
 from shared.contract.types import TOKEN_PATTERN
@@ -21,6 +21,12 @@ Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 _HEADER_NAME = re.compile(r"^[A-Za-z0-9-]{1,64}\Z")
 _TOKEN = re.compile(TOKEN_PATTERN)
 MIN_KEY_BYTES = 32
+
+
+def variables() -> frozenset[str]:
+    """Every variable the console reads: each field of `ConsoleConfig` is read from
+    CONTINUITY_CONSOLE_<FIELD>."""
+    return frozenset(f"CONTINUITY_CONSOLE_{f.name.upper()}" for f in fields(ConsoleConfig))
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from typing import Any
 
 from aiohttp import web
 
-from services.console.config import ConsoleConfig
+from services.console.config import ConsoleConfig, variables
 from services.console.revocations import Revocations
 from services.console.streams import DecisionFeed
 from services.console.web import Console
@@ -21,6 +21,8 @@ from shared.platform.runtime import Context
 log = Log("continuity.console")
 
 NAME = "console"
+VARIABLES = variables()
+"""The console's own settings, beside the shared `Config`'s (services/registry.py)."""
 
 
 class ConsoleApp:

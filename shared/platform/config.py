@@ -10,10 +10,8 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
-import dataclasses
 import difflib
 import functools
-import importlib
 import os
 import re
 from collections.abc import Iterator, Mapping
@@ -457,8 +455,9 @@ def _choice(env: Mapping[str, str], name: str, default: str, choices: tuple[str,
 # A mistyped name (an S too many after CONTINUITY_MAX_DELIVER) would be ignored without a word,
 # so each command and service names the ones nothing reads. The names come from the readers
 # themselves, so that a variable added to one is known at once: Config's are recorded from
-# what `Config.from_env` reads, the console's are its settings' fields; only the NATS server's
-# passwords, read by no Python code, are listed.
+# what `Config.from_env` reads (`config_variables`), a service's own settings are declared by
+# its spec (services/registry.py gathers them); only the NATS server's passwords, read by no
+# Python code, are listed.
 
 NATS_PASSWORD_VARIABLES = tuple(
     f"CONTINUITY_NATS_{user}_PASSWORD"
@@ -488,34 +487,18 @@ class _Reads(Mapping[str, str]):
 
 
 @functools.cache
-def known_variables() -> frozenset[str]:
-    """Every CONTINUITY_* variable some part of Continuity reads."""
+def config_variables() -> frozenset[str]:
+    """Every CONTINUITY_* variable `Config` reads, and the NATS server's passwords."""
     reads = _Reads()
     with contextlib.suppress(ConfigError):  # what was read up to a failure is still known
         Config.from_env(reads)
     config = frozenset(n for n in reads.names if n.startswith(VARIABLE_PREFIX))
-    return config | _console_variables() | frozenset(NATS_PASSWORD_VARIABLES)
+    return config | frozenset(NATS_PASSWORD_VARIABLES)
 
 
-def _console_variables() -> frozenset[str]:
-    """The console's settings: each field of its ConsoleConfig is read from
-    CONTINUITY_CONSOLE_<FIELD> (services/console/config.py). Imported by name, as this module
-    sits below the services, and only in a build that has the console."""
-    try:
-        console = importlib.import_module("services.console.config")
-    except ImportError:
-        return frozenset()
-    fields = dataclasses.fields(console.ConsoleConfig)
-    return frozenset(f"CONTINUITY_CONSOLE_{f.name.upper()}" for f in fields)
-
-
-def unknown_variables(env: Mapping[str, str] | None = None) -> list[tuple[str, str | None]]:
-    """Each CONTINUITY_* variable of `env` that nothing reads, with the known name closest to
+def unknown_variables(env: Mapping[str, str], known: frozenset[str]) -> list[tuple[str, str | None]]:
+    """Each CONTINUITY_* variable of `env` that is not `known`, with the known name closest to
     it (None when none is close), sorted by name."""
-    env = os.environ if env is None else env
-    if not any(n.startswith(VARIABLE_PREFIX) for n in env):
-        return []  # nothing to check: the readers are not even looked at
-    known = known_variables()
     suffixes = {name[len(VARIABLE_PREFIX) :]: name for name in known}
     found = []
     for name in sorted(n for n in env if n.startswith(VARIABLE_PREFIX) and n not in known):

@@ -14,15 +14,14 @@ from typing import Any
 
 import pytest
 
+from services.registry import known_variables, unknown_variables
 from shared.platform.config import (
     NATS_TLS_PREFIX,
     REDIS_TLS_PREFIX,
     Config,
     ConfigError,
-    known_variables,
     parse_runner_keys,
     unknown_variable_message,
-    unknown_variables,
 )
 
 KEY = base64.b64encode(b"k" * 32).decode()

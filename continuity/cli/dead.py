@@ -23,19 +23,13 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
 from continuity.cli import run_filters
-from continuity.cli.common import (
-    EXIT_CONFLICT,
-    EXIT_NOT_FOUND,
-    EXIT_OK,
-    EXIT_UNAVAILABLE,
-    Failure,
-    Refusals,
-    connected,
-    connection_parent,
-    report,
-    table,
-    to_json,
-)
+from continuity.cli.arguments import connection_parent
+from continuity.cli.connect import connected
+from continuity.cli.examples import examples
+from continuity.cli.exits import EXIT_CONFLICT, EXIT_NOT_FOUND, EXIT_OK, EXIT_UNAVAILABLE, Failure
+from continuity.cli.output import report, to_json
+from continuity.cli.refusals import Refusals
+from continuity.cli.tables import table
 from shared.contract import subjects
 from shared.platform.bus.publish import (
     DEAD_AT_HEADER,
@@ -331,13 +325,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--since", type=_since, default=None, help="only those of the last 5m, 2h, 7d")
     p.add_argument("--limit", type=_limit, default=100, help="the latest this many (default 100)")
     p.set_defaults(func=_cmd_list)
+    examples(p, "continuity dead list", "continuity dead list --kind quarantine --since 1h --json")
 
     p = dsub.add_parser("show", parents=[common], help="one dead letter: its headers and its bytes")
     p.add_argument("seq", metavar="SEQ", type=_seq)
     p.set_defaults(func=_cmd_show)
+    examples(p, "continuity dead show 42")
 
     p = dsub.add_parser(
         "replay", parents=[common], help="publish a dead letter again on its original subject, with its id"
     )
     p.add_argument("seq", metavar="SEQ", type=_seq)
     p.set_defaults(func=_cmd_replay)
+    examples(p, "continuity dead replay 42       # once the cause is fixed")

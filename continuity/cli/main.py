@@ -3,15 +3,34 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Callable
 from importlib import metadata
 from typing import cast
 
-from continuity.cli.common import Parser
+from continuity.cli.arguments import Parser
+from continuity.cli.examples import examples
 from services import registry
 
 Command = Callable[[argparse.Namespace], int]
+
+COMMANDS = (
+    "continuity.cli.completion",
+    "continuity.devstack.up",
+    "continuity.cli.sessions",
+    "continuity.cli.reconciliations",
+    "continuity.cli.runs",
+    "continuity.cli.runners",
+    "continuity.tools.bench",
+    "continuity.tools.simulate",
+    "continuity.cli.streams",
+    "continuity.cli.watch",
+    "continuity.cli.dead",
+    "continuity.tools.memory",
+)
+"""The modules that add commands, in the order `--help` lists them: each one's `register(sub)`
+adds its sub-parsers, each with its examples. Modules are imported when the parser is built."""
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -28,13 +47,6 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _completion(args: argparse.Namespace) -> int:
-    import shtab
-
-    print(shtab.complete(build_parser(), shell=args.shell))
-    return 0
-
-
 def version() -> str:
     try:
         return metadata.version("continuity")
@@ -43,8 +55,6 @@ def version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from continuity.cli.help_examples import add_examples
-
     parser = Parser(prog="continuity", description=__doc__)
     parser.add_argument("--version", action="version", version=f"continuity {version()}")
     # Sub-commands are made with the class of their parent: Parser, all the way down.
@@ -56,45 +66,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="run one service until SIGTERM")
     serve.add_argument("service", choices=sorted(registry.SERVICES))
     serve.set_defaults(func=_serve)
+    examples(serve, "continuity serve session-store", "NATS_URL=nats://nats:4222 continuity serve classifier")
 
-    completion = sub.add_parser(
-        "completion",
-        help="print a shell completion script",
-        description="Prints the completion script of the continuity command for bash or zsh.",
-    )
-    completion.add_argument("shell", choices=["bash", "zsh"])
-    completion.set_defaults(func=_completion)
-
-    for register in _command_modules():
-        register(sub)
-    add_examples(parser)
+    for name in COMMANDS:
+        importlib.import_module(name).register(sub)
     return parser
-
-
-def _command_modules() -> list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]]:
-    """Each command group lives in its own module and adds its own sub-parsers."""
-    from continuity.cli import dead as dead_cli
-    from continuity.cli import operator as operator_cli
-    from continuity.cli import runners as runners_cli
-    from continuity.cli import sessions as sessions_cli
-    from continuity.cli import streams as streams_cli
-    from continuity.cli import watch as watch_cli
-    from continuity.devstack import up
-    from continuity.tools import bench, simulate
-    from continuity.tools import memory as memory_cli
-
-    return [
-        up.register,
-        sessions_cli.register,
-        operator_cli.register,
-        runners_cli.register,
-        bench.register,
-        simulate.register,
-        streams_cli.register,
-        watch_cli.register,
-        dead_cli.register,
-        memory_cli.register,
-    ]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,7 +8,7 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import get_args
 
-from continuity.cli.common import token
+from continuity.cli.arguments import token
 from shared.contract.decisions import Decision
 from shared.contract.runs import RunsListRequest
 from shared.contract.times import rfc3339_from_epoch

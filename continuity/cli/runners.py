@@ -26,7 +26,8 @@ from typing import Any
 import msgspec
 import nkeys
 
-from continuity.cli import common as clitools
+from continuity.cli import arguments, connect, exits, output, tables
+from continuity.cli.examples import examples
 from shared.contract import errors, subjects
 from shared.contract.client import ContinuityClient, RequestError
 from shared.contract.tenancy import MAX_TENANTS, RunnerPutRequest, RunnerRecord, RunnerRevokeRequest
@@ -158,12 +159,12 @@ def check_conf_dir(conf_dir: Path, runner_id: str) -> None:
     """Refuse, before anything is written, a runner already there or a file not as written."""
     accounts, imports = _conf_files(conf_dir)
     if accounts.exists() and _account_line(runner_id).search(accounts.read_text()):
-        raise clitools.Failure(
-            clitools.EXIT_CONFLICT, "runner_exists", f"{accounts} already has runner {runner_id}"
+        raise exits.Failure(
+            exits.EXIT_CONFLICT, "runner_exists", f"{accounts} already has runner {runner_id}"
         )
     if imports.exists() and not imports.read_text().rstrip().endswith("]"):
-        raise clitools.Failure(
-            clitools.EXIT_BAD_INPUT, "invalid_file", f"{imports} does not end with the imports list's `]`"
+        raise exits.Failure(
+            exits.EXIT_BAD_INPUT, "invalid_file", f"{imports} does not end with the imports list's `]`"
         )
 
 
@@ -202,8 +203,8 @@ def _without_account(text: str, runner_id: str, path: Path) -> str | None:
     starts = [i for i, line in enumerate(lines) if line.rstrip() == head]
     if not starts:
         if _account_line(runner_id).search(text):
-            raise clitools.Failure(
-                clitools.EXIT_BAD_INPUT,
+            raise exits.Failure(
+                exits.EXIT_BAD_INPUT,
                 "invalid_file",
                 f"{path}: runner {runner_id}'s account is not as `continuity runners add` writes it; "
                 "remove it by hand",
@@ -212,8 +213,8 @@ def _without_account(text: str, runner_id: str, path: Path) -> str | None:
     start = starts[0]
     end = next((j for j in range(start + 1, len(lines)) if lines[j].rstrip() == "}"), None)
     if end is None:
-        raise clitools.Failure(
-            clitools.EXIT_BAD_INPUT,
+        raise exits.Failure(
+            exits.EXIT_BAD_INPUT,
             "invalid_file",
             f"{path}: runner {runner_id}'s account has no closing `}}`",
         )
@@ -282,8 +283,8 @@ async def decisions_consumers(nc: Any, timeout: float) -> set[str]:
         if "error" in page:
             # JetStream's own words (e.g. "stream not found"); they name no secret.
             why = str(page["error"].get("description", "error"))[:200]
-            raise clitools.Failure(
-                clitools.EXIT_UNAVAILABLE,
+            raise exits.Failure(
+                exits.EXIT_UNAVAILABLE,
                 "unavailable",
                 f"JetStream did not list the consumers of {subjects.DECISIONS_STREAM}: {why}",
             )
@@ -307,7 +308,7 @@ async def delete_consumer(nc: Any, runner_id: str) -> bool:
 
 def _tenant_list(value: str) -> list[str]:
     """`--tenant acme,globex`: each a contract token."""
-    check = clitools.token("--tenant")
+    check = arguments.token("--tenant")
     parts = [part.strip() for part in value.split(",")]
     if any(not part for part in parts):
         raise argparse.ArgumentTypeError("--tenant takes TENANT[,TENANT...] without empty names")
@@ -318,8 +319,8 @@ def _tenants(args: argparse.Namespace) -> list[str]:
     """The tenants of every --tenant, in order, each once."""
     tenants = list(dict.fromkeys(args.tenant or []))
     if len(tenants) > MAX_TENANTS:
-        raise clitools.Failure(
-            clitools.EXIT_BAD_INPUT, "invalid_argument", f"at most {MAX_TENANTS} tenants per runner"
+        raise exits.Failure(
+            exits.EXIT_BAD_INPUT, "invalid_argument", f"at most {MAX_TENANTS} tenants per runner"
         )
     return tenants
 
@@ -331,27 +332,27 @@ def _put(
 
 
 def _record_text(r: RunnerRecord) -> str:
-    return clitools.fields(r)
+    return output.fields(r)
 
 
 # add ---------------------------------------------------------------------------------------
 
 
 async def _create(args: argparse.Namespace) -> None:
-    url = clitools.nats_url(args)
+    url = connect.nats_url(args)
     try:
-        nc = await clitools.connect(url, args.timeout)
+        nc = await connect.connect(url, args.timeout)
     except Exception:
-        raise clitools.Failure(
-            clitools.EXIT_UNAVAILABLE,
+        raise exits.Failure(
+            exits.EXIT_UNAVAILABLE,
             "unavailable",
-            f"cannot connect to NATS at {clitools.redacted_url(url)}",
+            f"cannot connect to NATS at {connect.redacted_url(url)}",
         ) from None
     try:
         await create_consumer(nc, args.runner_id)
     except Exception as exc:
-        raise clitools.Failure(
-            clitools.EXIT_UNAVAILABLE,
+        raise exits.Failure(
+            exits.EXIT_UNAVAILABLE,
             "consumer_not_created",
             f"the decisions consumer was not created ({type(exc).__name__}); "
             "check that the NATS user may create it, then run the command again with --consumer-only",
@@ -362,17 +363,17 @@ async def _create(args: argparse.Namespace) -> None:
 
 def _record_tenants(
     args: argparse.Namespace, tenants: list[str]
-) -> tuple[RunnerRecord | None, clitools.Failure | None]:
+) -> tuple[RunnerRecord | None, exits.Failure | None]:
     """The directory's record of the new runner, or the failure that kept it from being written."""
     try:
         record = asyncio.run(
-            clitools.session(args, lambda c: _put(c, args.runner_id, tenants, clitools.actor_of(args)))
+            connect.session(args, lambda c: _put(c, args.runner_id, tenants, arguments.actor_of(args)))
         )
-    except clitools.Failure as failure:
+    except exits.Failure as failure:
         later = f"continuity runners tenants {args.runner_id} --tenant {','.join(tenants)}"
         consumer = f"continuity runners add {args.runner_id} --consumer-only"
         also = f" and `{consumer}`" if args.create_consumer else ""
-        return None, clitools.Failure(
+        return None, exits.Failure(
             failure.exit_code,
             "tenants_not_recorded",
             f"runner {args.runner_id} was issued (its seed is in {args.seed_file}), but its tenants were "
@@ -394,8 +395,8 @@ def _add(args: argparse.Namespace) -> int:
             try:
                 write_seed(Path(args.seed_file), identity.seed)
             except FileExistsError:
-                raise clitools.Failure(
-                    clitools.EXIT_CONFLICT, "seed_exists", f"{args.seed_file} exists; it is never overwritten"
+                raise exits.Failure(
+                    exits.EXIT_CONFLICT, "seed_exists", f"{args.seed_file} exists; it is never overwritten"
                 ) from None
             if args.conf_dir:
                 add_to_conf_dir(Path(args.conf_dir), identity)
@@ -407,16 +408,16 @@ def _add(args: argparse.Namespace) -> int:
         if args.create_consumer or args.consumer_only:
             asyncio.run(_create(args))
             print(f"# created consumer {runner_id} on {subjects.DECISIONS_STREAM}", file=sys.stderr)
-    except clitools.Failure as failure:
-        return clitools.report(args, failure)
-    return clitools.EXIT_OK
+    except exits.Failure as failure:
+        return output.report(args, failure)
+    return exits.EXIT_OK
 
 
 def _print_identity(
     args: argparse.Namespace,
     identity: Identity,
     record: RunnerRecord | None,
-    failure: clitools.Failure | None,
+    failure: exits.Failure | None,
 ) -> None:
     if args.json:
         out: dict[str, Any] = {
@@ -430,7 +431,7 @@ def _print_identity(
         }
         if failure is not None:
             out["error"] = {"code": failure.code, "message": failure.message}
-        print(clitools.to_json(out))
+        print(output.to_json(out))
         return
     if args.conf_dir:
         print(f"# added runner {identity.runner_id} ({identity.public_key}) to {args.conf_dir}")
@@ -450,13 +451,13 @@ def _checked_add(args: argparse.Namespace) -> int:
     if not args.consumer_only:
         missing = [o for o, v in (("--seed-file", args.seed_file), ("--tenant", args.tenant)) if not v]
         if missing:
-            failure = clitools.Failure(
-                clitools.EXIT_BAD_INPUT,
+            failure = exits.Failure(
+                exits.EXIT_BAD_INPUT,
                 "invalid_argument",
                 f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} required "
                 "(or --consumer-only)",
             )
-            return clitools.report(args, failure)
+            return output.report(args, failure)
     return _add(args)
 
 
@@ -466,10 +467,10 @@ def _checked_add(args: argparse.Namespace) -> int:
 def _set_tenants(args: argparse.Namespace) -> int:
     try:
         tenants = _tenants(args)
-    except clitools.Failure as failure:
-        return clitools.report(args, failure)
-    return clitools.execute(
-        args, lambda c: _put(c, args.runner_id, tenants, clitools.actor_of(args)), _record_text
+    except exits.Failure as failure:
+        return output.report(args, failure)
+    return connect.execute(
+        args, lambda c: _put(c, args.runner_id, tenants, arguments.actor_of(args)), _record_text
     )
 
 
@@ -523,12 +524,12 @@ def _render_list(listed: list[Listed]) -> str:
     rows = [
         [r.runner_id, ",".join(r.tenants) or "-", r.status, yes(r.in_conf), yes(r.consumer)] for r in listed
     ]
-    return clitools.table(["RUNNER", "TENANTS", "STATUS", "IN CONF", "CONSUMER"], rows, whole=(2,))
+    return tables.table(["RUNNER", "TENANTS", "STATUS", "IN CONF", "CONSUMER"], rows, whole=(2,))
 
 
 def _list(args: argparse.Namespace) -> int:
     in_conf = runners_in_conf(Path(args.conf_dir)) if args.conf_dir else None
-    return clitools.execute(
+    return connect.execute(
         args,
         lambda c: _listing(c, args.timeout, in_conf),
         _render_list,
@@ -587,34 +588,34 @@ def _remove(args: argparse.Namespace) -> int:
     try:
         changes = planned_removal(Path(args.conf_dir), runner_id) if args.conf_dir else {}
         if not args.yes and not _confirm(runner_id, args.conf_dir):
-            raise clitools.Failure(
-                clitools.EXIT_CONFLICT, "not_confirmed", "nothing was changed (confirm, or pass --yes)"
+            raise exits.Failure(
+                exits.EXIT_CONFLICT, "not_confirmed", "nothing was changed (confirm, or pass --yes)"
             )
         record, consumer = asyncio.run(
-            clitools.session(args, lambda c: _revoke_and_delete(c, runner_id, clitools.actor_of(args)))
+            connect.session(args, lambda c: _revoke_and_delete(c, runner_id, arguments.actor_of(args)))
         )
         for path, text in changes.items():
             _replace(path, text)
         conf = None if not args.conf_dir else ("removed" if changes else "absent")
         if record is None and consumer == "absent" and conf != "removed":
             where = f", nor in {args.conf_dir}" if args.conf_dir else ""
-            raise clitools.Failure(
-                clitools.EXIT_NOT_FOUND,
+            raise exits.Failure(
+                exits.EXIT_NOT_FOUND,
                 "not_found",
                 f"runner {runner_id} is not known: not in the runner directory, no decisions consumer{where}",
             )
         removed = Removed(runner_id, record, consumer, conf, restart_required=conf != "absent")
-    except clitools.Failure as failure:
-        return clitools.report(args, failure)
-    print(clitools.to_json(removed) if args.json else _render_removed(removed, args.conf_dir))
+    except exits.Failure as failure:
+        return output.report(args, failure)
+    print(output.to_json(removed) if args.json else _render_removed(removed, args.conf_dir))
     if consumer == "failed":
         print(
             f"continuity: error: the runner is revoked, but its decisions consumer was not deleted; "
             f"run `continuity runners remove {runner_id}` again [consumer_not_deleted]",
             file=sys.stderr,
         )
-        return clitools.EXIT_UNAVAILABLE
-    return clitools.EXIT_OK
+        return exits.EXIT_UNAVAILABLE
+    return exits.EXIT_OK
 
 
 def _render_removed(r: Removed, conf_dir: str | None) -> str:
@@ -662,14 +663,14 @@ def _tenant_option(parser: argparse.ArgumentParser, required: bool, what: str) -
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     runners = sub.add_parser("runners", help="issue, list and remove runners")
     commands = runners.add_subparsers(dest="runners_command", required=True)
-    common = clitools.connection_parent()
+    common = arguments.connection_parent()
 
     add = commands.add_parser(
         "add",
         parents=[common],
         help="issue a runner: its NKEY seed, its account (printed or added), its tenants, its consumer",
     )
-    add.add_argument("runner_id", type=clitools.runner_id, metavar="RUNNER_ID")
+    add.add_argument("runner_id", type=arguments.runner_id, metavar="RUNNER_ID")
     add.add_argument("--seed-file", help="where to write the runner's seed (mode 0600, never overwritten)")
     _tenant_option(
         add,
@@ -689,8 +690,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add.add_argument(
         "--consumer-only", action="store_true", help="only create the consumer of an existing runner"
     )
-    clitools.actor_option(add)
+    arguments.actor_option(add)
     add.set_defaults(func=_checked_add)
+    examples(
+        add,
+        "continuity runners add r-01 --tenant acme --seed-file r-01.nk",
+        "continuity runners add r-01 --tenant acme,globex --seed-file r-01.nk --conf-dir deploy/nats "
+        "--create-consumer",
+        "continuity runners add r-01 --consumer-only     # once the streams exist",
+    )
 
     tenants = commands.add_parser(
         "tenants",
@@ -698,10 +706,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="record the tenants a runner acts for (replacing its earlier ones; a revoked runner is "
         "active again)",
     )
-    tenants.add_argument("runner_id", type=clitools.runner_id, metavar="RUNNER_ID")
+    tenants.add_argument("runner_id", type=arguments.runner_id, metavar="RUNNER_ID")
     _tenant_option(tenants, True, "the tenants it acts for")
-    clitools.actor_option(tenants)
+    arguments.actor_option(tenants)
     tenants.set_defaults(func=_set_tenants)
+    examples(tenants, "continuity runners tenants r-01 --tenant acme,globex --actor alice")
 
     listing = commands.add_parser(
         "list", parents=[common], help="the runner directory, with the conf files and the consumers"
@@ -710,16 +719,22 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--conf-dir", default=None, help=f"also tell which runners have an account in {ACCOUNTS_FILE} here"
     )
     listing.set_defaults(func=_list)
+    examples(listing, "continuity runners list --conf-dir deploy/nats", "continuity runners list --json")
 
     remove = commands.add_parser(
         "remove",
         parents=[common],
         help="revoke a runner, delete its decisions consumer, remove its account from the conf files",
     )
-    remove.add_argument("runner_id", type=clitools.runner_id, metavar="RUNNER_ID")
+    remove.add_argument("runner_id", type=arguments.runner_id, metavar="RUNNER_ID")
     remove.add_argument(
         "--conf-dir", default=None, help=f"remove the runner from {ACCOUNTS_FILE} and {IMPORTS_FILE} here"
     )
     remove.add_argument("--yes", action="store_true", help="do not ask for confirmation")
-    clitools.actor_option(remove)
+    arguments.actor_option(remove)
     remove.set_defaults(func=_remove)
+    examples(
+        remove,
+        "continuity runners remove r-01 --conf-dir deploy/nats --actor alice",
+        "continuity runners remove r-01 --conf-dir deploy/nats --yes --json",
+    )

@@ -6,16 +6,11 @@ from __future__ import annotations
 
 import argparse
 
-from continuity.cli.common import (
-    actor_of,
-    actor_option,
-    connection_parent,
-    execute,
-    fields,
-    runner_id,
-    table,
-    token,
-)
+from continuity.cli.arguments import actor_of, actor_option, connection_parent, runner_id, token
+from continuity.cli.connect import execute
+from continuity.cli.examples import examples
+from continuity.cli.output import fields
+from continuity.cli.tables import table
 from shared.contract import CommitRequest, DecideRequest, GetRequest, SessionRef
 from shared.contract.tenancy import OwnershipReply, SessionAuditReply, SessionAuditRequest, TransferRequest
 
@@ -28,6 +23,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     get = verbs.add_parser("get", parents=[common], help="show a session record (never its generation value)")
     _session_args(get)
     get.set_defaults(func=_get)
+    examples(get, "continuity sessions get --tenant acme --conversation c-1 --agent codex")
 
     decide = verbs.add_parser(
         "decide", parents=[common], help="ask the resume decision, as a runner at ready"
@@ -40,6 +36,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     decide.add_argument("--compatibility", choices=["none", "profile-ready"], default="none")
     decide.add_argument("--ready-generation")
     decide.set_defaults(func=_decide)
+    examples(
+        decide,
+        "continuity sessions decide --tenant acme --conversation c-1 --agent codex "
+        "--adapter codex --model gpt-5 --cwd /work",
+    )
 
     commit = verbs.add_parser(
         "commit", parents=[common], help="commit a session record, as a runner after a turn"
@@ -65,6 +66,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     commit.add_argument("--epoch", type=int)
     commit.add_argument("--cancelled", action="store_true")
     commit.set_defaults(func=_commit)
+    examples(
+        commit,
+        "continuity sessions commit --tenant acme --conversation c-1 --agent codex "
+        "--native-session-id s-1 --adapter codex --model gpt-5 --cwd /work",
+    )
 
     transfer = verbs.add_parser(
         "transfer",
@@ -75,12 +81,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     transfer.add_argument("--to", required=True, type=runner_id, metavar="RUNNER_ID", help="the new owner")
     actor_option(transfer)
     transfer.set_defaults(func=_transfer)
+    examples(transfer, "continuity sessions transfer acme c-1 codex --to r-02 --actor alice")
 
     ownership = verbs.add_parser(
         "ownership", parents=[common], help="the changes of a session's owner, oldest first"
     )
     _session_positionals(ownership)
     ownership.set_defaults(func=_ownership)
+    examples(
+        ownership,
+        "continuity sessions ownership acme c-1 codex",
+        "continuity sessions ownership acme c-1 codex --json",
+    )
 
 
 def _session_args(parser: argparse.ArgumentParser) -> None:

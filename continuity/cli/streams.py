@@ -17,20 +17,12 @@ import msgspec
 import nats.errors
 from nats.js.errors import Error as JetStreamError
 
-from continuity.cli.common import (
-    EXIT_BAD_INPUT,
-    EXIT_CONFLICT,
-    EXIT_OK,
-    EXIT_UNAVAILABLE,
-    Failure,
-    connect,
-    connection_parent,
-    nats_url,
-    redacted_url,
-    report,
-    table,
-    to_json,
-)
+from continuity.cli.arguments import connection_parent
+from continuity.cli.connect import connect, nats_url, redacted_url
+from continuity.cli.examples import examples
+from continuity.cli.exits import EXIT_BAD_INPUT, EXIT_CONFLICT, EXIT_OK, EXIT_UNAVAILABLE, Failure
+from continuity.cli.output import report, to_json
+from continuity.cli.tables import table
 from shared.platform.bus import streams
 from shared.platform.config import Config, ConfigError
 
@@ -63,11 +55,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "check", parents=[common], help="print the differences; exit 1 when there are any"
     )
     check.set_defaults(func=_check)
+    examples(check, "continuity streams check", "continuity streams check --replicas 3 --json")
     apply = actions.add_parser(
         "apply", parents=[common], help="create missing streams and update differing ones"
     )
     apply.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     apply.set_defaults(func=_apply)
+    examples(apply, "continuity streams apply --replicas 3 --yes")
 
 
 def _wanted(args: argparse.Namespace) -> tuple[list[Any], list[streams.ConsumerSpec]]:

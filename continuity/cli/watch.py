@@ -17,16 +17,12 @@ import msgspec
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from continuity.cli import run_filters
-from continuity.cli.common import (
-    EXIT_BAD_INPUT,
-    EXIT_OK,
-    EXIT_UNAVAILABLE,
-    Failure,
-    Refusals,
-    connected,
-    connection_parent,
-    report,
-)
+from continuity.cli.arguments import connection_parent
+from continuity.cli.connect import connected
+from continuity.cli.examples import examples
+from continuity.cli.exits import EXIT_BAD_INPUT, EXIT_OK, EXIT_UNAVAILABLE, Failure
+from continuity.cli.output import report
+from continuity.cli.refusals import Refusals
 from shared.contract import subjects
 from shared.contract.decisions import Decision
 from shared.contract.tenancy import is_refusal
@@ -130,3 +126,4 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run_filters.add_filters(p, ages=False, status_default=None)
     p.add_argument("--count", type=int, default=None, help="stop after this many decisions")
     p.set_defaults(func=_cmd_watch)
+    examples(p, "continuity watch", "continuity watch --since 5m --status operator --json")

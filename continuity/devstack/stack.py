@@ -174,7 +174,8 @@ async def _check_servers(
 ) -> None:
     import redis.asyncio as aioredis
 
-    from continuity.cli.common import connect, is_authentication_failure, redacted_url
+    from continuity.cli.connect import connect, redacted_url
+    from continuity.cli.refusals import is_authentication_failure
 
     origin = "NATS_URL" if os.environ.get("NATS_URL") else "embedded"
     try:

@@ -15,7 +15,10 @@ import threading
 import time
 from pathlib import Path
 
-from continuity.cli.common import EXIT_BAD_INPUT, EXIT_CONFLICT, redacted_url, write_env_file
+from continuity.cli.connect import redacted_url
+from continuity.cli.envfile import write_env_file
+from continuity.cli.examples import examples
+from continuity.cli.exits import EXIT_BAD_INPUT, EXIT_CONFLICT
 from continuity.devstack.servers import free_port
 from continuity.devstack.stack import Stack, StartError
 from continuity.devstack.uplock import Busy, UpLock, busy_message, digest, stop_leftovers
@@ -51,6 +54,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="with --demo: how long the fleet runs before its report (default 20)",
     )
     up.set_defaults(func=run)
+    examples(
+        up,
+        "continuity up                      # embedded NATS and Redis on free ports",
+        "continuity up --demo               # and a simulated fleet, with a report",
+        "NATS_URL=nats://127.0.0.1:4222 REDIS_URL=redis://127.0.0.1:6379/0 continuity up",
+    )
 
 
 def development_keys() -> str:

@@ -35,6 +35,7 @@ from typing import Any
 import msgspec
 import redis.asyncio as aioredis
 
+from continuity.cli.examples import examples
 from shared.contract.decisions import ArchiveWork, ReconcileWork
 from shared.contract.events import ErrorInfo, ResumeFailed, ToolCall
 from shared.contract.sessions import CommitRequest, SessionRef
@@ -454,3 +455,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     est.add_argument("--sample", type=_count, default=1000, help="runs recorded to measure (1000)")
     est.add_argument("--json", action="store_true", help="print JSON")
     est.set_defaults(func=_estimate_command)
+    examples(
+        est,
+        "continuity memory estimate --runs-per-day 10000 --retention-days 30",
+        "continuity memory estimate --runs-per-day 10000 --retention-days 7 --sessions 20000 --json",
+    )

@@ -12,7 +12,6 @@ import re
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 from urllib.parse import quote, urlencode
@@ -48,6 +47,7 @@ from shared.contract.tenancy import RunnerRecord, SessionAuditRequest, TransferR
 from shared.contract.types import RUNNER_ID_PATTERN, TOKEN_PATTERN, ActionOutcome
 from shared.platform import metrics
 from shared.platform.logs import Log
+from shared.platform.text import age
 
 log = Log("continuity.console")
 HERE = Path(__file__).parent
@@ -140,21 +140,6 @@ class Failure(Exception):
         self.message = message
         self.next_step = next_step
         """A link to what to do instead: (address, text)."""
-
-
-def age(rfc3339: str, now: datetime | None = None) -> str:
-    try:
-        then = datetime.fromisoformat(rfc3339.replace("Z", "+00:00"))
-    except ValueError:
-        return "-"
-    seconds = int(((now or datetime.now(UTC)) - then).total_seconds())
-    if seconds < 120:
-        return f"{max(seconds, 0)}s"
-    if seconds < 7200:
-        return f"{seconds // 60}m"
-    if seconds < 172800:
-        return f"{seconds // 3600}h"
-    return f"{seconds // 86400}d"
 
 
 class Console:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from continuity.cli.common import EXIT_AUTHENTICATION, EXIT_NOT_FOUND, EXIT_PERMISSION
+from continuity.cli.exits import EXIT_AUTHENTICATION, EXIT_NOT_FOUND, EXIT_PERMISSION
 from continuity.devstack.servers import NatsServer, RedisServer, free_port
 from services.reconciliation.service import ReconciliationApp
 from services.session_store.service import SessionStoreApp

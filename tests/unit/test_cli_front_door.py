@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from continuity.cli import common as clitools
+from continuity.cli import envfile, exits, explain, tables
 from continuity.cli import main as cli
-from continuity.cli.help_examples import commands
+from continuity.cli.examples import commands
 from continuity.tools.simulate.command import scenario_mix
 from continuity.tools.simulate.report import fit
 
@@ -53,7 +53,7 @@ def test_argument_errors_under_json_are_json(
     argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, out, err = run(argv, capsys)
-    assert code == clitools.EXIT_BAD_INPUT
+    assert code == exits.EXIT_BAD_INPUT
     error = json.loads(out)["error"]
     assert error["code"] == "invalid_argument" and said in error["message"]
     assert "usage:" not in out + err
@@ -74,21 +74,21 @@ def test_completion_scripts_name_the_commands(capsys: pytest.CaptureFixture[str]
 def test_env_file_is_read_when_a_variable_is_unset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("NATS_URL", raising=False)
-    assert clitools.setting("NATS_URL") is None
-    clitools.write_env_file(tmp_path / ".continuity" / "env", {"NATS_URL": "nats://127.0.0.1:4333", "X": "y"})
-    assert clitools.setting("NATS_URL") == "nats://127.0.0.1:4333"
-    assert clitools.read_env_file() == {"NATS_URL": "nats://127.0.0.1:4333"}  # only shared names
+    assert envfile.setting("NATS_URL") is None
+    envfile.write_env_file(tmp_path / ".continuity" / "env", {"NATS_URL": "nats://127.0.0.1:4333", "X": "y"})
+    assert envfile.setting("NATS_URL") == "nats://127.0.0.1:4333"
+    assert envfile.read_env_file() == {"NATS_URL": "nats://127.0.0.1:4333"}  # only shared names
     monkeypatch.setenv("NATS_URL", "nats://elsewhere:4222")
-    assert clitools.setting("NATS_URL") == "nats://elsewhere:4222"
+    assert envfile.setting("NATS_URL") == "nats://elsewhere:4222"
 
 
 def test_each_request_subject_names_its_service() -> None:
-    assert clitools.service_for("continuity.sessions.get") == "session-store"
-    assert clitools.service_for("continuity.sessions.r-1.get") == "session-store"
-    assert clitools.service_for("continuity.runners.put") == "session-store"
-    assert clitools.service_for("continuity.runs.get") == "reconciliation"
-    assert clitools.service_for("continuity.operator.retry") == "reconciliation"
-    assert clitools.service_for("continuity.reconciliations.list") == "reconciliation"
+    assert explain.service_for("continuity.sessions.get") == "session-store"
+    assert explain.service_for("continuity.sessions.r-1.get") == "session-store"
+    assert explain.service_for("continuity.runners.put") == "session-store"
+    assert explain.service_for("continuity.runs.get") == "reconciliation"
+    assert explain.service_for("continuity.operator.retry") == "reconciliation"
+    assert explain.service_for("continuity.reconciliations.list") == "reconciliation"
 
 
 def test_long_tables_are_cut_with_an_ellipsis_not_wrapped() -> None:
@@ -104,14 +104,14 @@ def test_long_tables_are_cut_with_an_ellipsis_not_wrapped() -> None:
         ],
         ["run-2", "sim-r02", "1", "short", "2026-12-01T08:00:01+00:00", "delivered"],
     ]
-    text = clitools.table(["RUN ID", "RUNNER", "ATTEMPT", "TOOL", "OPENED AT", "STATUS"], rows, 100)
+    text = tables.table(["RUN ID", "RUNNER", "ATTEMPT", "TOOL", "OPENED AT", "STATUS"], rows, 100)
     lines = text.splitlines()
     assert all(len(line) <= 100 for line in lines), text
     assert "\u2026" in lines[1] and lines[1].rstrip().endswith("open")
     assert lines[1].startswith(run_id + "  ")  # the row's name is never cut
     # Columns still line up: each header starts where its cells do.
     assert lines[0].index("STATUS") == lines[1].index("open") == lines[2].index("delivered")
-    short = clitools.table(["A", "B"], [["1", "2"]], 100)
+    short = tables.table(["A", "B"], [["1", "2"]], 100)
     assert "\u2026" not in short
 
 
@@ -121,17 +121,17 @@ HEADERS = ["RUN ID", "STATUS", "REASON", "SUBJECT"]
 
 def test_tables_take_the_width_columns_says(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "60")
-    lines = clitools.table(HEADERS, [LONG_ROW]).splitlines()
+    lines = tables.table(HEADERS, [LONG_ROW]).splitlines()
     assert all(len(line) <= 60 for line in lines) and "\u2026" in lines[1], lines
     monkeypatch.setenv("COLUMNS", "240")
-    assert clitools.table(HEADERS, [LONG_ROW]).splitlines()[1].split() == " ".join(LONG_ROW).split()
+    assert tables.table(HEADERS, [LONG_ROW]).splitlines()[1].split() == " ".join(LONG_ROW).split()
 
 
 def test_tables_are_not_cut_when_not_on_a_terminal(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.delenv("COLUMNS", raising=False)
-    print(clitools.table(HEADERS, [LONG_ROW]))  # stdout is captured here: a pipe, not a terminal
+    print(tables.table(HEADERS, [LONG_ROW]))  # stdout is captured here: a pipe, not a terminal
     lines = capsys.readouterr().out.splitlines()
     assert "\u2026" not in lines[1] and len(lines[1]) > 100
     assert lines[1].split() == " ".join(LONG_ROW).split()  # every cell whole
@@ -143,8 +143,8 @@ def test_tables_fit_the_terminal_they_are_printed_on(monkeypatch: pytest.MonkeyP
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 72, 0, 0))
     with os.fdopen(slave, "w") as terminal, os.fdopen(master, "rb"):
         monkeypatch.setattr(sys, "stdout", terminal)
-        assert clitools.output_width() == 72
-        lines = clitools.table(HEADERS, [LONG_ROW]).splitlines()
+        assert tables.output_width() == 72
+        lines = tables.table(HEADERS, [LONG_ROW]).splitlines()
     assert all(len(line) <= 72 for line in lines) and "\u2026" in lines[1], lines
 
 

@@ -1,10 +1,10 @@
-"""How the CLI tells what NATS refused from what nats-py reports (continuity.cli.common)."""
+"""How the CLI tells what NATS refused from what nats-py reports (continuity.cli.refusals)."""
 
 from __future__ import annotations
 
 import nats.errors
 
-from continuity.cli.common import is_authentication_failure, permission_denial
+from continuity.cli.refusals import is_authentication_failure, permission_denial
 
 
 def test_authentication_failures_as_nats_py_reports_them() -> None:

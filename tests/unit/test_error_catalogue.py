@@ -9,7 +9,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from continuity.cli.common import explain
+from continuity.cli.explain import explain
 from shared.contract import errors
 from shared.contract.decoding import InvalidInput, decode
 from shared.contract.sessions import DecideRequest

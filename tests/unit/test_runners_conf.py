@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from continuity.cli import common as clitools
+from continuity.cli import arguments, exits
 from continuity.cli import main as cli
 from continuity.cli.runners import (
     ACCOUNTS_FILE,
@@ -80,12 +80,12 @@ def test_the_files_are_replaced_whole_and_keep_their_mode(conf_dir: Path) -> Non
 def test_a_hand_edited_account_stops_the_removal_before_anything_changes(conf_dir: Path) -> None:
     accounts = conf_dir / ACCOUNTS_FILE
     accounts.write_text(accounts.read_text().replace("RUNNER_r-2: {", "RUNNER_r-2:{"))
-    with pytest.raises(clitools.Failure) as failed:
+    with pytest.raises(exits.Failure) as failed:
         planned_removal(conf_dir, "r-2")
     assert failed.value.code == "invalid_file" and "remove it by hand" in failed.value.message
     text = accounts.read_text().replace("RUNNER_r-2:{", "RUNNER_r-2: {")
     accounts.write_text(text[: text.rindex("}")])  # the last block (r-2's) never closed
-    with pytest.raises(clitools.Failure) as unclosed:
+    with pytest.raises(exits.Failure) as unclosed:
         planned_removal(conf_dir, "r-2")
     assert unclosed.value.code == "invalid_file"
 
@@ -169,9 +169,9 @@ def test_runner_ids_are_subject_tokens(capsys: pytest.CaptureFixture[str]) -> No
 
 def test_the_actor_defaults_to_the_login_name_when_it_is_a_token(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LOGNAME", "alice")
-    assert clitools.default_actor() == "alice"
+    assert arguments.default_actor() == "alice"
     monkeypatch.setenv("LOGNAME", "alice smith")  # not a token: the audit records `operator`
-    assert clitools.default_actor() == "operator"
+    assert arguments.default_actor() == "operator"
 
 
 def test_the_shipped_imports_file_is_the_one_the_command_starts_from() -> None:

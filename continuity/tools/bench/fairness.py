@@ -27,6 +27,7 @@ import nats
 from nats.aio.msg import Msg
 from nats.js.api import DeliverPolicy
 
+from continuity.cli.examples import examples
 from continuity.tools.bench.deployment import deployment, describe, machine
 from continuity.tools.bench.pipeline import classifier_env, seed_sessions, session
 from continuity.tools.bench.stats import percentile
@@ -71,6 +72,7 @@ def register(kinds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--production", action="store_true", help="3-node JetStream cluster, Redis with AOF")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=main, replicas=1)
+    examples(p, "continuity bench fairness", "continuity bench fairness --unfair --json")
 
 
 def _event(runner: str, n: int, i: int) -> ResumeFailed:

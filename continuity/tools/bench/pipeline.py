@@ -41,6 +41,7 @@ from nats.js.api import (
 )
 from nats.js.errors import NotFoundError
 
+from continuity.cli.examples import examples
 from continuity.tools.bench.deployment import Deployment, add_arguments, deployment, describe, machine
 from continuity.tools.bench.stats import Figures, cost_line, costs, costs_around, load, median, ratio
 from continuity.tools.simulate.keys import DEMO_KEYS, DEMO_KEYS_ENV
@@ -85,6 +86,7 @@ def register(kinds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     add_arguments(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=main)
+    examples(p, "continuity bench pipeline", "continuity bench pipeline --json")
 
 
 # ---- the events ------------------------------------------------------------------------------

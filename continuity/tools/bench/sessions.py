@@ -18,6 +18,7 @@ import msgspec
 import nats
 import redis.asyncio as aioredis
 
+from continuity.cli.examples import examples
 from continuity.tools.bench.deployment import Deployment, add_arguments, deployment, describe, machine
 from continuity.tools.bench.stats import Figures, cost_line, costs, costs_around, load, median, ratio
 from shared.contract import CommitRequest, DecideRequest, SessionRef, subjects
@@ -39,6 +40,7 @@ def register(kinds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     add_arguments(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=main)
+    examples(p, "continuity bench sessions", "continuity bench sessions --json")
 
 
 def session(i: int) -> SessionRef:

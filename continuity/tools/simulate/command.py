@@ -12,7 +12,8 @@ from typing import TextIO
 
 import msgspec
 
-from continuity.cli import common as clitools
+from continuity.cli import arguments, connect, envfile
+from continuity.cli.examples import examples
 from continuity.tools.simulate.fleet import Fleet, FleetError, Progress, Settings
 from continuity.tools.simulate.keys import DEMO_KEYS_ENV, parse_keys
 from continuity.tools.simulate.report import final_report, progress_counts, progress_line, to_json
@@ -49,12 +50,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         epilog="scenarios: " + "; ".join(f"{s.name}: {s.label}" for s in SCENARIOS.values()),
     )
     p.add_argument(
-        "--runners", type=clitools.number(int, 1, 1000), default=4, help="simulated runners (default 4)"
+        "--runners", type=arguments.number(int, 1, 1000), default=4, help="simulated runners (default 4)"
     )
     amount = p.add_mutually_exclusive_group()
     amount.add_argument(
         "--events",
-        type=clitools.number(int, 1),
+        type=arguments.number(int, 1),
         help="runs to start, each with one resume failure (default 200)",
     )
     amount.add_argument("--seconds", type=_positive, help="start runs for this long instead of --events")
@@ -91,19 +92,24 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--nats-url",
         default=None,
-        help=f"NATS server (default: $NATS_URL, else {clitools.ENV_FILE}'s, else "
-        f"{clitools.DEFAULT_NATS_URL})",
+        help=f"NATS server (default: $NATS_URL, else {envfile.ENV_FILE}'s, else {connect.DEFAULT_NATS_URL})",
     )
     p.add_argument(
         "--keys",
         default=None,
         help="runner keys as CONTINUITY_RUNNER_KEYS, which the services must share (default: "
-        f"$CONTINUITY_RUNNER_KEYS, else {clitools.ENV_FILE}'s as `continuity up` writes it, "
+        f"$CONTINUITY_RUNNER_KEYS, else {envfile.ENV_FILE}'s as `continuity up` writes it, "
         "else the demo keys of `continuity up --demo`)",
     )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=main)
+    examples(
+        p,
+        "continuity simulate                                 # against `continuity up`",
+        "continuity simulate --scenario pending,refusal --no-operator --events 10",
+        "continuity simulate --seconds 60 --rate 20 --json",
+    )
 
 
 def scenario_mix(names: str) -> dict[str, int]:
@@ -125,8 +131,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
         archive_fail_rate=args.archive_fail_rate,
         archive_timeout_rate=args.archive_timeout_rate,
         seed=args.seed,
-        nats_url=clitools.nats_url(args),
-        keys=parse_keys(args.keys or clitools.setting("CONTINUITY_RUNNER_KEYS") or DEMO_KEYS_ENV),
+        nats_url=connect.nats_url(args),
+        keys=parse_keys(args.keys or envfile.setting("CONTINUITY_RUNNER_KEYS") or DEMO_KEYS_ENV),
         deadline_s=args.deadline,
         archive_timeout_s=args.archive_timeout or _archive_timeout(),
         operator=not args.no_operator,

@@ -21,7 +21,7 @@ from nats.aio.msg import Msg
 from nats.js.api import DeliverPolicy
 from nats.js.errors import NotFoundError
 
-from continuity.cli.common import redacted_url
+from continuity.cli.connect import redacted_url
 from continuity.tools.simulate.checker import Checker
 from continuity.tools.simulate.keys import DEMO_KEYS
 from continuity.tools.simulate.operator import SimOperator

@@ -7,13 +7,13 @@ import textwrap
 from collections import Counter
 from typing import Any
 
-from continuity.cli import common as clitools
+from continuity.cli import tables
 from continuity.tools.simulate.checker import Checker
 from continuity.tools.simulate.fleet import Result
 from continuity.tools.simulate.scenarios import SCENARIOS
 
 CONTRADICTIONS_SHOWN = 20
-WIDTH = clitools.TABLE_WIDTH
+WIDTH = tables.TABLE_WIDTH
 
 _SHORT_PREFIXES = (
     "native_provider_",
@@ -25,7 +25,7 @@ _SHORT_PREFIXES = (
 
 
 def table(rows: list[tuple[str, ...]], header: tuple[str, ...]) -> str:
-    return clitools.table(header, rows, WIDTH)
+    return tables.table(header, rows, WIDTH)
 
 
 def fit(text: str, indent: str = "", width: int = WIDTH) -> str:
@@ -65,7 +65,7 @@ def progress_counts(published: int, checker: Checker) -> str:
 def progress_line(elapsed: float, published: int, checker: Checker, width: int = WIDTH) -> str:
     """One line of at most `width` columns: the time, then the counts (the reasons are in the
     final table)."""
-    return clitools.clip(f"[{elapsed:6.1f}s] {progress_counts(published, checker)}", width)
+    return tables.clip(f"[{elapsed:6.1f}s] {progress_counts(published, checker)}", width)
 
 
 def _per_scenario(result: Result) -> dict[str, dict[str, int]]:

@@ -1,4 +1,5 @@
-"""Operator commands: `continuity reconciliations ...` and `continuity runs ...`.
+"""`continuity runs show|list|retry`: runs and their audit trail, and the retry of runs stopped
+for an operator, one or every run some filters match.
 
 Readable tables by default, `--json` for scripts. Exit codes (docs/operator.md):
 0 done, 1 conflict (409), 2 bad input (400 or a rejected argument), 3 not found (404),
@@ -12,175 +13,24 @@ import asyncio
 import sys
 from collections import Counter
 from collections.abc import Sequence
-from datetime import UTC, datetime
-from typing import Any
 
 from continuity.cli import run_filters
-from continuity.cli.common import (
-    EXIT_BAD_INPUT,
-    EXIT_CONFLICT,
-    EXIT_OK,
-    Failure,
-    connection_parent,
-    execute,
-    report,
-    session,
-    table,
-    to_json,
-    token,
-)
-from shared.contract import (
-    AuditReply,
-    ListRequest,
-    ReconciliationRecord,
-    ResolveRequest,
-    RetryRequest,
-    RunEntry,
-    RunsListReply,
-    RunView,
-)
+from continuity.cli.arguments import connection_parent, page_cursor, page_limit, token
+from continuity.cli.connect import execute, session
+from continuity.cli.examples import examples
+from continuity.cli.exits import EXIT_BAD_INPUT, EXIT_CONFLICT, EXIT_OK, Failure
+from continuity.cli.output import aligned, report, to_json
+from continuity.cli.run_text import render_delivered, session_text
+from continuity.cli.tables import table
+from shared.contract import AuditReply, RetryRequest, RunEntry, RunsListReply, RunView
 from shared.contract.client import ContinuityClient, RequestError
-from shared.contract.limits import CURSOR_CHARS, EVIDENCE_CHARS
+from shared.platform.text import age
 
-EVIDENCE_MAX = EVIDENCE_CHARS
 BULK_RETRY_DEFAULT_MAX = 10
 """A bulk retry of more matching runs than this needs an explicit `--max`."""
 
 
-def _limit(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError("must be a whole number") from None
-    if not 1 <= n <= 1000:
-        raise argparse.ArgumentTypeError("must be between 1 and 1000")
-    return n
-
-
-def _cursor(value: str) -> str:
-    if not value or len(value) > CURSOR_CHARS:
-        raise argparse.ArgumentTypeError(f"must be 1 to {CURSOR_CHARS} characters")
-    return value
-
-
-def _evidence(args: argparse.Namespace) -> str:
-    if args.evidence_file is not None:
-        try:
-            if args.evidence_file == "-":
-                text = sys.stdin.read()
-            else:
-                with open(args.evidence_file, encoding="utf-8") as f:
-                    text = f.read()
-        except OSError as err:
-            raise Failure(
-                EXIT_BAD_INPUT, "invalid_argument", f"cannot read the evidence file: {err.strerror}"
-            ) from None
-        except UnicodeDecodeError:
-            raise Failure(EXIT_BAD_INPUT, "invalid_argument", "the evidence file is not UTF-8 text") from None
-        text = text.strip()
-    else:
-        text = args.evidence
-    if not text:
-        raise Failure(
-            EXIT_BAD_INPUT, "invalid_argument", "evidence is empty: say how the outcome was checked"
-        )
-    if len(text) > EVIDENCE_MAX:
-        raise Failure(
-            EXIT_BAD_INPUT, "invalid_argument", f"evidence is {len(text)} characters; at most {EVIDENCE_MAX}"
-        )
-    return str(text)
-
-
 # Rendering for people --------------------------------------------------------------------
-
-
-def _age(rfc3339: str) -> str:
-    try:
-        seconds = int((datetime.now(UTC) - datetime.fromisoformat(rfc3339)).total_seconds())
-    except ValueError:
-        return "-"
-    if seconds < 120:
-        return f"{max(seconds, 0)}s"
-    if seconds < 7200:
-        return f"{seconds // 60}m"
-    if seconds < 172800:
-        return f"{seconds // 3600}h"
-    return f"{seconds // 86400}d"
-
-
-def _session_text(run: RunView | ReconciliationRecord | RunEntry) -> str:
-    s = run.session
-    return f"{s.tenant}/{s.conversation_id}/{s.agent_id}"
-
-
-def _fields(pairs: Sequence[tuple[str, str]]) -> str:
-    width = max(len(k) for k, _ in pairs)
-    return "\n".join(f"{k.ljust(width)}  {v}" for k, v in pairs)
-
-
-def render_list(reply: Any, status: str | None) -> str:
-    items: list[ReconciliationRecord] = reply.items
-    # The same command with `--cursor` shows what follows.
-    more = f"\nMore after these: --cursor {reply.next_cursor}" if reply.next_cursor else ""
-    if not items:
-        return f"No {status or ''} reconciliations.".replace("  ", " ") + more
-    rows = [
-        [
-            r.run_id,
-            r.runner_id,
-            str(r.attempt),
-            r.tool_call.tool_name if r.tool_call else "-",
-            r.recorded_outcome or "-",
-            r.status,
-            r.resolution.action_outcome if r.resolution else "-",
-            r.opened_at,
-            _age(r.opened_at) if r.status == "open" else "-",
-        ]
-        for r in items
-    ]
-    headers = ["RUN ID", "RUNNER", "ATTEMPT", "TOOL", "RECORDED", "STATUS", "OUTCOME", "OPENED AT", "WAITING"]
-    return table(headers, rows) + more
-
-
-def render_record(r: ReconciliationRecord) -> str:
-    pairs = [
-        ("Run", r.run_id),
-        ("Runner", r.runner_id),
-        ("Session", _session_text(r)),
-        ("Attempt", str(r.attempt)),
-        ("Status", r.status),
-        ("Opened at", f"{r.opened_at} ({_age(r.opened_at)} ago)"),
-    ]
-    if r.tool_call is not None:
-        pairs += [
-            ("Tool call", f"{r.tool_call.tool_name} ({r.tool_call.tool_call_id})"),
-            ("Started at", r.tool_call.started_at),
-        ]
-    else:
-        pairs.append(("Tool call", "- (the runner reported a pending side effect without details)"))
-    pairs.append(("Runner's outcome", r.recorded_outcome or "unknown"))
-    if r.resolution is not None:
-        pairs += [
-            ("Resolved outcome", r.resolution.action_outcome),
-            ("Resolved by", r.resolution.actor),
-            ("Resolved at", r.resolution.resolved_at),
-            ("Evidence", r.resolution.evidence),
-        ]
-    text = _fields(pairs)
-    if r.status == "open":
-        text += (
-            f"\n\nNext: check whether the tool call took effect, then\n"
-            f"  continuity reconciliations resolve {r.run_id} "
-            f"--outcome completed|not_performed|mixed --evidence TEXT --actor NAME"
-        )
-    return text
-
-
-def render_delivered(reply: Any, what: str) -> str:
-    return (
-        f"{what}. Delivered continue_fresh (decision {reply.decision_id}): the runner starts a "
-        f"fresh provider session in the same workspace; the saved session stays held."
-    )
 
 
 def render_run(result: tuple[RunView, AuditReply]) -> str:
@@ -188,7 +38,7 @@ def render_run(result: tuple[RunView, AuditReply]) -> str:
     pairs = [
         ("Run", run.run_id),
         ("Runner", run.runner_id),
-        ("Session", _session_text(run)),
+        ("Session", session_text(run)),
         ("Attempt", str(run.attempt)),
         ("Status", run.status),
     ]
@@ -199,7 +49,7 @@ def render_run(result: tuple[RunView, AuditReply]) -> str:
             pairs.append(("Reconciled outcome", d.reconciled_outcome))
         if d.detail:
             pairs.append(("Detail", d.detail))
-    text = _fields(pairs)
+    text = aligned(pairs)
     hint = {
         "operator": f"Next: continuity runs retry {run.run_id} --actor NAME",
         "reconciling": f"Next: continuity reconciliations show {run.run_id}",
@@ -230,12 +80,12 @@ def _runs_rows(items: Sequence[RunEntry]) -> str:
         [
             r.run_id,
             r.runner_id,
-            _session_text(r),
+            session_text(r),
             str(r.attempt),
             r.status,
             r.reason,
             r.updated_at,
-            _age(r.updated_at),
+            age(r.updated_at),
         ]
         for r in items
     ]
@@ -252,41 +102,13 @@ def render_runs(reply: RunsListReply) -> str:
 # Commands --------------------------------------------------------------------------------
 
 
-def _cmd_list(args: argparse.Namespace) -> int:
-    """Without `--cursor`, page after page up to `--limit` records; with it, that one page."""
-    status = None if args.status == "all" else args.status
-    req = ListRequest(status=status, limit=args.limit, cursor=args.cursor)
-    return execute(
-        args,
-        lambda c: c.reconciliations(req) if args.cursor is not None else c.reconciliations_upto(req),
-        lambda reply: render_list(reply, status),
-    )
-
-
-def _cmd_show(args: argparse.Namespace) -> int:
-    return execute(args, lambda c: c.reconciliation(args.run_id), render_record)
-
-
-def _cmd_resolve(args: argparse.Namespace) -> int:
-    try:
-        evidence = _evidence(args)
-    except Failure as failure:
-        return report(args, failure)
-    req = ResolveRequest(run_id=args.run_id, action_outcome=args.outcome, evidence=evidence, actor=args.actor)
-    return execute(
-        args,
-        lambda c: c.resolve(req),
-        lambda reply: render_delivered(reply, f"Resolved run {args.run_id} as {args.outcome}"),
-    )
-
-
 async def _run_and_audit(c: ContinuityClient, run_id: str) -> tuple[RunView, AuditReply]:
     run = await c.run(run_id)
     audit = await c.audit(run_id)
     return run, audit
 
 
-def _cmd_run_show(args: argparse.Namespace) -> int:
+def _cmd_show(args: argparse.Namespace) -> int:
     return execute(
         args,
         lambda c: _run_and_audit(c, args.run_id),
@@ -295,7 +117,7 @@ def _cmd_run_show(args: argparse.Namespace) -> int:
     )
 
 
-def _cmd_runs_list(args: argparse.Namespace) -> int:
+def _cmd_list(args: argparse.Namespace) -> int:
     """Without `--cursor`, page after page up to `--limit` runs; with it, that one page."""
     req = run_filters.list_request(args, args.limit, args.cursor)
     return execute(
@@ -305,7 +127,7 @@ def _cmd_runs_list(args: argparse.Namespace) -> int:
     )
 
 
-def _cmd_run_retry(args: argparse.Namespace) -> int:
+def _cmd_retry(args: argparse.Namespace) -> int:
     if args.run_id is None:
         return _bulk_retry(args)
     if run_filters.has_filters(args) or args.dry_run or args.max is not None or args.status is not None:
@@ -411,60 +233,31 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     common = connection_parent()
     run_id = token("RUN_ID")
 
-    rec = sub.add_parser("reconciliations", help="runs stopped on a tool call with no recorded result")
-    rsub = rec.add_subparsers(dest="reconciliations_command", required=True, metavar="COMMAND")
-
-    p = rsub.add_parser("list", parents=[common], help="list reconciliations, oldest first")
-    p.add_argument("--status", choices=["open", "delivered", "all"], default="open", help="default: open")
-    p.add_argument("--limit", type=_limit, default=100, help="at most this many (1 to 1000, default 100)")
-    p.add_argument(
-        "--cursor",
-        type=_cursor,
-        default=None,
-        help="show the one page after this cursor (printed after a list that has more)",
-    )
-    p.set_defaults(func=_cmd_list)
-
-    p = rsub.add_parser("show", parents=[common], help="show one run's reconciliation record")
-    p.add_argument("run_id", metavar="RUN_ID", type=run_id)
-    p.set_defaults(func=_cmd_show)
-
-    p = rsub.add_parser(
-        "resolve",
-        parents=[common],
-        help="record what the pending tool call did, and continue the run in a fresh session",
-    )
-    p.add_argument("run_id", metavar="RUN_ID", type=run_id)
-    p.add_argument("--outcome", required=True, choices=["completed", "not_performed", "mixed"])
-    evidence = p.add_mutually_exclusive_group(required=True)
-    evidence.add_argument(
-        "--evidence", help=f"how the outcome was checked (at most {EVIDENCE_MAX} characters)"
-    )
-    evidence.add_argument(
-        "--evidence-file", metavar="PATH", help="read the evidence from a file, - for stdin"
-    )
-    p.add_argument("--actor", required=True, type=token("--actor"), help="who decides (recorded)")
-    p.set_defaults(func=_cmd_resolve)
-
     runs = sub.add_parser("runs", help="runs and their audit trail; retry a run stopped for an operator")
     usub = runs.add_subparsers(dest="runs_command", required=True, metavar="COMMAND")
 
     p = usub.add_parser("show", parents=[common], help="show a run, its last decision and its audit trail")
     p.add_argument("run_id", metavar="RUN_ID", type=run_id)
-    p.set_defaults(func=_cmd_run_show)
+    p.set_defaults(func=_cmd_show)
+    examples(p, "continuity runs show run-7f3a", "continuity runs show run-7f3a --json")
 
     p = usub.add_parser(
         "list", parents=[common], help="find runs by status, runner, tenant, reason and age, oldest first"
     )
     run_filters.add_filters(p, ages=True, status_default=None)
-    p.add_argument("--limit", type=_limit, default=100, help="at most this many (1 to 1000, default 100)")
+    p.add_argument("--limit", type=page_limit, default=100, help="at most this many (1 to 1000, default 100)")
     p.add_argument(
         "--cursor",
-        type=_cursor,
+        type=page_cursor,
         default=None,
         help="show the one page after this cursor (printed after a list that has more)",
     )
-    p.set_defaults(func=_cmd_runs_list)
+    p.set_defaults(func=_cmd_list)
+    examples(
+        p,
+        "continuity runs list --status operator",
+        "continuity runs list --runner r-01 --tenant acme --older-than 10m --limit 50 --json",
+    )
 
     p = usub.add_parser(
         "retry",
@@ -478,9 +271,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--dry-run", action="store_true", help="list what would be retried, retry nothing")
     p.add_argument(
         "--max",
-        type=_limit,
+        type=page_limit,
         default=None,
         help=f"retry at most this many (1 to 1000); needed when more than {BULK_RETRY_DEFAULT_MAX} match",
     )
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
-    p.set_defaults(func=_cmd_run_retry)
+    p.set_defaults(func=_cmd_retry)
+    examples(
+        p,
+        "continuity runs retry run-7f3a --actor alice",
+        "continuity runs retry --status operator --reason native_session_retry_exhausted "
+        "--dry-run --actor alice",
+        "continuity runs retry --status operator --runner r-01 --max 20 --yes --actor alice",
+    )

@@ -29,22 +29,23 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 import msgspec
-import redis.asyncio as aioredis
 
 from continuity.cli.examples import examples
-from shared.contract.decisions import ArchiveWork, ReconcileWork
+from shared.contract.decisions import ArchiveWork, Decision, ReconcileWork
 from shared.contract.events import ErrorInfo, ResumeFailed, ToolCall
+from shared.contract.reconciliation import Resolution
 from shared.contract.sessions import CommitRequest, SessionRef
 from shared.contract.times import now_rfc3339
-from shared.contract.types import CheckpointPolicy
-from shared.platform.redis import store
-from shared.records import index, keys, steps
+from shared.contract.types import Action, CheckpointPolicy, DecisionReason
+from shared.platform.redis import TRANSIENT_REDIS_ERRORS, Redis
+from shared.records import decisions, keys, names, reconciliations, steps
 from shared.records.retention import Retention
-from shared.records.session import saved_session
+from shared.records.session import SavedSession, commit_args, saved_session
+from shared.records.store import RunStore
 
 JOURNEYS = ("retry", "replacement", "operator", "reconcile")
 MIXES: dict[str, dict[str, int]] = {
@@ -57,6 +58,7 @@ _INCOMPATIBLE = "runner_remote_provider_artifact_incompatible"
 _CWD = "/workspace/acme/repositories/continuity-platform/services/runner"
 _decode_archive = msgspec.json.Decoder(ArchiveWork).decode
 _decode_reconcile = msgspec.json.Decoder(ReconcileWork).decode
+_decode_decision = msgspec.json.Decoder(Decision).decode
 
 
 @dataclass
@@ -100,20 +102,59 @@ def _event(run_id: str, session: SessionRef, journey: str) -> ResumeFailed:
     )
 
 
-async def _flush(client: aioredis.Redis, sk: str, step: steps.RunStep) -> None:
+async def _flush(client: Redis, sk: str, step: steps.RunStep) -> None:
     """What a publication does to the outbox: its entries leave it."""
     if step.outbox:
-        await store.call(client.hdel(keys.outbox(sk), *(e.msg_id for e in step.outbox)))
+        await client.execute("HDEL", keys.outbox(sk), *(e.msg_id for e in step.outbox))
 
 
-async def record_journey(client: aioredis.Redis, journey: str, retention: Retention, tag: str) -> Sample:
+_ACTIONS: dict[str, tuple[Action, DecisionReason]] = {
+    # What the classifier's table decides for each journey's event (services/classifier/table.py).
+    "retry": ("retry_same_session", "native_session_interrupted"),
+    "operator": ("operator", "native_provider_state_incompatible"),
+    "reconcile": ("reconcile", "native_provider_side_effect_pending"),
+}
+_REPLACEMENT_REASON: DecisionReason = "native_session_continuity_break"
+_OPERATOR = "alice@example.com"
+
+
+def _first_step(event: ResumeFailed, journey: str, saved: SavedSession, now: float) -> steps.RunStep:
+    """The step the classifier records for the journey's event."""
+    slot = names.classifier_slot(event.attempt)
+    if journey == "replacement":
+        work = ArchiveWork(
+            archive_id=names.archive_id(event.run_id, event.attempt),
+            runner_id=event.runner_id,
+            run_id=event.run_id,
+            attempt=event.attempt,
+            session=event.session,
+            native_session_id=event.native_session_id,
+            failure_class="unclassified",
+        )
+        return decisions.archive_step(work, _REPLACEMENT_REASON, "classifier", now, read=saved.read)
+    action, reason = _ACTIONS[journey]
+    decided = decisions.decision(event, action, reason, now, backoff_s=5.0, epoch=saved.epoch)
+    also = []
+    if action == "reconcile":
+        work_item = ReconcileWork(
+            runner_id=event.runner_id,
+            run_id=event.run_id,
+            attempt=event.attempt,
+            session=event.session,
+            native_session_id=event.native_session_id,
+            tool_call=event.pending_tool_call,
+            decision_id=decided.decision_id,
+            opened_at=decided.decided_at,
+        )
+        also.append(decisions.reconcile_entry(work_item))
+    return decisions.decision_step(
+        decided, slot, "classifier", native_session_id=event.native_session_id, also=also, read=saved.read
+    )
+
+
+async def record_journey(client: Redis, journey: str, retention: Retention, tag: str) -> Sample:
     """Record one run of `journey` to its end, as the services would; returns its keys."""
-    from services.archiver import step as archiver_step
-    from services.archiver.progress import MoveResult, Progress
-    from services.classifier.step import choose, failure_class_of
-    from services.reconciliation.store import ReconciliationStore
-    from services.session_store.store import SessionStore
-
+    runs = RunStore(client, retention)
     session = SessionRef(tenant=_tenant(tag), conversation_id=f"conv-{uuid.uuid4().hex}", agent_id="codex")
     sk = session.key
     run_id = f"run-{uuid.uuid4().hex}"
@@ -123,67 +164,41 @@ async def record_journey(client: aioredis.Redis, journey: str, retention: Retent
     event = _event(run_id, session, journey)
     # Committed by its runner, as runners do: the record holds its owner, with the binding in
     # the session's ownership history (contract 10.3).
-    await SessionStore(client, retention).commit(
-        CommitRequest(
-            session=session,
-            native_session_id=event.native_session_id,
-            adapter="deepseek-harness",
-            model="deepseek-harness-pro",
-            cwd=_CWD,
-            cursor=f"cursor-{uuid.uuid4().hex}",
-            prompt_hash=f"{uuid.uuid4().hex}{uuid.uuid4().hex}",
-            checkpoint_policy=policy,
-            compatibility_generation="dsh-2026.11.3-build.4471",
-        ),
-        event.runner_id,
+    commit = CommitRequest(
+        session=session,
+        native_session_id=event.native_session_id,
+        adapter="deepseek-harness",
+        model="deepseek-harness-pro",
+        cwd=_CWD,
+        cursor=f"cursor-{uuid.uuid4().hex}",
+        prompt_hash=f"{uuid.uuid4().hex}{uuid.uuid4().hex}",
+        checkpoint_policy=policy,
+        compatibility_generation="dsh-2026.11.3-build.4471",
     )
-    saved = saved_session(await store.call(client.hgetall(keys.session(sk))))  # type: ignore[misc]
-    await index.index_run(client, run_id, sk)
-    choice = choose(event, failure_class_of(event, {}), saved, time.time(), backoff_s=5.0, published_at=None)
-    assert await steps.record_step(client, sk, run_id, choice.step, retention) is None
-    await _flush(client, sk, choice.step)
-    recon = ReconciliationStore(client, retention)
+    code, _, _ = await runs.session_commit(sk, commit_args(commit, event.runner_id, retention.archive_ms))
+    assert code == "ok", code
+    saved = saved_session(await client.hgetall(keys.session(sk)))
+    await runs.index_run(run_id, sk)
+    first = _first_step(event, journey, saved, time.time())
+    assert await runs.record_step(sk, run_id, first) is None
+    await _flush(client, sk, first)
     # Counted against its runner's and its tenant's stored runs, as the classifier does.
     for owner_key in (keys.runner_runs(event.runner_id), keys.tenant_runs(session.tenant)):
         # What the classifier's stored-runs flusher writes (services/classifier/stored_runs.py).
-        await store.call(client.zadd(owner_key, {run_id: int(time.time() * 1000)}, nx=True))
+        await client.execute("ZADD", owner_key, "NX", int(time.time() * 1000), run_id)
     sample = Sample(session_keys=[keys.session(sk), keys.session_ownership(sk)])
     if journey == "replacement":
-        work = _decode_archive(choice.step.outbox[0].payload)
-        progress = Progress(client, retention)
-        await progress.begin(work, 35.0, now_rfc3339())
-        result = MoveResult(exit_code=0, timed_out=False, detail="")
-        await progress.record_result(work, result, now_rfc3339())
-        chosen = archiver_step.replacement(work, result, saved.epoch, time.time())
-        status, _ = await steps.record_local_move(
-            client,
-            sk,
-            run_id,
-            work.archive_id,
-            chosen.step,
-            epoch=saved.epoch or 0,
-            progress=chosen.progress,
-            retention=retention,
-        )
-        assert status == "recorded", status
-        await _flush(client, sk, chosen.step)
-        sample.run_keys.append(keys.archive_progress(sk, work.archive_id))
-        sample.archive_keys.append(keys.archive_copy(sk, work.archive_id))
+        await _replace(runs, _decode_archive(first.outbox[0].payload), saved, sample)
     elif journey == "operator":
-        found = await recon.load_run(run_id)
-        assert found is not None
-        done = await recon.record_retry(sk, found[1], "alice@example.com")
-        assert done.code == "retried", done.code
-        await _flush(client, sk, _continuation(done.outbox))
+        run = _decode_decision(first.slot_value)
+        _, step = reconciliations.continue_fresh(
+            run, "operator_retry", _OPERATOR, "operator_retry", time.time()
+        )
+        code, _ = await runs.record_retry(sk, run_id, step, attempt=run.attempt)
+        assert code == "retried", code
+        await _flush(client, sk, step)
     elif journey == "reconcile":
-        await recon.open(_decode_reconcile(choice.step.outbox[1].payload))
-        loaded = await recon.load(run_id)
-        assert loaded is not None
-        evidence = "Checked the repository: the pull request was opened once, number 4711."
-        done = await recon.record_resolution(sk, loaded[1], "completed", evidence, "alice@example.com")
-        assert done.code == "resolved", done.code
-        await _flush(client, sk, _continuation(done.outbox))
-        await recon.drop_from_open(sk, run_id)
+        await _reconcile(runs, _decode_reconcile(first.outbox[1].payload))
     sample.run_keys += [
         keys.run(sk, run_id),
         keys.run_decisions(sk, run_id),
@@ -196,8 +211,67 @@ async def record_journey(client: aioredis.Redis, journey: str, retention: Retent
     return sample
 
 
-def _continuation(outbox: list[Any]) -> steps.RunStep:
-    return steps.RunStep(slot="", slot_value=b"", run_fields={}, outbox=outbox)
+async def _replace(runs: RunStore, work: ArchiveWork, saved: SavedSession, sample: Sample) -> None:
+    """The archiver's remote move (answered at once) and local move."""
+    sk = work.session.key
+    slot = names.archive_slot(work.attempt)
+    begin = {"archive_id": work.archive_id, "run_id": work.run_id, "runner_id": work.runner_id}
+    begin |= {"attempt": str(work.attempt), "updated_at": now_rfc3339()}
+    await runs.archive_begin(sk, work.run_id, work.archive_id, slot, 35_000, begin)
+    moved = {"state": "remote_ok", "exit_code": "0", "timed_out": "false", "detail": ""}
+    assert await runs.archive_result(sk, work.archive_id, {**moved, "updated_at": now_rfc3339()})
+    decided = decisions.decision(
+        work,
+        "open_replacement",
+        _REPLACEMENT_REASON,
+        time.time(),
+        failure_class=work.failure_class,
+        epoch=(saved.epoch or 0) + 1,
+    )
+    step = decisions.decision_step(decided, slot, "archiver")
+    progress = {
+        **moved,
+        "state": "done",
+        "decision_id": decided.decision_id,
+        "updated_at": decided.decided_at,
+    }
+    status, _ = await runs.record_local_move(
+        sk, work.run_id, work.archive_id, step, epoch=saved.epoch or 0, progress=progress
+    )
+    assert status == "recorded", status
+    await _flush(runs.redis, sk, step)
+    sample.run_keys.append(keys.archive_progress(sk, work.archive_id))
+    sample.archive_keys.append(keys.archive_copy(sk, work.archive_id))
+
+
+async def _reconcile(runs: RunStore, work: ReconcileWork) -> None:
+    """The reconciliation's record opened and listed, then resolved by an operator."""
+    sk = work.session.key
+    fields = reconciliations.record_fields(work)
+    _, opened_at = await runs.reconciliation_open(
+        sk, work.run_id, work.attempt, fields, reconciliations.opened_audit(work, fields)
+    )
+    score = datetime.fromisoformat(opened_at).timestamp()
+    await runs.reconciliation_index_put(sk, work.run_id, score, True)
+    decided, step = reconciliations.continue_fresh(
+        work, "execution_reconciled", _OPERATOR, "operator_resolve", time.time(), "completed"
+    )
+    evidence = "Checked the repository: the pull request was opened once, number 4711."
+    resolution = Resolution(
+        action_outcome="completed", evidence=evidence, actor=_OPERATOR, resolved_at=decided.decided_at
+    )
+    code, _ = await runs.record_resolution(
+        sk,
+        work.run_id,
+        step,
+        outcome="completed",
+        resolution=resolution,
+        decision_id=decided.decision_id,
+        attempt=work.attempt,
+    )
+    assert code == "resolved", code
+    await _flush(runs.redis, sk, step)
+    await runs.reconciliation_index_put(sk, work.run_id, score, False)
 
 
 def journeys_of(mix: str, runs: int) -> list[str]:
@@ -216,16 +290,20 @@ def journeys_of(mix: str, runs: int) -> list[str]:
     return chosen
 
 
-async def _memory(client: aioredis.Redis, names: list[str]) -> int:
-    pipe = client.pipeline(transaction=False)
-    for name in names:
-        pipe.execute_command("MEMORY USAGE", name, "SAMPLES", "0")
-    return sum(int(v or 0) for v in await store.call(pipe.execute()))
+async def _memory(client: Redis, names: list[str]) -> int:
+    used = await client.batch([("MEMORY", "USAGE", name, "SAMPLES", "0") for name in names])
+    return sum(int(v or 0) for v in used)
 
 
-async def _used_memory(client: aioredis.Redis) -> int:
-    info = await store.call(client.info("memory"))
-    return int(info["used_memory"])
+async def _memory_info(client: Redis) -> dict[str, str]:
+    """`INFO memory` as its fields (on Redis Cluster, of one master)."""
+    raw: bytes = await client.execute("INFO", "memory")
+    lines = raw.decode().splitlines()
+    return dict(line.split(":", 1) for line in lines if ":" in line and not line.startswith("#"))
+
+
+async def _used_memory(client: Redis) -> int:
+    return int((await _memory_info(client))["used_memory"])
 
 
 INDEX_KEYS = [
@@ -248,7 +326,7 @@ class Measurement:
     source: str
 
 
-async def measure(client: aioredis.Redis, mix: str, runs: int, *, own_server: bool) -> Measurement:
+async def measure(client: Redis, mix: str, runs: int, *, own_server: bool) -> Measurement:
     """Record `runs` runs of `mix` with long retentions (nothing expires while it is measured),
     sum their keys' memory, and remove them again."""
     retention = Retention.of_seconds(86_400.0)
@@ -279,10 +357,10 @@ async def measure(client: aioredis.Redis, mix: str, runs: int, *, own_server: bo
     replacements = len(per_journey.get("replacement", []))
     keys_total = run_total + archive_total + session_total
     overhead = max(1.0, (used_after - used_before) / keys_total) if own_server and keys_total else 1.0
-    info = await store.call(client.info("memory"))
+    info = await _memory_info(client)
     await _remove(client, samples, tag)
     for name in quota_keys:
-        await store.call(client.delete(name))
+        await client.execute("DEL", name)
     return Measurement(
         runs=runs,
         mix=mix,
@@ -297,15 +375,15 @@ async def measure(client: aioredis.Redis, mix: str, runs: int, *, own_server: bo
     )
 
 
-async def _remove(client: aioredis.Redis, samples: list[tuple[str, Sample]], tag: str) -> None:
+async def _remove(client: Redis, samples: list[tuple[str, Sample]], tag: str) -> None:
     for _, sample in samples:
         for name in [*sample.run_keys, *sample.archive_keys, *sample.session_keys]:
-            await store.call(client.delete(name))  # one key a command: any slot of a cluster
+            await client.execute("DEL", name)  # one key a command: any slot of a cluster
     ours = f"{_tenant(tag)}/".encode()
     for name in INDEX_KEYS:
-        members = [m for m in await store.call(client.zrange(name, 0, -1)) if m.startswith(ours)]
+        members = [m for m in await client.execute("ZRANGE", name, 0, -1) if m.startswith(ours)]
         if members:
-            await store.call(client.zrem(name, *members))
+            await client.zrem(name, *members)
 
 
 def _tenant(tag: str) -> str:
@@ -373,15 +451,14 @@ def report(m: Measurement, e: Estimate) -> str:
     return "\n".join(lines)
 
 
-async def _with_redis(run: Callable[[aioredis.Redis, bool], Awaitable[Measurement]]) -> Measurement:
+async def _with_redis(run: Callable[[Redis, bool], Awaitable[Measurement]]) -> Measurement:
     url = os.environ.get("REDIS_URL", "").strip()
     if url:
         from shared.platform.config import Config
-        from shared.platform.tls import redis_context
 
-        config = Config.from_env()
-        client = await store.open_client(url, config.redis_cluster, ssl_context=redis_context(config))
+        client = Redis.from_config(Config.from_env())
         try:
+            await client.connect()
             return await run(client, False)
         finally:
             await client.aclose()
@@ -391,7 +468,7 @@ async def _with_redis(run: Callable[[aioredis.Redis, bool], Awaitable[Measuremen
         server = RedisServer(Path(tmp))
         server.start()
         try:
-            client = aioredis.Redis.from_url(server.url)
+            client = Redis(server.url, cluster="off")
             try:
                 return await run(client, True)
             finally:
@@ -415,12 +492,12 @@ def _count(raw: str) -> int:
 
 
 def _estimate_command(args: argparse.Namespace) -> int:
-    async def run(client: aioredis.Redis, own: bool) -> Measurement:
+    async def run(client: Redis, own: bool) -> Measurement:
         return await measure(client, args.mix, args.sample, own_server=own)
 
     try:
         m = asyncio.run(_with_redis(run))
-    except (*store.TRANSIENT_REDIS_ERRORS, RuntimeError) as err:
+    except (*TRANSIENT_REDIS_ERRORS, RuntimeError) as err:
         print(f"continuity memory: Redis unavailable ({type(err).__name__})", file=sys.stderr)
         return 4
     e = estimate(m, args.runs_per_day, args.retention_days, args.archive_retention_days, args.sessions)

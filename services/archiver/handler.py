@@ -6,7 +6,7 @@ never be decoded (dead letter), or lets a Redis or NATS failure propagate (negat
 acknowledgement, redelivery). A runner's failure is not transient: it is a decision.
 
 Crash safety. Every step is recorded in Redis before the next one starts, and a redelivery
-resumes from the record (see `progress`):
+resumes from the record (see `store`):
 - the decision slot `<attempt>:archive` is recorded: only the outbox is flushed;
 - the remote move was never started: it is started now;
 - it was started and its lease still runs: its sender may be alive, so this delivery waits
@@ -27,7 +27,6 @@ import time
 from collections.abc import AsyncIterator, Callable
 
 import msgspec
-import redis.asyncio as aioredis
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
@@ -40,15 +39,13 @@ from shared.platform import metrics
 from shared.platform.bus.consumer import Reject
 from shared.platform.config import Config
 from shared.platform.logs import Log
-from shared.platform.redis import store
-from shared.records import index, keys, names, steps
+from shared.platform.redis import TRANSIENT_REDIS_ERRORS, Redis
 from shared.records.outbox import Outbox, OutboxEntry
 from shared.records.retention import Retention
-from shared.records.session import SAVED_FIELDS, saved_session_of
 
 from . import remote, step
-from .progress import MoveResult, Progress
-from .scrub import session_generations
+from .step import MoveResult
+from .store import ArchiveStore
 
 log = Log("continuity.archiver")
 
@@ -59,7 +56,6 @@ _EPOCH_TRIES = 5
 
 _decoder = msgspec.json.Decoder(ArchiveWork)
 _decode_decision = msgspec.json.Decoder(Decision).decode
-_decode_entry = msgspec.json.Decoder(OutboxEntry).decode
 
 
 class EpochContention(Exception):
@@ -76,17 +72,15 @@ class ArchiveHandler:
     def __init__(
         self,
         nc: Client,
-        client: aioredis.Redis,
+        client: Redis,
         outbox: Outbox,
         config: Config,
         *,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._nc = nc
-        self._redis = client
+        self._store = ArchiveStore(client, Retention.from_config(config))
         self._outbox = outbox
-        self._retention = Retention.from_config(config)
-        self._progress = Progress(client, self._retention)
         self._timeout_s = config.archive_timeout_s
         self._backoff_s = config.retry_backoff_s
         # Tell JetStream well within its ack wait that the item is still being worked on.
@@ -104,10 +98,10 @@ class ArchiveHandler:
 
     async def archive(self, work: ArchiveWork) -> None:
         started = time.perf_counter()
-        await index.index_run(self._redis, work.run_id, work.session.key)
+        await self._store.index_run(work)
         # The generation values to hide in the runner's output, read before the move starts:
         # a Redis failure here costs a redelivery, never the runner's answer.
-        generations = await session_generations(self._redis, work.session.key)
+        generations = await self._store.session_generations(work.session.key)
         state = await self._begin(work)
         if state == "decided":
             await self._finish_recorded(work, None)
@@ -120,7 +114,7 @@ class ArchiveHandler:
             log.warning("archive_result_unknown", run_id=work.run_id, archive_id=work.archive_id)
             result = await self._keep(work, remote.unknown())
         else:
-            result = await self._progress.load_result(work)
+            result = await self._store.load_result(work)
         if result.ok:
             await self._replace(work, result, started)
         else:
@@ -130,7 +124,7 @@ class ArchiveHandler:
         """Start the remote move, or wait while another delivery's move may be in flight."""
         lease = lease_s(self._timeout_s)
         while True:
-            begin = await self._progress.begin(work, lease, self._now())
+            begin = await self._store.begin(work, lease, self._now())
             if begin.state != "remote_started" or begin.lease_left_s <= 0:
                 return begin.state
             await asyncio.sleep(min(POLL_S, begin.lease_left_s))
@@ -139,8 +133,8 @@ class ArchiveHandler:
         """Also hide a generation a commit stored while the runner was answering; best effort,
         because the answer is not recorded yet and `_keep` retries Redis on its own."""
         try:
-            return await session_generations(self._redis, work.session.key)
-        except store.TRANSIENT_REDIS_ERRORS:
+            return await self._store.session_generations(work.session.key)
+        except TRANSIENT_REDIS_ERRORS:
             return frozenset()
 
     async def _keep(self, work: ArchiveWork, result: MoveResult) -> MoveResult:
@@ -148,12 +142,12 @@ class ArchiveHandler:
         to a short Redis outage could only be recovered as "unknown"."""
         for i in range(_RESULT_WRITES):
             try:
-                if await self._progress.record_result(work, result, self._now()):
+                if await self._store.record_result(work, result, self._now()):
                     return result
                 # Another delivery recorded a result first (its sender's lease had ended):
                 # act on that one, so that every delivery agrees.
-                return await self._progress.load_result(work)
-            except store.TRANSIENT_REDIS_ERRORS:
+                return await self._store.load_result(work)
+            except TRANSIENT_REDIS_ERRORS:
                 if i == _RESULT_WRITES - 1:
                     raise
                 await asyncio.sleep(0.2 * 2**i)
@@ -165,15 +159,8 @@ class ArchiveHandler:
         for _ in range(_EPOCH_TRIES):
             epoch = await self._epoch(sk)
             chosen = step.replacement(work, result, epoch, self._clock())
-            status, value = await steps.record_local_move(
-                self._redis,
-                sk,
-                work.run_id,
-                work.archive_id,
-                chosen.step,
-                epoch=epoch or 0,
-                progress=chosen.progress,
-                retention=self._retention,
+            status, value = await self._store.record_local_move(
+                work, chosen.step, epoch=epoch or 0, progress=chosen.progress
             )
             if status == "recorded":
                 await self._published(work, chosen.decision, chosen.step.outbox[0], result, started)
@@ -188,12 +175,12 @@ class ArchiveHandler:
         """A failed move: the local record stays as it is; retry while the budget lasts."""
         sk = work.session.key
         chosen = step.refusal(work, result, await self._epoch(sk), self._clock(), backoff_s=self._backoff_s)
-        existing = await steps.record_step(self._redis, sk, work.run_id, chosen.step, self._retention)
+        existing = await self._store.record_step(work, chosen.step)
         if existing is not None:
             await self._finish_recorded(work, existing)
             return
         decided = chosen.decision
-        await self._progress.mark_done(work, decided.decision_id, decided.decided_at)
+        await self._store.mark_done(work, decided.decision_id, decided.decided_at)
         await self._published(work, decided, chosen.step.outbox[0], result, started)
 
     async def _published(
@@ -217,10 +204,8 @@ class ArchiveHandler:
 
     async def _finish_recorded(self, work: ArchiveWork, slot_value: bytes | None) -> None:
         """The decision is recorded: publish it if a crash stopped that, and nothing else."""
-        sk = work.session.key
         if slot_value is None:
-            slot_key = keys.run_decisions(sk, work.run_id)
-            slot_value = await store.call(self._redis.hget(slot_key, names.archive_slot(work.attempt)))  # type: ignore[misc]
+            slot_value = await self._store.recorded_decision(work)
         if slot_value is None:
             return
         try:
@@ -229,17 +214,16 @@ class ArchiveHandler:
             # Not ours to repair; the outbox sweeper publishes whatever is left.
             log.warning("slot_unreadable", run_id=work.run_id, attempt=work.attempt)
             return
-        raw = await store.call(self._redis.hget(keys.outbox(sk), decided.decision_id))  # type: ignore[misc]
-        if raw is not None:
-            await self._outbox.flush(sk, [_decode_entry(raw)])
+        entry = await self._store.outbox_entry(work, decided.decision_id)
+        if entry is not None:
+            await self._outbox.flush(work.session.key, [entry])
             self._observe_latency(work)
             log.info("outbox_repaired", run_id=work.run_id, attempt=work.attempt)
         log.info("archive_duplicate", run_id=work.run_id, attempt=work.attempt, archive_id=work.archive_id)
 
     async def _epoch(self, sk: str) -> int | None:
         """The session's epoch, 0 for a record without one, None without a record."""
-        values = await store.call(self._redis.hmget(keys.session(sk), SAVED_FIELDS))  # type: ignore[misc]
-        return saved_session_of(values).epoch
+        return await self._store.epoch(sk)
 
     def _observe_latency(self, work: ArchiveWork) -> None:
         if work.event_published_at is not None:

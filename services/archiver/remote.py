@@ -30,8 +30,8 @@ from shared.contract.decisions import ArchiveWork
 from shared.contract.decoding import InvalidInput, decode
 from shared.contract.redaction import ARCHIVE_FAILED, bounded_detail
 
-from .progress import MoveResult
 from .scrub import scrub
+from .step import MoveResult
 
 NO_RESPONDERS = "no runner answers on its archive subject (no responders); nothing was moved"
 BAD_ANSWER = "the runner's answer is not an archive result"

@@ -12,11 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Mapping
 
-import redis.asyncio as aioredis
-
 from shared.contract.redaction import REDACTED
-from shared.platform.redis import store
-from shared.records import keys
 from shared.records.session import StoredSession
 
 MIN_TRAILING_PREFIX = 8
@@ -34,11 +30,6 @@ def stored_generations(raw: Mapping[bytes, bytes]) -> frozenset[str]:
     if long_form is not None:
         values.add(long_form.decode("utf-8", "replace"))
     return frozenset(value for value in values if value)
-
-
-async def session_generations(client: aioredis.Redis, session_key: str) -> frozenset[str]:
-    raw: dict[bytes, bytes] = await store.call(client.hgetall(keys.session(session_key)))  # type: ignore[arg-type]
-    return stored_generations(raw)
 
 
 def scrub(text: str, values: Collection[str]) -> str:

@@ -1,6 +1,7 @@
 """The archiver's decisions, as pure functions of the work item, the move's result, the
-session's epoch and the clock: each returns the decision and the step that records it.
-Reading, recording and publishing are the handler's."""
+session's epoch and the clock: each returns the decision and the step that records it, and the
+values of an archive's progress (`MoveResult`). Reading and recording are `store`'s, publishing
+the handler's."""
 
 from __future__ import annotations
 
@@ -9,13 +10,55 @@ from dataclasses import dataclass, field
 from shared.contract.decisions import ArchiveWork, Decision
 from shared.contract.types import Action, DecisionReason
 from shared.records import decisions, names
+from shared.records.session import text
 from shared.records.steps import RunStep
-
-from .progress import MoveResult
 
 ACTOR = "archiver"
 REPLACEMENT_REASON: DecisionReason = "native_session_continuity_break"
 FAILED_REASON: DecisionReason = "runner_continuity_break_archive_failed"
+
+
+@dataclass(frozen=True, slots=True)
+class Begin:
+    """Where an archive's remote move stands (`archive_begin.lua`) and the lease left on it."""
+
+    state: str
+    lease_left_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class MoveResult:
+    """What a remote move came to; `detail` is already redacted and bounded."""
+
+    exit_code: int | None
+    timed_out: bool
+    detail: str
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+    @property
+    def label(self) -> str:
+        """The `continuity_archive_total` result."""
+        return "ok" if self.ok else "timed_out" if self.timed_out else "failed"
+
+    def fields(self) -> dict[str, str]:
+        return {
+            "state": "remote_ok" if self.ok else "remote_failed",
+            "exit_code": "" if self.exit_code is None else str(self.exit_code),
+            "timed_out": "true" if self.timed_out else "false",
+            "detail": self.detail,
+        }
+
+    @classmethod
+    def from_fields(cls, raw: dict[bytes, bytes]) -> MoveResult:
+        exit_code = raw.get(b"exit_code", b"")
+        return cls(
+            exit_code=int(exit_code) if exit_code else None,
+            timed_out=raw.get(b"timed_out") == b"true",
+            detail=text(raw.get(b"detail")),
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,15 +31,15 @@ from shared.platform.bus.publish import publish
 from shared.platform.config import Config
 from shared.platform.logs import Log
 from shared.platform.quotas import TokenBuckets
-from shared.platform.redis import store
-from shared.platform.redis.pipeline import PipelinedRedis
-from shared.records import index, keys, steps
+from shared.platform.redis import Redis
+from shared.records import keys, steps
 from shared.records import runners as identity
-from shared.records.outbox import Outbox, OutboxEntry
+from shared.records.outbox import Outbox
 from shared.records.retention import Retention
-from shared.records.session import SAVED_FIELDS, saved_session_of
+from shared.records.session import saved_session_of
 
 from .step import SPENDING, SlotView, announced_ids, choose, failure_class_of
+from .store import ClassifierStore
 from .stored_runs import StoredRuns
 
 log = Log("continuity.classifier")
@@ -63,14 +63,14 @@ DECIDE_TRIES = 3
 class EventHandler:
     def __init__(
         self,
-        client: PipelinedRedis,
+        client: Redis,
         outbox: Outbox,
         config: Config,
         *,
         js: JetStreamContext | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self._redis = client
+        self._store = ClassifierStore(client, Retention.from_config(config))
         self._js = js
         self._directory = identity.RunnerDirectory(client, cache_s=config.runner_cache_s)
         self._enforced = config.tenancy == "enforced"
@@ -87,7 +87,6 @@ class EventHandler:
         self._outbox = outbox
         self._keys = config.runner_keys
         self._backoff_s = config.retry_backoff_s
-        self._retention = Retention.from_config(config)
         self._clock = clock
 
     async def __call__(self, msg: Msg) -> None:
@@ -129,8 +128,8 @@ class EventHandler:
         for _ in range(DECIDE_TRIES):
             # One round trip: index the run (unless it is already), read the session record and
             # the tenant's recovery budget.
-            claimed = index.claim_run(self._redis, event.run_id, sk, self._retention.run_ms)
-            session = self._redis.send("HMGET", keys.session(sk), *SAVED_FIELDS)
+            claimed = self._store.claim_run(event.run_id, sk)
+            session = self._store.saved_session(sk)
             spent = self._spent(event.session.tenant, budget_key, now)
             indexed, raw_session = await claimed, await session
             spent_count = spent if isinstance(spent, int) else await spent
@@ -141,7 +140,7 @@ class EventHandler:
                 refused_by = await self._admitted(event, now)
             if refused_by is not None:
                 if indexed is None:  # this event indexed the run: leave no claim on the run_id
-                    await store.call(self._redis.execute_command("DEL", keys.run_index(event.run_id)))
+                    await self._store.unclaim_run(event.run_id)
                 scope, free_at = refused_by
                 identity.refused(event.runner_id, record, "quota_exceeded")
                 await self._notify(
@@ -163,8 +162,8 @@ class EventHandler:
                 budget_spent=int(spent_count or 0) >= self._budget,
             )
             try:
-                existing = await steps.record_step(
-                    self._redis, sk, event.run_id, choice.step, self._retention, index_fresh=indexed is None
+                existing = await self._store.record(
+                    sk, event.run_id, choice.step, index_fresh=indexed is None
                 )
                 break
             except steps.SessionChanged:
@@ -172,7 +171,7 @@ class EventHandler:
             except steps.NotOwned as refusal:
                 if indexed is None:
                     # This event indexed the run a moment ago: leave no claim on the run_id.
-                    await store.call(self._redis.execute_command("DEL", keys.run_index(event.run_id)))
+                    await self._store.unclaim_run(event.run_id)
                 await self._refuse(msg, event, record, cast(RefusalCode, refusal.reason))
         else:
             raise steps.SessionChanged(sk)  # a transient failure: the event is redelivered
@@ -186,10 +185,8 @@ class EventHandler:
         verdict, reason = choice.verdict, choice.reason
         if verdict in SPENDING:
             # Counted after the step is recorded: a redelivery finds its slot and spends nothing.
-            counted = self._redis.send("INCR", budget_key)
-            expiring = self._redis.send("PEXPIRE", budget_key, str(int(self._window_s * 2000)))
-            total, _ = await counted, await expiring
-            self._spent_seen[budget_key] = (self._clock(), int(total))
+            total = await self._store.spend(budget_key, int(self._window_s * 2000))
+            self._spent_seen[budget_key] = (self._clock(), total)
         await self._outbox.flush(sk, choice.step.outbox)
         metrics.adder(metrics.FAILURE_CLASSES, failure_class)()
         log.info(
@@ -217,7 +214,7 @@ class EventHandler:
             return seen[1]
         if len(self._spent_seen) > 10_000:
             self._spent_seen.clear()
-        return self._redis.send("GET", budget_key)
+        return self._store.spent(budget_key)
 
     def _owners(self, event: ResumeFailed) -> tuple[tuple[QuotaScope, str, int], ...]:
         """The stored-runs owners of the event's run: its runner and its tenant, with limits."""
@@ -321,8 +318,7 @@ class EventHandler:
         msg_ids = announced_ids(slot, run_id, attempt)
         if not msg_ids:
             return
-        raw = await store.call(self._redis.execute_command("HMGET", keys.outbox(sk), *msg_ids))
-        entries = [msgspec.json.decode(data, type=OutboxEntry) for data in raw if data is not None]
+        entries = await self._store.outbox_entries(sk, msg_ids)
         if entries:
             await self._outbox.flush(sk, entries)
             log.info("outbox_repaired", run_id=run_id, attempt=attempt, count=len(entries))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from nats.aio.msg import Msg
 
 from shared.contract import subjects
-from shared.platform.redis.pipeline import PipelinedRedis
+from shared.platform.redis import Redis
 from shared.platform.runtime import Context
 from shared.platform.service import ConsumerSpec, ServiceApp, ServiceSpec
 from shared.records.outbox import Outbox
@@ -17,9 +17,10 @@ VERSION = "1.0.0"
 
 
 def build(ctx: Context) -> ServiceSpec:
-    # Events are handled many at a time: their Redis commands share one pipelined connection.
-    redis = PipelinedRedis(ctx.config.redis_url, cluster=ctx.config.redis_cluster, ssl_context=ctx.redis_tls)
-    outbox = Outbox(ctx.redis, ctx.js, fast=redis)
+    # Events are handled many at a time: their Redis commands share a pipelined client of their
+    # own, so the readiness checks never queue before them.
+    redis = Redis.from_config(ctx.config)
+    outbox = Outbox(redis, ctx.js)
     events = EventHandler(redis, outbox, ctx.config, js=ctx.js)
     return ServiceSpec(
         name=NAME,

@@ -10,16 +10,14 @@ from dataclasses import dataclass
 
 import msgspec
 
-from shared.contract import AuditEntry, signing, subjects
+from shared.contract import signing, subjects
 from shared.contract.decisions import ArchiveWork, ReconcileWork
 from shared.contract.events import ResumeFailed
-from shared.contract.times import rfc3339_from_epoch
 from shared.contract.types import DecisionReason, FailureClass
 from shared.platform.bus.consumer import Reject
 from shared.records import decisions, names
-from shared.records.outbox import OutboxEntry
 from shared.records.session import SavedSession
-from shared.records.steps import RunStep, run_fields
+from shared.records.steps import RunStep
 
 from . import table
 from .classify import Evidence, TypedError, classify
@@ -72,14 +70,22 @@ def choose(
             recovery_budget_spent=budget_spent,
         )
     )
+    # Recorded only while the run and the session are the event's runner's (contract 10.4).
     if verdict == "archive":
-        step = _archive_step(event, failure_class, reason, published_at, now)
+        step = decisions.archive_step(
+            _archive_work(event, failure_class, published_at),
+            reason,
+            ACTOR,
+            now,
+            read=saved.read,
+            for_runner=event.runner_id,
+        )
     else:
         decided = decisions.decision(
             event, verdict, reason, now, backoff_s=backoff_s, failure_class=failure_class, epoch=saved.epoch
         )
         also = (
-            [_reconcile_entry(event, decided.decision_id, decided.decided_at)]
+            [decisions.reconcile_entry(_reconcile_work(event, decided.decision_id, decided.decided_at))]
             if verdict == "reconcile"
             else []
         )
@@ -90,16 +96,15 @@ def choose(
             ACTOR,
             native_session_id=event.native_session_id,
             also=also,
+            read=saved.read,
+            for_runner=event.runner_id,
         )
-    step.read = saved.read
-    # Recorded only while the run and the session are the event's runner's (contract 10.4).
-    step.for_runner = event.runner_id
     return Choice(verdict=verdict, reason=reason, step=step)
 
 
-def _reconcile_entry(event: ResumeFailed, decision_id: str, opened_at: str) -> OutboxEntry:
+def _reconcile_work(event: ResumeFailed, decision_id: str, opened_at: str) -> ReconcileWork:
     tool_call = event.pending_tool_call
-    work = ReconcileWork(
+    return ReconcileWork(
         runner_id=event.runner_id,
         run_id=event.run_id,
         attempt=event.attempt,
@@ -110,22 +115,12 @@ def _reconcile_entry(event: ResumeFailed, decision_id: str, opened_at: str) -> O
         decision_id=decision_id,
         opened_at=opened_at,
     )
-    return OutboxEntry(
-        subject=subjects.WORK_RECONCILE,
-        msg_id=names.work_id(event.run_id, event.attempt, "reconcile"),
-        payload=_encode(work),
-    )
 
 
-def _archive_step(
-    event: ResumeFailed,
-    failure_class: FailureClass,
-    reason: DecisionReason,
-    published_at: float | None,
-    now: float,
-) -> RunStep:
-    """No runner decision yet: the archiver decides after the remote move."""
-    work = ArchiveWork(
+def _archive_work(
+    event: ResumeFailed, failure_class: FailureClass, published_at: float | None
+) -> ArchiveWork:
+    return ArchiveWork(
         archive_id=names.archive_id(event.run_id, event.attempt),
         runner_id=event.runner_id,
         run_id=event.run_id,
@@ -134,25 +129,6 @@ def _archive_step(
         native_session_id=event.native_session_id,
         failure_class=failure_class,
         event_published_at=published_at,
-    )
-    payload = _encode(work)
-    at = rfc3339_from_epoch(now)
-    return RunStep(
-        slot=names.classifier_slot(event.attempt),
-        slot_value=payload,
-        run_fields=run_fields(
-            event.run_id, event.runner_id, event.session, event.attempt, "replacing", None, at
-        ),
-        outbox=[
-            OutboxEntry(
-                subject=subjects.WORK_ARCHIVE,
-                msg_id=names.work_id(event.run_id, event.attempt, "archive"),
-                payload=payload,
-            )
-        ],
-        audit=AuditEntry(
-            at=at, kind="decision", actor=ACTOR, attempt=event.attempt, action="archive", reason=reason
-        ),
     )
 
 

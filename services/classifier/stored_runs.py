@@ -17,8 +17,7 @@ import time
 from dataclasses import dataclass, field
 
 from shared.platform.logs import Log
-from shared.platform.redis import store
-from shared.platform.redis.pipeline import PipelinedRedis
+from shared.platform.redis import Redis
 
 log = Log("continuity.classifier.stored_runs")
 
@@ -36,7 +35,7 @@ class _Owner:
 
 
 class StoredRuns:
-    def __init__(self, client: PipelinedRedis, run_ms: int) -> None:
+    def __init__(self, client: Redis, run_ms: int) -> None:
         self._redis = client
         self._run_ms = run_ms
         self._owners: dict[str, _Owner] = {}
@@ -71,8 +70,8 @@ class StoredRuns:
     async def free_at_ms(self, key: str, now_ms: int) -> int:
         """When the owner's oldest counted run leaves the retention (ms): the oldest of its set
         and of the runs this replica counted and has not written yet."""
-        oldest = await store.call(self._redis.execute_command("ZRANGE", key, 0, 0, "WITHSCORES"))
-        times = [int(float(oldest[1]))] if oldest else []
+        oldest = await self._redis.zrange_scored(key, 0, 0)
+        times = [int(oldest[0][1])] if oldest else []
         owner = self._owners.get(key)
         if owner is not None and owner.pending:
             times.append(min(owner.pending.values()))
@@ -81,8 +80,8 @@ class StoredRuns:
     async def _count(self, key: str, now_ms: int) -> int:
         trimmed = self._redis.send("ZREMRANGEBYSCORE", key, "-inf", f"({now_ms - self._run_ms}")
         counted = self._redis.send("ZCARD", key)
-        await store.call(trimmed)
-        return int(await store.call(counted))
+        await self._redis.reply(trimmed)
+        return int(await self._redis.reply(counted))
 
     async def flush(self, now_ms: int) -> None:
         """Write every owner's pending runs (ZADD NX keeps a run's first time), trim, and read
@@ -96,8 +95,8 @@ class StoredRuns:
             members = [str(item) for run_id, at in written.items() for item in (at, run_id)]
             added = self._redis.send("ZADD", key, "NX", *members)
             expiring = self._redis.send("PEXPIRE", key, str(self._run_ms))
-            await store.call(added)
-            await store.call(expiring)
+            await self._redis.reply(added)
+            await self._redis.reply(expiring)
             stored = await self._count(key, now_ms)
             for run_id in written:
                 owner.pending.pop(run_id, None)

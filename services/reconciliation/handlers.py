@@ -9,6 +9,7 @@ drops a second publication of the same id.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 from shared.contract.decisions import ReconcileWork
 from shared.contract.errors import (
@@ -36,8 +37,11 @@ from shared.platform.logs import Log
 from shared.records.outbox import Outbox
 
 from . import wire
+from .cursor import BadCursor
+from .legacy import move_legacy
 from .runs_index import RunsIndex
-from .store import BadCursor, Continuation, ReconciliationStore
+from .step import Continuation
+from .store import ReconciliationStore
 
 log = Log("continuity.reconciliation")
 
@@ -159,13 +163,29 @@ class ReconciliationHandlers:
             log.warning("open_index_update_deferred", error_type=type(exc).__name__)
         self._refresh.set()
 
-    async def refresh_gauges(self, stop: asyncio.Event) -> None:
-        """Keeps the open-reconciliation gauges current, refreshed at once after a change, and
-        trims the listing and the runs index of runs whose records expired."""
+    async def move_legacy(self, stop: asyncio.Event) -> None:
+        """Move an earlier release's listing into the buckets, once; tried again while Redis is
+        away, until the drain."""
+        delay = 0.2
         while not stop.is_set():
             try:
-                # Listing entries of an earlier release's single sets, then the expired ones.
-                await self.store.move_legacy()
+                moved = await move_legacy(self.store)
+            except Exception as exc:
+                log.warning("legacy_listing_move_failed", error_type=type(exc).__name__, retry_in_s=delay)
+                await _sleep(stop, delay)
+                delay = min(delay * 2, 5.0)
+                continue
+            if moved:
+                log.info("legacy_listing_moved", count=moved)
+            return
+
+    async def refresh_gauges(self, stop: asyncio.Event) -> None:
+        """Keeps the open-reconciliation gauges current, refreshed at once after a change, and
+        trims the listing and the runs index of runs whose records expired. An earlier
+        release's listing is moved first (`move_legacy`)."""
+        await self.move_legacy(stop)
+        while not stop.is_set():
+            try:
                 await self.store.trim()
                 count, oldest = await self.store.open_summary()
                 metrics.RECONCILIATIONS_OPEN.set(count)
@@ -183,3 +203,9 @@ class ReconciliationHandlers:
             for waiter in wake:
                 waiter.cancel()
             self._refresh.clear()
+
+
+async def _sleep(stop: asyncio.Event, seconds: float) -> None:
+    """Wait `seconds`, or less when the drain begins."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), seconds)

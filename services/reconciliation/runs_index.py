@@ -32,13 +32,10 @@ from __future__ import annotations
 
 import heapq
 import time
-import zlib
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, get_args
 
 import msgspec
-import redis.asyncio as aioredis
 from nats.aio.msg import Msg
 
 from shared.contract.decisions import Decision
@@ -49,45 +46,26 @@ from shared.contract.runs import RunEntry, RunsListReply, RunsListRequest
 from shared.contract.tenancy import is_refusal
 from shared.contract.types import RunStatus
 from shared.platform.logs import Log
-from shared.platform.redis import store
-from shared.records import keys
+from shared.platform.redis import Redis
+from shared.records import keys, scripts
 from shared.records.decisions import STATUS_BY_ACTION
 from shared.records.retention import DEFAULT, Retention
+from shared.records.store import RunStore
 
-from .store import PAGE_ITEMS_BYTES, TRIM_BATCH, BadCursor, decode_cursor, encode_cursor
+from .cursor import PAGE_ITEMS_BYTES, BadCursor, decode_cursor, encode_cursor
+from .step import TRIM_BATCH
 
 log = Log("continuity.reconciliation.runs_index")
 
-BUCKETS = 16
-"""Fixed: a run's bucket is `crc32(run_id) % BUCKETS`; changing it needs a new index."""
-
-STATUSES: tuple[RunStatus, ...] = get_args(RunStatus)
-
-_APPLY = store.Script("runs_index_apply")
-_FORGET = store.Script("runs_index_forget")
-_READ = store.Script("runs_index_read")
+BUCKETS = keys.RUNS_INDEX_BUCKETS
+STATUSES = scripts.RUN_STATUSES
+bucket_of = keys.runs_index_bucket
+bucket_keys = scripts.runs_index_keys
+"""The keys of one bucket, in the order of the scripts' KEYS."""
 
 _encode = msgspec.json.Encoder().encode
 _entry = msgspec.json.Decoder(RunEntry)
 _decision = msgspec.json.Decoder(Decision)
-
-
-def bucket_of(run_id: str) -> int:
-    return zlib.crc32(run_id.encode()) % BUCKETS
-
-
-def _prefix(bucket: int) -> str:
-    return f"continuity:runsidx:{{runs-{bucket}}}"
-
-
-def bucket_keys(bucket: int) -> list[str]:
-    """The keys of one bucket, in the order of the scripts' KEYS."""
-    p = _prefix(bucket)
-    return [f"{p}:versions", f"{p}:entries", f"{p}:all", *(f"{p}:status:{s}" for s in STATUSES)]
-
-
-def _listing_key(bucket: int, status: RunStatus | None) -> str:
-    return f"{_prefix(bucket)}:status:{status}" if status else f"{_prefix(bucket)}:all"
 
 
 def epoch_of(rfc3339: str) -> float:
@@ -127,12 +105,10 @@ class _Row:
 class _BucketReader:
     """A bucket's runs from a fixed lowest score, read in slices as the merge needs them."""
 
-    def __init__(
-        self, redis: aioredis.Redis, bucket: int, status: RunStatus | None, low: str, high: str
-    ) -> None:
-        self.redis = redis
+    def __init__(self, runs: RunStore, bucket: int, status: RunStatus | None, low: str, high: str) -> None:
+        self.runs = runs
         self.bucket = bucket
-        self.keys = [_listing_key(bucket, status), bucket_keys(bucket)[1]]
+        self.status = status
         self.low = low
         self.high = high
         self.offset = 0
@@ -141,23 +117,25 @@ class _BucketReader:
     async def slice(self, count: int) -> list[_Row]:
         if self.done:
             return []
-        flat: list[Any] = await _READ(self.redis, self.keys, [self.low, self.high, self.offset, count])
+        read = await self.runs.runs_index_read(
+            self.bucket, self.status, self.low, self.high, self.offset, count
+        )
         rows: list[_Row] = []
-        for i in range(0, len(flat), 3):
-            raw = flat[i + 2]
+        for run_id, score, raw in read:
             try:
                 entry = _entry.decode(raw) if raw else None
             except msgspec.MsgspecError:  # not written by this module: leave it out
                 entry = None
-            rows.append(_Row(float(flat[i + 1]), bytes(flat[i]), self.bucket, entry))
+            rows.append(_Row(score, bytes(run_id), self.bucket, entry))
         self.offset += len(rows)
         self.done = len(rows) < count
         return rows
 
 
 class RunsIndex:
-    def __init__(self, client: aioredis.Redis, retention: Retention = DEFAULT) -> None:
+    def __init__(self, client: Redis, retention: Retention = DEFAULT) -> None:
         self.redis = client
+        self.runs = RunStore(client, retention)
         self.retention = retention
         self._trim_offsets = [0] * BUCKETS
         """Where each bucket's next trim round starts among its entries old enough to expire."""
@@ -167,18 +145,13 @@ class RunsIndex:
     async def apply(self, decision: Decision) -> bool:
         """Index `decision`; False when the run's entry is already as new or newer."""
         entry = entry_of(decision)
-        applied = await _APPLY(
-            self.redis,
-            bucket_keys(bucket_of(entry.run_id)),
-            [
-                entry.run_id,
-                version_of(entry),
-                _encode(entry),
-                repr(epoch_of(entry.updated_at)),
-                STATUSES.index(entry.status) + 1,
-            ],
+        return await self.runs.runs_index_apply(
+            entry.run_id,
+            version_of(entry),
+            _encode(entry),
+            epoch_of(entry.updated_at),
+            STATUSES.index(entry.status) + 1,
         )
-        return bool(applied)
 
     async def handle(self, msg: Msg) -> None:
         """The consumer's handler: returning acknowledges, raising redelivers. A message that is
@@ -195,9 +168,7 @@ class RunsIndex:
 
     async def _forget(self, entry: RunEntry) -> bool:
         """Drop an entry whose run record is gone (expired), unless a newer decision came."""
-        return bool(
-            await _FORGET(self.redis, bucket_keys(bucket_of(entry.run_id)), [entry.run_id, version_of(entry)])
-        )
+        return await self.runs.runs_index_forget(entry.run_id, version_of(entry))
 
     async def trim(self, now: float | None = None, batch: int = TRIM_BATCH) -> int:
         """One round of retention: of at most `batch` entries per bucket decided more than a
@@ -206,17 +177,20 @@ class RunsIndex:
         removed = 0
         for bucket in range(BUCKETS):
             offset = self._trim_offsets[bucket]
-            reader = _BucketReader(self.redis, bucket, None, "-inf", cutoff)
+            reader = _BucketReader(self.runs, bucket, None, "-inf", cutoff)
             reader.offset = offset
             rows = await reader.slice(batch)
             known = [row for row in rows if row.entry is not None]
             gone = 0
             if known:
-                pipe = self.redis.pipeline(transaction=False)
-                for row in known:
-                    assert row.entry is not None
-                    pipe.exists(keys.run(row.entry.session.key, row.entry.run_id))
-                for row, found in zip(known, await store.call(pipe.execute()), strict=True):
+                found_all = await self.redis.batch(
+                    [
+                        ("EXISTS", keys.run(row.entry.session.key, row.entry.run_id))
+                        for row in known
+                        if row.entry
+                    ]
+                )
+                for row, found in zip(known, found_all, strict=True):
                     assert row.entry is not None
                     if not found:
                         gone += int(await self._forget(row.entry))
@@ -246,7 +220,7 @@ class RunsIndex:
             low = max(low, after[0])
         high = "+inf" if req.updated_before is None else f"({epoch_of(req.updated_before)!r}"
         chunk = min(max(req.limit, 32), 500)
-        readers = [_BucketReader(self.redis, b, req.status, repr(low), high) for b in range(BUCKETS)]
+        readers = [_BucketReader(self.runs, b, req.status, repr(low), high) for b in range(BUCKETS)]
         heap: list[_Row] = []
         for reader in readers:
             for row in await reader.slice(chunk):
@@ -312,11 +286,13 @@ class RunsIndex:
     async def _confirm(self, rows: list[_Row]) -> list[bool]:
         """Whether each run's record still has the status its entry says; entries of runs whose
         record is gone are removed."""
-        pipe = self.redis.pipeline(transaction=False)
-        for row in rows:
-            assert row.entry is not None
-            pipe.hget(keys.run(row.entry.session.key, row.entry.run_id), "status")
-        statuses: list[Any] = await store.call(pipe.execute())
+        statuses = await self.redis.batch(
+            [
+                ("HGET", keys.run(row.entry.session.key, row.entry.run_id), "status")
+                for row in rows
+                if row.entry
+            ]
+        )
         confirmed: list[bool] = []
         for row, status in zip(rows, statuses, strict=True):
             assert row.entry is not None

@@ -16,9 +16,8 @@ Layout (every key of one run under its session's hash tag, see `shared.records.k
 - Retention (contract 9.9): the scripts give records their time to live; an entry of the
   delivered sets goes (`trim`) once its record has expired, an open one never.
 
-A list is read in pages: a page's cursor is the (score, member) of its last record, so the next
-page starts right after it however the indexes changed meanwhile (a record keeps its member and
-score when it is delivered, so a cursor serves every status).
+A list is read in pages (`cursor`) merged from the buckets (`merge`); a record keeps its member
+and score when it is delivered, so a cursor serves every status.
 
 The indexes are not under a session's tag, so they are written outside the recording scripts:
 after the record is opened (the work item is acknowledged only after both) and after it is
@@ -27,199 +26,45 @@ delivered.
 
 from __future__ import annotations
 
-import asyncio
-import base64
-import binascii
-import heapq
 import time
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
-
-import msgspec
-import redis.asyncio as aioredis
 
 from shared.contract import AuditEntry
-from shared.contract.decisions import Decision, ReconcileWork
-from shared.contract.limits import MAX_PAGE_BYTES, NAME_CHARS
-from shared.contract.reconciliation import ReconciliationRecord, Resolution, RunView, ToolCallRecord
-from shared.contract.sessions import SessionRef
-from shared.contract.times import now_rfc3339
-from shared.contract.types import (
-    Action,
-    ActionOutcome,
-    DecisionReason,
-    ReconciliationStatus,
-    RecordedOutcome,
-    RunStatus,
-)
-from shared.platform.redis import store
-from shared.records import decisions, index, keys, steps
-from shared.records.names import continue_slot
-from shared.records.outbox import OutboxEntry
+from shared.contract.decisions import ReconcileWork
+from shared.contract.reconciliation import ReconciliationRecord, Resolution, RunView
+from shared.contract.types import ActionOutcome
+from shared.platform.redis import Redis
+from shared.platform.redis.store import pairs
+from shared.records import keys
 from shared.records.retention import DEFAULT, Retention
 from shared.records.session import text
+from shared.records.store import RunStore
 
-
-def open_index(run_id: str) -> str:
-    """The sorted set that lists `run_id`'s reconciliation while it is open."""
-    return keys.reconciliations_open(keys.reconciliation_bucket(run_id))
-
-
-def delivered_index(run_id: str) -> str:
-    return keys.reconciliations_delivered(keys.reconciliation_bucket(run_id))
-
-
-OPEN_INDEXES = [keys.reconciliations_open(b) for b in range(keys.RECONCILIATION_BUCKETS)]
-DELIVERED_INDEXES = [keys.reconciliations_delivered(b) for b in range(keys.RECONCILIATION_BUCKETS)]
-TRIM_BATCH = 500
-"""Entries of one delivered set looked at per trim, so one round stays short."""
-
-CONTINUE_ACTION: Action = "continue_fresh"
-SERVICE_ACTOR = "reconciliation"
-
-_OPEN = store.Script("reconciliation_open", with_lib=True)
-_INDEX_PUT = store.Script("reconciliation_index_put")
-
-_encode = msgspec.json.Encoder().encode
-_session = msgspec.json.Decoder(SessionRef)
-_tool_call = msgspec.json.Decoder(ToolCallRecord)
-_position = msgspec.json.Decoder(tuple[float, str])
-_resolution = msgspec.json.Decoder(Resolution)
-_decision = msgspec.json.Decoder(Decision)
-
-
-def member(session_key: str, run_id: str) -> str:
-    return f"{session_key}\n{run_id}"
-
-
-def split_member(value: bytes | str) -> tuple[str, str]:
-    text = value.decode() if isinstance(value, bytes) else value
-    session_key, _, run_id = text.rpartition("\n")
-    return session_key, run_id
-
-
-def epoch_of(rfc3339: str) -> float:
-    return datetime.fromisoformat(rfc3339).timestamp()
-
-
-def _text(raw: dict[bytes, bytes], name: str) -> str:
-    return text(raw.get(name.encode()))
-
-
-PAGE_ITEMS_BYTES = MAX_PAGE_BYTES - 4096
-"""The items of one page: the page limit less room for the reply's envelope and cursor."""
-
-
-class BadCursor(ValueError):
-    """A `cursor` that no page of this list returned."""
-
-
-def encode_cursor(score: float, name: bytes) -> str:
-    raw = _encode((score, name.decode()))
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str) -> tuple[float, bytes]:
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        score, name = _position.decode(raw)
-    except (binascii.Error, ValueError, msgspec.MsgspecError):
-        raise BadCursor("not a cursor of this list") from None
-    return score, name.encode()
-
-
-def _tool_call_of(text: str) -> ToolCallRecord | None:
-    if not text:
-        return None
-    call = _tool_call.decode(text)
-    if len(call.tool_name) > NAME_CHARS:
-        # Opened before tool names had a limit: shown cut to it, so every record fits a reply.
-        call.tool_name = call.tool_name[:NAME_CHARS]
-    return call
-
-
-def parse_record(raw: dict[bytes, bytes]) -> ReconciliationRecord:
-    tool_call = _text(raw, "tool_call")
-    recorded = _text(raw, "recorded_outcome")
-    resolution = _text(raw, "resolution")
-    return ReconciliationRecord(
-        run_id=_text(raw, "run_id"),
-        runner_id=_text(raw, "runner_id"),
-        session=_session.decode(raw[b"session"]),
-        attempt=int(_text(raw, "attempt")),
-        tool_call=_tool_call_of(tool_call),
-        recorded_outcome=msgspec.convert(recorded, RecordedOutcome) if recorded else None,  # type: ignore[arg-type]
-        status=msgspec.convert(_text(raw, "status"), ReconciliationStatus),  # type: ignore[arg-type]
-        opened_at=_text(raw, "opened_at"),
-        resolution=_resolution.decode(resolution) if resolution else None,
-    )
-
-
-def parse_run(raw: dict[bytes, bytes]) -> RunView:
-    last = _text(raw, "last_decision")
-    return RunView(
-        run_id=_text(raw, "run_id"),
-        runner_id=_text(raw, "runner_id"),
-        session=_session.decode(raw[b"session"]),
-        attempt=int(_text(raw, "attempt")),
-        status=msgspec.convert(_text(raw, "status"), RunStatus),  # type: ignore[arg-type]
-        last_decision=_decision.decode(last) if last else None,
-    )
-
-
-def record_fields(work: ReconcileWork) -> dict[str, str]:
-    recorded = work.recorded_outcome
-    if recorded is None and work.tool_call is not None:
-        recorded = work.tool_call.recorded_outcome
-    return {
-        "run_id": work.run_id,
-        "runner_id": work.runner_id,
-        "session": _encode(work.session).decode(),
-        "attempt": str(work.attempt),
-        "native_session_id": work.native_session_id,
-        "tool_call": _encode(work.tool_call).decode() if work.tool_call else "",
-        "recorded_outcome": recorded or "",
-        "status": "open",
-        "opened_at": work.opened_at,
-        "reconcile_decision_id": work.decision_id,
-    }
-
-
-@dataclass(frozen=True)
-class Continuation:
-    """The outcome of recording a continue_fresh step: the script's code ('resolved' or
-    'retried' when this call recorded it), and what to publish for which session."""
-
-    code: str
-    detail: str
-    decision: Decision
-    session_key: str
-    outbox: list[OutboxEntry]
-
-
-def continue_fresh(
-    run: decisions.Run,
-    reason: DecisionReason,
-    actor: str,
-    kind: str,
-    now: float,
-    reconciled_outcome: ActionOutcome | None = None,
-) -> tuple[Decision, steps.RunStep]:
-    """An operator's `continue_fresh` and the step recording it in the continuation slot, with
-    the audit entry of `kind` by `actor`; the saved session is not touched (it stays held)."""
-    decided = decisions.decision(run, CONTINUE_ACTION, reason, now, reconciled_outcome=reconciled_outcome)
-    return decided, decisions.decision_step(decided, continue_slot(run.attempt), actor, audit_kind=kind)
+from .cursor import PAGE_ITEMS_BYTES, decode_cursor, encode_cursor
+from .merge import merge_indexes, take
+from .step import (
+    DELIVERED_INDEXES,
+    OPEN_INDEXES,
+    TRIM_BATCH,
+    Continuation,
+    continue_fresh,
+    encoded_size,
+    epoch_of,
+    opened_audit,
+    parse_record,
+    parse_run,
+    record_fields,
+    split_member,
+)
 
 
 class ReconciliationStore:
-    def __init__(self, client: aioredis.Redis, retention: Retention = DEFAULT) -> None:
+    def __init__(self, client: Redis, retention: Retention = DEFAULT) -> None:
         self.redis = client
         self.retention = retention
+        self.runs = RunStore(client, retention)
 
     async def session_of_run(self, run_id: str) -> str | None:
-        return await index.session_of_run(self.redis, run_id)
+        return await self.runs.session_of_run(run_id)
 
     # Opening -----------------------------------------------------------------------------
 
@@ -227,39 +72,22 @@ class ReconciliationStore:
         """Open the record once, then index it; returns 'opened', 'reopened' or 'exists'."""
         sk = work.session.key
         fields = record_fields(work)
-        audit = AuditEntry(
-            at=now_rfc3339(),
-            kind="reconciliation_opened",
-            actor=SERVICE_ACTOR,
-            attempt=work.attempt,
-            action="reconcile",
-            decision_id=work.decision_id,
-            outcome=fields["recorded_outcome"] or None,
-        )
-        rec_key = keys.reconciliation(sk, work.run_id)
-        code, opened_at = await _OPEN(
-            self.redis,
-            [rec_key, keys.run_audit(sk, work.run_id), keys.reconciliation_history(sk, work.run_id)],
-            [str(work.attempt), _encode(fields), _encode(audit)],
+        code, opened_at = await self.runs.reconciliation_open(
+            sk, work.run_id, work.attempt, fields, opened_audit(work, fields)
         )
         # The run index is the classifier's, written before its step; setting the same value
         # again keeps `get` working for a record whatever wrote it first.
-        await index.index_run(self.redis, work.run_id, sk)
+        await self.runs.index_run(work.run_id, sk)
         # Scored by the stored opening time, so a redelivery re-indexes identically.
-        status = await store.call(self.redis.hget(rec_key, "status"))  # type: ignore[misc]
+        status = await self.redis.hget(keys.reconciliation(sk, work.run_id), "status")
         if status == b"open":
-            await steps.follow_run(self.redis, work.run_id, -1)  # found while it is open
-        await self.index_put(sk, work.run_id, epoch_of(opened_at.decode()), text(status))
-        return str(code.decode())
+            await self.runs.follow_run(work.run_id, -1)  # found while it is open
+        await self.index_put(sk, work.run_id, epoch_of(opened_at), text(status))
+        return code
 
     async def index_put(self, sk: str, run_id: str, score: float, status: str) -> None:
         """List the record in its bucket's open set while `status` is open, else delivered."""
-        where = "open" if status == "open" else "delivered"
-        await _INDEX_PUT(
-            self.redis,
-            [open_index(run_id), delivered_index(run_id)],
-            [member(sk, run_id), repr(score), where],
-        )
+        await self.runs.reconciliation_index_put(sk, run_id, score, status == "open")
 
     # Reading ------------------------------------------------------------------------------
 
@@ -267,14 +95,14 @@ class ReconciliationStore:
         sk = await self.session_of_run(run_id)
         if sk is None:
             return None
-        raw = await store.call(self.redis.hgetall(keys.reconciliation(sk, run_id)))  # type: ignore[misc]
+        raw = await self.redis.hgetall(keys.reconciliation(sk, run_id))
         return (sk, parse_record(raw)) if raw else None
 
     async def load_run(self, run_id: str) -> tuple[str, RunView] | None:
         sk = await self.session_of_run(run_id)
         if sk is None:
             return None
-        raw = await store.call(self.redis.hgetall(keys.run(sk, run_id)))  # type: ignore[misc]
+        raw = await self.redis.hgetall(keys.run(sk, run_id))
         return (sk, parse_run(raw)) if raw else None
 
     async def records(
@@ -293,20 +121,20 @@ class ReconciliationStore:
         last: tuple[float, bytes] | None = None
         merged = merge_indexes(self.redis, sources, after, chunk)
         while True:
-            rows = [row async for row in _take(merged, chunk)]
+            rows = [row async for row in take(merged, chunk)]
             if not rows:
                 return items, None
-            pipe = self.redis.pipeline(transaction=False)
-            for _, m in rows:
-                sk, run_id = split_member(m)
-                pipe.hgetall(keys.reconciliation(sk, run_id))
-            for (score, m), raw in zip(rows, await store.call(pipe.execute()), strict=True):
+            found = await self.redis.batch(
+                [("HGETALL", keys.reconciliation(*split_member(m))) for _, m in rows]
+            )
+            for (score, m), flat in zip(rows, found, strict=True):
+                raw = pairs(flat)
                 if not raw:
                     continue
                 record = parse_record(raw)
                 if status is not None and record.status != status:
                     continue
-                encoded = len(_encode(record)) + 1
+                encoded = encoded_size(record)
                 if items and (len(items) >= limit or size + encoded > max_bytes):
                     assert last is not None
                     return items, encode_cursor(*last)
@@ -316,9 +144,9 @@ class ReconciliationStore:
 
     async def audit(self, run_id: str) -> list[AuditEntry] | None:
         sk = await self.session_of_run(run_id)
-        if sk is None or not await store.call(self.redis.exists(keys.run(sk, run_id))):
+        if sk is None or not await self.redis.exists(keys.run(sk, run_id)):
             return None
-        return await index.audit_trail(self.redis, sk, run_id)
+        return await self.runs.audit_trail(sk, run_id)
 
     # Operator steps -----------------------------------------------------------------------
 
@@ -333,8 +161,7 @@ class ReconciliationStore:
         resolution = Resolution(
             action_outcome=outcome, evidence=evidence, actor=actor, resolved_at=decision.decided_at
         )
-        code, detail = await steps.record_resolution(
-            self.redis,
+        code, detail = await self.runs.record_resolution(
             sk,
             record.run_id,
             step,
@@ -342,15 +169,12 @@ class ReconciliationStore:
             resolution=resolution,
             decision_id=decision.decision_id,
             attempt=record.attempt,
-            retention=self.retention,
         )
         return Continuation(code, detail, decision, sk, step.outbox)
 
     async def record_retry(self, sk: str, run: RunView, actor: str) -> Continuation:
         decision, step = continue_fresh(run, "operator_retry", actor, "operator_retry", time.time())
-        code, detail = await steps.record_retry(
-            self.redis, sk, run.run_id, step, attempt=run.attempt, retention=self.retention
-        )
+        code, detail = await self.runs.record_retry(sk, run.run_id, step, attempt=run.attempt)
         return Continuation(code, detail, decision, sk, step.outbox)
 
     # The indexes ---------------------------------------------------------------------------
@@ -359,12 +183,12 @@ class ReconciliationStore:
         """List a delivered record as delivered. A record reopened meanwhile (a later attempt)
         is listed as open again, so a concurrent reopen is never lost from the index."""
         rec_key = keys.reconciliation(sk, run_id)
-        status, opened_at = await store.call(self.redis.hmget(rec_key, ["status", "opened_at"]))  # type: ignore[misc]
+        status, opened_at = await self.redis.hmget(rec_key, "status", "opened_at")
         if not opened_at:
             return
         score = epoch_of(opened_at.decode())
         await self.index_put(sk, run_id, score, "delivered")
-        status, opened_at = await store.call(self.redis.hmget(rec_key, ["status", "opened_at"]))  # type: ignore[misc]
+        status, opened_at = await self.redis.hmget(rec_key, "status", "opened_at")
         if status == b"open" and opened_at:
             await self.index_put(sk, run_id, epoch_of(opened_at.decode()), "open")
 
@@ -378,17 +202,13 @@ class ReconciliationStore:
         for index_key in OPEN_INDEXES:
             start = 0
             while True:
-                members: list[tuple[bytes, float]] = await store.call(
-                    self.redis.zrange(index_key, start, start + page - 1, withscores=True)
-                )
+                members = await self.redis.zrange_scored(index_key, start, start + page - 1)
                 if not members:
                     break
                 start += page
-                pipe = self.redis.pipeline(transaction=False)
-                for m, _ in members:
-                    sk, run_id = split_member(m)
-                    pipe.hget(keys.reconciliation(sk, run_id), "status")
-                statuses: list[Any] = await store.call(pipe.execute())
+                statuses = await self.redis.batch(
+                    [("HGET", keys.reconciliation(*split_member(m)), "status") for m, _ in members]
+                )
                 for (m, score), status in zip(members, statuses, strict=True):
                     if status == b"open":
                         count += 1
@@ -408,88 +228,11 @@ class ReconciliationStore:
         cutoff = now - self.retention.run_s
         removed = 0
         for index_key in DELIVERED_INDEXES:
-            old: list[bytes] = await store.call(
-                self.redis.zrangebyscore(index_key, "-inf", cutoff, start=0, num=TRIM_BATCH)
-            )
+            old = await self.redis.zrangebyscore(index_key, "-inf", cutoff, 0, TRIM_BATCH)
             if not old:
                 continue
-            pipe = self.redis.pipeline(transaction=False)
-            for m in old:
-                pipe.exists(keys.reconciliation(*split_member(m)))
-            gone = [m for m, found in zip(old, await store.call(pipe.execute()), strict=True) if not found]
+            found = await self.redis.batch([("EXISTS", keys.reconciliation(*split_member(m))) for m in old])
+            gone = [m for m, exists in zip(old, found, strict=True) if not exists]
             if gone:
-                removed += int(await store.call(self.redis.zrem(index_key, *gone)))
+                removed += await self.redis.zrem(index_key, *gone)
         return removed
-
-    async def move_legacy(self, batch: int = 500) -> int:
-        """Move the entries of an earlier release's single sorted sets into the buckets, by
-        their record's status, then remove them; an entry whose record is gone is dropped.
-        Returns how many were looked at; 0 once the legacy sets are gone."""
-        moved = 0
-        for legacy in keys.LEGACY_RECONCILIATION_INDEXES:
-            while True:
-                rows: list[tuple[bytes, float]] = await store.call(
-                    self.redis.zrange(legacy, 0, batch - 1, withscores=True)
-                )
-                if not rows:
-                    break
-                pipe = self.redis.pipeline(transaction=False)
-                for m, _ in rows:
-                    pipe.hget(keys.reconciliation(*split_member(m)), "status")
-                for (m, score), status in zip(rows, await store.call(pipe.execute()), strict=True):
-                    if status is not None:
-                        sk, run_id = split_member(m)
-                        await self.index_put(sk, run_id, score, text(status))
-                await store.call(self.redis.zrem(legacy, *(m for m, _ in rows)))
-                moved += len(rows)
-        return moved
-
-
-class _Source:
-    """One sorted set of a merge: a buffer of its next entries after the cursor."""
-
-    def __init__(self, key: str) -> None:
-        self.key = key
-        self.offset = 0
-        self.rows: list[tuple[float, bytes]] = []
-        self.done = False
-
-
-async def merge_indexes(
-    client: aioredis.Redis, index_keys: list[str], after: tuple[float, bytes] | None, chunk: int
-) -> AsyncIterator[tuple[float, bytes]]:
-    """The entries of every sorted set in `index_keys` after `after`, in one (score, member)
-    order (a sorted set's own order), reading each set `chunk` entries at a time."""
-    low: float | str = after[0] if after is not None else "-inf"
-
-    async def fill(source: _Source) -> None:
-        while not source.rows and not source.done:
-            rows: list[tuple[bytes, float]] = await store.call(
-                client.zrangebyscore(source.key, low, "+inf", start=source.offset, num=chunk, withscores=True)
-            )
-            source.offset += len(rows)
-            source.done = len(rows) < chunk
-            source.rows = [(score, m) for m, score in rows if after is None or (score, m) > after]
-            source.rows.reverse()  # popped from the end
-
-    sources = [_Source(key) for key in index_keys]
-    await asyncio.gather(*(fill(source) for source in sources))
-    heap = [(source.rows[-1], i) for i, source in enumerate(sources) if source.rows]
-    heapq.heapify(heap)
-    while heap:
-        row, i = heapq.heappop(heap)
-        yield row
-        source = sources[i]
-        source.rows.pop()
-        await fill(source)
-        if source.rows:
-            heapq.heappush(heap, (source.rows[-1], i))
-
-
-async def _take(rows: AsyncIterator[tuple[float, bytes]], n: int) -> AsyncIterator[tuple[float, bytes]]:
-    """At most `n` more entries of `rows`."""
-    for _ in range(n):
-        try:
-            yield await anext(rows)
-        except StopAsyncIteration:
-            return

@@ -30,7 +30,7 @@ from shared.contract.tenancy import (
     SessionAuditRequest,
     TransferRequest,
 )
-from shared.platform.redis.pipeline import PipelinedRedis
+from shared.platform.redis import Redis
 from shared.platform.runtime import Context
 from shared.platform.service import EndpointSpec, ServiceApp, ServiceSpec
 from shared.records.retention import Retention
@@ -47,7 +47,7 @@ _RUNNER = subjects.RUNNER_SESSIONS_TOKEN
 
 def build(ctx: Context) -> ServiceSpec:
     # Requests share one auto-pipelined connection: concurrent decisions cost one write.
-    redis = PipelinedRedis(ctx.config.redis_url, cluster=ctx.config.redis_cluster, ssl_context=ctx.redis_tls)
+    redis = Redis.from_config(ctx.config)
     requests = SessionRequests(
         SessionStore(redis, Retention.from_config(ctx.config)),
         RunnerDirectory(redis, cache_s=ctx.config.runner_cache_s),

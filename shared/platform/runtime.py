@@ -8,7 +8,7 @@ gives it connected NATS and Redis clients, streams that exist, `/metrics`, `/hea
 A NATS connection that nats-py closed for good (a protocol error from the server) is never
 left behind: `/healthz` answers 503 from then on, the service drains what it can, and the
 process exits with `EXIT_CONNECTION_LOST`, so that the orchestrator starts a new one. Redis
-needs no such care: redis-py opens a new connection for a command when the old one broke.
+needs no such care: the store's client connects again on the next command after a loss.
 """
 
 from __future__ import annotations
@@ -17,11 +17,9 @@ import asyncio
 import contextlib
 import gc
 import signal
-import ssl
 from dataclasses import dataclass
 from typing import Protocol
 
-import redis.asyncio as aioredis
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
@@ -29,7 +27,7 @@ from shared.platform import logs, metrics, tls
 from shared.platform.bus.connection import connect
 from shared.platform.bus.streams import ensure_streams
 from shared.platform.config import Config, ConfigError
-from shared.platform.redis import store
+from shared.platform.redis import Redis
 
 log = logs.Log("continuity.runtime")
 
@@ -44,9 +42,7 @@ class Context:
     config: Config
     nc: Client
     js: JetStreamContext
-    redis: aioredis.Redis
-    redis_tls: ssl.SSLContext | None = None
-    """For a service's own Redis connections (`PipelinedRedis`): the context `redis` uses."""
+    redis: Redis
 
 
 class App(Protocol):
@@ -60,17 +56,17 @@ class App(Protocol):
 
 
 class _RedisHealth:
-    """Checks Redis in the background (every slot answers, `store.answers_every_slot`), so
-    readiness reflects the store without a request."""
+    """Checks Redis in the background (every slot answers, `Redis.ready`), so readiness
+    reflects the store without a request."""
 
-    def __init__(self, client: aioredis.Redis) -> None:
+    def __init__(self, client: Redis) -> None:
         self._client = client
         self.ok = False
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
             try:
-                self.ok = await asyncio.wait_for(store.answers_every_slot(self._client), 2)
+                self.ok = await asyncio.wait_for(self._client.ready(), 2)
             except Exception:
                 self.ok = False
             with contextlib.suppress(TimeoutError):
@@ -129,21 +125,23 @@ async def _connect_nats(
     return None
 
 
-async def _connect_redis(
-    config: Config, stop: asyncio.Event, ssl_context: ssl.SSLContext | None
-) -> aioredis.Redis | None:
+async def _connect_redis(config: Config, stop: asyncio.Event) -> Redis | None:
     """The store's client, once the server has said whether it is a Redis Cluster."""
     delay = 0.2
+    client = Redis.from_config(config)
     while not stop.is_set():
         try:
-            return await store.open_client(config.redis_url, config.redis_cluster, ssl_context=ssl_context)
+            await client.connect()
+            return client
         except ConfigError:
+            await client.aclose()
             raise
         except Exception as exc:
             log.warning("redis_connect_failed", error_type=type(exc).__name__, retry_in_s=delay)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), delay)
             delay = min(delay * 2, 5.0)
+    await client.aclose()
     return None
 
 
@@ -179,8 +177,7 @@ async def serve(
     watch_task = asyncio.create_task(watch.run(nc))
     js = nc.jetstream()
     await _ensure_streams(js, config, stop)
-    redis_tls = tls.redis_context(config)
-    client = await _connect_redis(config, stop, redis_tls)
+    client = await _connect_redis(config, stop)
     if client is None:
         await nc.close()
         return 0
@@ -197,7 +194,7 @@ async def serve(
 
     server = metrics.MetricsServer(config.metrics_host, config.metrics_port, ready, alive)
     await server.start()
-    ctx = Context(config=config, nc=nc, js=js, redis=client, redis_tls=redis_tls)
+    ctx = Context(config=config, nc=nc, js=js, redis=client)
     if not stop.is_set():
         await app.start(ctx)
         if own_process:

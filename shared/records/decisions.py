@@ -1,8 +1,8 @@
-"""Building every Decision a service records, and the step that records it.
+"""Building every Decision a service records, and every `RunStep` that records a run's step.
 
 The attempt budget, the backoff of `retry_same_session` and the hold rule live here, once:
 the classifier's table, the archiver and the reconciliation service all build through
-`decision` and `decision_step`.
+`decision` and `decision_step` (or `archive_step`, the classifier's request for an archive).
 """
 
 from __future__ import annotations
@@ -13,11 +13,12 @@ from typing import Protocol
 import msgspec
 
 from shared.contract import subjects
-from shared.contract.decisions import Decision
+from shared.contract.decisions import ArchiveWork, Decision, ReconcileWork
 from shared.contract.reconciliation import AuditEntry
 from shared.contract.sessions import SessionRef
 from shared.contract.times import rfc3339_from_epoch
 from shared.contract.types import Action, ActionOutcome, DecisionReason, FailureClass, RunStatus
+from shared.records import names
 from shared.records.names import decision_id
 from shared.records.outbox import OutboxEntry
 from shared.records.steps import RunStep, run_fields
@@ -134,6 +135,8 @@ def decision_step(
     native_session_id: str | None = None,
     also: Sequence[OutboxEntry] = (),
     audit_kind: str = "decision",
+    read: tuple[str, int] | None = None,
+    for_runner: str | None = None,
 ) -> RunStep:
     """The step recording `decided` in `slot`: its outbox entry (then `also`), the run record,
     the audit entry of `audit_kind` by `actor` and, when the action holds the saved session,
@@ -156,4 +159,47 @@ def decision_step(
         outbox=[entry, *also],
         audit=decision_audit(decided, actor, audit_kind),
         hold=native_session_id if native_session_id is not None and holds_session(decided.action) else None,
+        read=read,
+        for_runner=for_runner,
+    )
+
+
+def reconcile_entry(work: ReconcileWork) -> OutboxEntry:
+    """The outbox entry that asks the reconciliation service to open `work`'s record."""
+    return OutboxEntry(
+        subject=subjects.WORK_RECONCILE,
+        msg_id=names.work_id(work.run_id, work.attempt, "reconcile"),
+        payload=_encode(work),
+    )
+
+
+def archive_step(
+    work: ArchiveWork,
+    reason: DecisionReason,
+    actor: str,
+    now: float,
+    *,
+    read: tuple[str, int] | None = None,
+    for_runner: str | None = None,
+) -> RunStep:
+    """The step asking for `work` (no runner decision yet: the archiver decides after the
+    remote move): the work item in the classifier's slot and the outbox, the run `replacing`."""
+    payload = _encode(work)
+    at = rfc3339_from_epoch(now)
+    return RunStep(
+        slot=names.classifier_slot(work.attempt),
+        slot_value=payload,
+        run_fields=run_fields(work.run_id, work.runner_id, work.session, work.attempt, "replacing", None, at),
+        outbox=[
+            OutboxEntry(
+                subject=subjects.WORK_ARCHIVE,
+                msg_id=names.work_id(work.run_id, work.attempt, "archive"),
+                payload=payload,
+            )
+        ],
+        audit=AuditEntry(
+            at=at, kind="decision", actor=actor, attempt=work.attempt, action="archive", reason=reason
+        ),
+        read=read,
+        for_runner=for_runner,
     )

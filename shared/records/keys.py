@@ -116,3 +116,31 @@ def reconciliations_delivered(bucket: int) -> str:
 LEGACY_RECONCILIATION_INDEXES = ("continuity:reconciliations", "continuity:reconciliations:open")
 """The single sorted sets of earlier releases; the reconciliation service moves their entries
 into the buckets and removes them."""
+
+
+RUNS_INDEX_BUCKETS = 16
+"""The runs index is spread over this many buckets, a run's bucket a CRC-32 of its run_id; fixed:
+changing it needs a new index."""
+
+
+def runs_index_bucket(run_id: str) -> int:
+    return zlib.crc32(run_id.encode()) % RUNS_INDEX_BUCKETS
+
+
+def _runs_index(bucket: int) -> str:
+    return f"continuity:runsidx:{{runs-{bucket}}}"
+
+
+def runs_index_versions(bucket: int) -> str:
+    """Hash: run_id -> `<version>|<status number>` of the run's entry."""
+    return f"{_runs_index(bucket)}:versions"
+
+
+def runs_index_entries(bucket: int) -> str:
+    """Hash: run_id -> the run's entry (JSON)."""
+    return f"{_runs_index(bucket)}:entries"
+
+
+def runs_index_listing(bucket: int, status: str | None = None) -> str:
+    """Sorted set of the bucket's runs (of one status, or all), scored by decision time."""
+    return f"{_runs_index(bucket)}:status:{status}" if status else f"{_runs_index(bucket)}:all"

@@ -3,7 +3,7 @@ published to JetStream with `Nats-Msg-Id`, then deleted.
 
 A service publishes its own entries right after recording them (`flush`). Entries left behind
 by a crash between recording and publishing are found by the sweeper, which scans every
-session's outbox (a SCAN of every master on Redis Cluster, `store.scan_all`) and publishes what is older
+session's outbox (a SCAN of every master on Redis Cluster, `Redis.scan`) and publishes what is older
 than a grace period; JetStream's duplicate window drops a second publication of the same id.
 
 An entry too large ever to be published (`PayloadTooLarge`) is set aside after its one try,
@@ -21,14 +21,13 @@ import contextlib
 import time
 
 import msgspec
-import redis.asyncio as aioredis
 from nats.js import JetStreamContext
 
 from shared.contract import subjects
 from shared.platform import metrics
 from shared.platform.bus.publish import TOO_LARGE_REASON, PayloadTooLarge, dead_letter, publish
 from shared.platform.logs import Log
-from shared.platform.redis import store
+from shared.platform.redis import Redis
 from shared.records import keys
 
 log = Log("continuity.outbox")
@@ -49,20 +48,17 @@ _decode_entry = msgspec.json.Decoder(OutboxEntry).decode
 
 
 class Outbox:
-    """`flush` takes any client (a service's hot path may use `PipelinedRedis`); the sweeper
-    scans with redis-py."""
+    """A service's outbox: `flush` after recording, `sweep` for what crashes left behind."""
 
     def __init__(
         self,
-        client: aioredis.Redis,
+        client: Redis,
         js: JetStreamContext,
         *,
         grace_s: float = 5.0,
-        fast: store.Commands | None = None,
         service: str | None = None,
     ) -> None:
         self._redis = client
-        self._fast: store.Commands = fast if fast is not None else client
         self._js = js
         self._grace_s = grace_s
         self._service = service or _service_of(js)
@@ -82,7 +78,7 @@ class Outbox:
                 continue
             sent.append(entry.msg_id)
         if sent:
-            await store.call(self._fast.execute_command("HDEL", keys.outbox(session_key), *sent))
+            await self._redis.execute("HDEL", keys.outbox(session_key), *sent)
         if too_large is not None:
             raise too_large
 
@@ -98,7 +94,7 @@ class Outbox:
             msg_id=f"dead:outbox:{entry.msg_id}",
             service=self._service,
         )
-        await store.call(self._fast.execute_command("HDEL", outbox_key, entry.msg_id))
+        await self._redis.execute("HDEL", outbox_key, entry.msg_id)
         metrics.OUTBOX_SET_ASIDE.inc()
         log.error("outbox_entry_set_aside", msg_id=entry.msg_id, size=err.size, limit=err.limit)
 
@@ -107,8 +103,8 @@ class Outbox:
         published = 0
         pending = 0
         cutoff = time.time() - self._grace_s
-        async for key in store.scan_all(self._redis, keys.OUTBOX_PATTERN, SWEEP_SCAN_COUNT):
-            raw = await self._redis.hgetall(key)  # type: ignore[misc]
+        async for key in self._redis.scan(keys.OUTBOX_PATTERN, SWEEP_SCAN_COUNT):
+            raw = await self._redis.hgetall(key)
             for msg_id, data in raw.items():
                 pending += 1
                 try:
@@ -126,7 +122,7 @@ class Outbox:
                     await self._set_aside(key, entry, err)
                     pending -= 1
                     continue
-                await self._redis.hdel(key, msg_id)  # type: ignore[misc]
+                await self._redis.execute("HDEL", key, msg_id)
                 published += 1
                 pending -= 1
         metrics.OUTBOX_PENDING.set(pending)

@@ -22,7 +22,7 @@ import msgspec
 from shared.contract.tenancy import RunnerRecord
 from shared.contract.times import now_rfc3339
 from shared.platform import metrics
-from shared.platform.redis import store
+from shared.platform.redis import Redis
 from shared.records import keys
 
 _decode_record = msgspec.json.Decoder(RunnerRecord).decode
@@ -79,7 +79,7 @@ class RunnerDirectory:
     """Entries kept at once; an unknown runner_id costs one too, so the cache is bounded."""
 
     def __init__(
-        self, client: store.Commands, *, cache_s: float = 2.0, clock: Callable[[], float] = time.monotonic
+        self, client: Redis, *, cache_s: float = 2.0, clock: Callable[[], float] = time.monotonic
     ) -> None:
         self._redis = client
         self._cache_s = cache_s
@@ -96,7 +96,7 @@ class RunnerDirectory:
         cached = self._cache.get(runner_id)
         if cached is not None and cached.until > now:
             return cached.record
-        raw = await store.call(self._redis.execute_command("GET", keys.runner(runner_id)))
+        raw = await self._redis.get(keys.runner(runner_id))
         record = _decode_record(raw) if raw else None
         if len(self._cache) >= self.MAX_CACHED:
             self._cache.clear()
@@ -127,7 +127,7 @@ class RunnerDirectory:
         return record
 
     async def list(self) -> list[RunnerRecord]:
-        ids = await store.call(self._redis.execute_command("SMEMBERS", keys.RUNNERS_INDEX))
+        ids = await self._redis.execute("SMEMBERS", keys.RUNNERS_INDEX)
         records = [await self._read(rid.decode()) for rid in sorted(ids)]
         return [r for r in records if r is not None]
 
@@ -136,17 +136,17 @@ class RunnerDirectory:
         return await self._read(runner_id)
 
     async def _read(self, runner_id: str) -> RunnerRecord | None:
-        raw = await store.call(self._redis.execute_command("GET", keys.runner(runner_id)))
+        raw = await self._redis.get(keys.runner(runner_id))
         return _decode_record(raw) if raw else None
 
     async def _write(self, record: RunnerRecord, change: str) -> None:
         # Three keys in three slots (the record, the index, the audit list): each write is
         # idempotent, and the record, written first, is what every check reads.
-        await store.call(self._redis.execute_command("SET", keys.runner(record.runner_id), _encode(record)))
-        await store.call(self._redis.execute_command("SADD", keys.RUNNERS_INDEX, record.runner_id))
+        await self._redis.execute("SET", keys.runner(record.runner_id), _encode(record))
+        await self._redis.execute("SADD", keys.RUNNERS_INDEX, record.runner_id)
         entry = {"at": now_rfc3339(), "change": change, "runner_id": record.runner_id, "actor": record.actor}
-        await store.call(self._redis.execute_command("LPUSH", keys.RUNNERS_AUDIT, _encode(entry)))
-        await store.call(self._redis.execute_command("LTRIM", keys.RUNNERS_AUDIT, 0, RUNNERS_AUDIT_KEPT - 1))
+        await self._redis.execute("LPUSH", keys.RUNNERS_AUDIT, _encode(entry))
+        await self._redis.execute("LTRIM", keys.RUNNERS_AUDIT, 0, RUNNERS_AUDIT_KEPT - 1)
         self._cache.pop(record.runner_id, None)
 
 

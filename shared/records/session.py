@@ -8,16 +8,14 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import msgspec
 
+from shared.contract.sessions import CommitRequest
+from shared.contract.times import now_rfc3339
 
-def fields(raw: Mapping[bytes, bytes] | list[bytes]) -> Mapping[bytes, bytes]:
-    """HGETALL's reply as a mapping: redis-py gives one, a raw-reply (pipelined) connection the
-    flat RESP list of names and values."""
-    if isinstance(raw, list):
-        return dict(zip(raw[::2], raw[1::2], strict=True))
-    return raw
+_encode = msgspec.json.Encoder().encode
 
 
 def text(value: bytes | str | None) -> str:
@@ -58,11 +56,11 @@ the handle every record has, which tells a record without the other two from no 
 _SAVED_KEYS = tuple(name.encode() for name in SAVED_FIELDS)
 
 
-def saved_session(raw: Mapping[bytes, bytes] | list[bytes]) -> SavedSession:
+def saved_session(raw: Mapping[bytes, bytes]) -> SavedSession:
     """From HGETALL's reply of the session record."""
     if not raw:
         return NO_SESSION
-    get = fields(raw).get
+    get = raw.get
     return saved_session_of([get(key) for key in _SAVED_KEYS])
 
 
@@ -155,9 +153,9 @@ class StoredSession(msgspec.Struct, frozen=True, kw_only=True):
     one only the services have written)."""
 
     @classmethod
-    def from_hash(cls, raw: Mapping[bytes, bytes] | list[bytes]) -> StoredSession:
-        """From HGETALL's reply: a mapping (redis-py) or the flat RESP list of names and values."""
-        get = fields(raw).get
+    def from_hash(cls, raw: Mapping[bytes, bytes]) -> StoredSession:
+        """From HGETALL's reply (`Redis.hgetall`)."""
+        get = raw.get
         return cls.from_values([get(key) for key in _READ_KEYS])
 
     @classmethod
@@ -203,3 +201,42 @@ def _generation(
     # The long form of the contract's text (compatibility_generation, generation_binding).
     generation = text(long_generation)
     return generation, bool(generation) and text(long_binding) == digest.hex()
+
+
+def commit_args(req: CommitRequest, runner_id: str | None, archive_ms: int) -> list[Any]:
+    """ARGV of `session_commit.lua` for `req`, by `runner_id` (None: the services' own account),
+    with the archive retention of a held record's copy."""
+    v1 = {
+        "native_session_id": req.native_session_id,
+        "adapter": req.adapter,
+        "model": req.model,
+        "cwd": req.cwd,
+        "cursor": req.cursor or "",
+        "prompt_hash": req.prompt_hash or "",
+        "checkpoint_policy": req.checkpoint_policy,
+        "updated_at": now_rfc3339(),
+    }
+    generation = req.compatibility_generation or ""
+    return [
+        *(v1[name] for name in V1_FIELDS),
+        generation,
+        binding_stamp(v1) if generation else b"",
+        "" if req.expected_revision is None else req.expected_revision,
+        "" if req.epoch is None else req.epoch,
+        archive_ms,
+        runner_id or "",
+        _binding_entry(runner_id) if runner_id else "",
+    ]
+
+
+def _binding_entry(runner_id: str) -> bytes:
+    """The ownership entry of a first commit, without its epoch and closing brace: the script
+    adds the record's epoch, which a binding does not change."""
+    entry = {
+        "at": now_rfc3339(),
+        "kind": "bound",
+        "actor": runner_id,
+        "previous_owner": None,
+        "owner": runner_id,
+    }
+    return _encode(entry)[:-1]

@@ -1,16 +1,10 @@
-"""A run step, and how each recording script takes one.
+"""A run step, and how the recording scripts take one (no I/O: `shared.records.store` runs them).
 
 A step is what one decision point writes, in one atomic script: the decision slot, the run
 record, the outbox entries, an audit entry and, after some decisions, the saved session held.
 Four scripts record steps (`record_step`, the archiver's `archive_local_move`, the operator's
-`reconciliation_resolve` and `reconciliation_retry`); they take the step's five common
-arguments in the same order, packed here once.
-
-Each script also gives the run's records their retention (`retention`); the run index is the
-one record outside the session's hash tag, so right after a script it is given the time to
-live the script left on the run record (none while the run waits on a person). A crash in
-between leaves the index living longer than the run, never shorter, and the redelivered
-message, finding its step recorded, aligns it again.
+`reconciliation_resolve` and `reconciliation_retry`); they take the same KEYS
+(`scripts.step_keys`) and the step's five common arguments in the same order, packed here once.
 """
 
 from __future__ import annotations
@@ -21,16 +15,9 @@ from shared.contract.reconciliation import AuditEntry
 from shared.contract.sessions import SessionRef
 from shared.contract.times import now_rfc3339
 from shared.contract.types import RunStatus
-from shared.platform.redis import store
-from shared.records import keys
 from shared.records.outbox import OutboxEntry
 from shared.records.retention import DEFAULT, Retention, waits
-from shared.records.session import text
 
-_RECORD_STEP = store.Script("record_step", with_lib=True)
-_LOCAL_MOVE = store.Script("archive_local_move", with_lib=True)
-_RESOLVE = store.Script("reconciliation_resolve", with_lib=True)
-_RETRY = store.Script("reconciliation_retry", with_lib=True)
 _encode = msgspec.json.Encoder().encode
 
 
@@ -106,7 +93,7 @@ def run_fields_arg(step: RunStep) -> bytes:
     return encoded[:-1] + _SLOT_FIELD if step.slot_is_last_decision else encoded
 
 
-def _common_args(step: RunStep) -> list[bytes | str]:
+def common_args(step: RunStep) -> list[bytes | str]:
     """slot, slot value, run fields, outbox entries, audit entry: every script's middle."""
     return [
         step.slot,
@@ -117,158 +104,19 @@ def _common_args(step: RunStep) -> list[bytes | str]:
     ]
 
 
-def _retention_args(step: RunStep, retention: Retention) -> list[bytes | str]:
+def retention_args(step: RunStep, retention: Retention) -> list[bytes | str]:
     """The run retention, and whether the step waits on a person (kept until the next one)."""
     return [str(retention.run_ms), "1" if waits(step.run_fields["status"]) else "0"]
-
-
-async def follow_run(client: store.Commands, run_id: str, ttl_ms: int) -> None:
-    """Give the run index the time to live a script left on the run record: none (-1) while
-    the run waits, else the same; -2 (nothing recorded) changes nothing."""
-    if ttl_ms == -1:
-        await store.call(client.execute_command("PERSIST", keys.run_index(run_id)))
-    elif ttl_ms > 0:
-        await store.call(client.execute_command("PEXPIRE", keys.run_index(run_id), ttl_ms))
-
-
-def step_keys(session_key: str, run_id: str) -> list[str]:
-    return [
-        keys.run(session_key, run_id),
-        keys.run_decisions(session_key, run_id),
-        keys.outbox(session_key),
-        keys.run_audit(session_key, run_id),
-        keys.session(session_key),
-        keys.reconciliation(session_key, run_id),
-        keys.reconciliation_history(session_key, run_id),
-    ]
 
 
 def step_args(step: RunStep, retention: Retention = DEFAULT) -> list[bytes | str]:
     read = step.read
     return [
-        *_common_args(step),
+        *common_args(step),
         step.hold or "",
         "1" if read is not None else "0",
         read[0] if read is not None else "",
         str(read[1]) if read is not None else "0",
-        *_retention_args(step, retention),
+        *retention_args(step, retention),
         step.for_runner or "",
     ]
-
-
-async def record_step(
-    client: store.Commands,
-    session_key: str,
-    run_id: str,
-    step: RunStep,
-    retention: Retention = DEFAULT,
-    *,
-    index_fresh: bool = False,
-) -> bytes | None:
-    """Record `step`; returns None when recorded, or the slot's existing value for a duplicate.
-    `index_fresh`: the caller has just indexed the run with the run retention (`claim_run`), so
-    a run record given that same time to live needs no second command for its index."""
-    recorded, existing, ttl = await _RECORD_STEP(
-        client, step_keys(session_key, run_id), step_args(step, retention)
-    )
-    if int(recorded) == 2:
-        raise SessionChanged(session_key)
-    if int(recorded) == 3:
-        raise NotOwned(text(existing))
-    if not (index_fresh and int(ttl) > 0):
-        await follow_run(client, run_id, int(ttl))
-    return None if int(recorded) == 1 else bytes(existing)
-
-
-async def record_local_move(
-    client: store.Commands,
-    session_key: str,
-    run_id: str,
-    archive_id: str,
-    step: RunStep,
-    *,
-    epoch: int,
-    progress: dict[str, str],
-    retention: Retention = DEFAULT,
-) -> tuple[str, bytes]:
-    """The archiver's local move with its `open_replacement` step, recorded only while the
-    session's epoch is still `epoch`; returns the script's code and detail."""
-    status, value, ttl = await _LOCAL_MOVE(
-        client,
-        [
-            *step_keys(session_key, run_id),
-            keys.archive_copy(session_key, archive_id),
-            keys.archive_progress(session_key, archive_id),
-        ],
-        [
-            *_common_args(step),
-            str(epoch),
-            _encode(progress),
-            *_retention_args(step, retention),
-            str(retention.archive_ms),
-        ],
-    )
-    await follow_run(client, run_id, int(ttl))
-    return text(status), bytes(value)
-
-
-async def record_resolution(
-    client: store.Commands,
-    session_key: str,
-    run_id: str,
-    step: RunStep,
-    *,
-    outcome: str,
-    resolution: msgspec.Struct,
-    decision_id: str,
-    attempt: int,
-    retention: Retention = DEFAULT,
-) -> tuple[str, str]:
-    """An operator's resolution with its `continue_fresh` step; returns code and detail."""
-    code, detail, ttl = await _RESOLVE(
-        client,
-        [
-            keys.reconciliation(session_key, run_id),
-            keys.run(session_key, run_id),
-            keys.run_decisions(session_key, run_id),
-            keys.outbox(session_key),
-            keys.run_audit(session_key, run_id),
-            keys.reconciliation_history(session_key, run_id),
-        ],
-        [
-            outcome,
-            _encode(resolution),
-            *_common_args(step),
-            decision_id,
-            str(attempt),
-            *_retention_args(step, retention),
-        ],
-    )
-    await follow_run(client, run_id, int(ttl))
-    return text(code), text(detail)
-
-
-async def record_retry(
-    client: store.Commands,
-    session_key: str,
-    run_id: str,
-    step: RunStep,
-    *,
-    attempt: int,
-    retention: Retention = DEFAULT,
-) -> tuple[str, str]:
-    """An operator's retry with its `continue_fresh` step; returns code and detail."""
-    code, detail, ttl = await _RETRY(
-        client,
-        [
-            keys.run(session_key, run_id),
-            keys.run_decisions(session_key, run_id),
-            keys.outbox(session_key),
-            keys.run_audit(session_key, run_id),
-            keys.reconciliation(session_key, run_id),
-            keys.reconciliation_history(session_key, run_id),
-        ],
-        [str(attempt), *_common_args(step), *_retention_args(step, retention)],
-    )
-    await follow_run(client, run_id, int(ttl))
-    return text(code), text(detail)

@@ -11,6 +11,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from continuity.devstack.servers import NatsCluster, RedisCluster, RedisServer
+from shared.platform.redis import Redis
 
 
 @pytest.fixture(scope="module")
@@ -27,6 +28,22 @@ async def own_r(own_redis: RedisServer) -> AsyncIterator[aioredis.Redis]:
     """A client of `own_redis`, emptied for each test."""
     client = aioredis.Redis.from_url(own_redis.url)
     await client.flushdb()
+    yield client
+    await client.aclose()
+
+
+@pytest.fixture
+async def records_redis(redis_server: RedisServer) -> AsyncIterator[Redis]:
+    """The services' own client (`shared.platform.redis.Redis`) of `redis_server`."""
+    client = Redis(redis_server.url)
+    yield client
+    await client.aclose()
+
+
+@pytest.fixture
+async def own_records(own_redis: RedisServer, own_r: aioredis.Redis) -> AsyncIterator[Redis]:
+    """The services' own client of `own_redis`, emptied for each test (by `own_r`)."""
+    client = Redis(own_redis.url)
     yield client
     await client.aclose()
 

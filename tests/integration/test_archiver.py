@@ -14,15 +14,17 @@ import redis.asyncio as aioredis
 from nats.aio.client import Client
 from prometheus_client import REGISTRY
 
+from services import registry
 from services.archiver import remote
-from services.archiver.service import ArchiverApp
 from services.archiver.step import FAILED_REASON
 from shared.contract import ArchiveCommand, ArchiveResult, Decision, subjects
 from shared.contract.redaction import ARCHIVE_FAILED
 from shared.contract.times import now_rfc3339
 from shared.platform.config import Config
-from shared.records import index, keys, steps
+from shared.platform.redis import Redis
+from shared.records import keys, steps
 from shared.records.outbox import OutboxEntry
+from shared.records.store import RunStore
 from tests.support import (
     Decisions,
     answer_with,
@@ -51,7 +53,7 @@ def archiver_config(config: Config) -> Config:
 
 @pytest.fixture
 async def archiver(archiver_config: Config) -> AsyncIterator[Config]:
-    async with running(ArchiverApp(), archiver_config):
+    async with running(registry.load("archiver"), archiver_config):
         yield archiver_config
 
 
@@ -64,7 +66,7 @@ def _ts(value: str) -> float:
 
 
 async def test_success_copies_archives_and_replaces_only_after_the_runner_answered(
-    archiver: Config, nc: Client, redis_client: aioredis.Redis
+    archiver: Config, nc: Client, redis_client: aioredis.Redis, records_redis: Redis
 ) -> None:
     js = nc.jetstream()
     runner_id, session = new_runner_id(), new_session()
@@ -114,7 +116,7 @@ async def test_success_copies_archives_and_replaces_only_after_the_runner_answer
         run = await redis_client.hgetall(keys.run(session.key, work.run_id))  # type: ignore[misc]
         assert run[b"status"] == b"replacing"
         assert msgspec.json.decode(run[b"last_decision"], type=Decision) == decision
-        [audit] = await index.audit_trail(redis_client, session.key, work.run_id)
+        [audit] = await RunStore(records_redis).audit_trail(session.key, work.run_id)
         assert (audit.actor, audit.action, audit.decision_id) == (
             "archiver",
             "open_replacement",
@@ -127,7 +129,7 @@ async def test_success_copies_archives_and_replaces_only_after_the_runner_answer
 
 
 async def test_failed_move_leaves_the_record_untouched_with_a_redacted_bounded_detail(
-    archiver: Config, nc: Client, redis_client: aioredis.Redis
+    archiver: Config, nc: Client, redis_client: aioredis.Redis, records_redis: Redis
 ) -> None:
     js = nc.jetstream()
     runner_id, session = new_runner_id(), new_session()
@@ -167,7 +169,7 @@ async def test_failed_move_leaves_the_record_untouched_with_a_redacted_bounded_d
 
 
 async def test_no_answer_within_the_timeout_is_timed_out(
-    config: Config, nc: Client, redis_client: aioredis.Redis
+    config: Config, nc: Client, redis_client: aioredis.Redis, records_redis: Redis
 ) -> None:
     js = nc.jetstream()
     runner_id, session = new_runner_id(), new_session()
@@ -175,7 +177,7 @@ async def test_no_answer_within_the_timeout_is_timed_out(
     dump_before = await redis_client.dump(keys.session(session.key))
     async with answering_runner(nc, runner_id, never_answer) as (runner, decisions):
         timed_out_before = _metric("timed_out")
-        async with running(ArchiverApp(), replace(config, archive_timeout_s=0.5)):
+        async with running(registry.load("archiver"), replace(config, archive_timeout_s=0.5)):
             started = time.monotonic()
             await publish_work(js, work_item(runner_id, session))
             [decision] = await decisions.wait(1)
@@ -188,7 +190,7 @@ async def test_no_answer_within_the_timeout_is_timed_out(
 
 
 async def test_no_responders_is_a_failed_move(
-    archiver: Config, nc: Client, redis_client: aioredis.Redis
+    archiver: Config, nc: Client, redis_client: aioredis.Redis, records_redis: Redis
 ) -> None:
     js = nc.jetstream()
     runner_id, session = new_runner_id(), new_session()
@@ -205,7 +207,7 @@ async def test_no_responders_is_a_failed_move(
 
 
 async def test_a_failure_at_the_third_attempt_goes_to_an_operator(
-    archiver: Config, nc: Client, redis_client: aioredis.Redis
+    archiver: Config, nc: Client, redis_client: aioredis.Redis, records_redis: Redis
 ) -> None:
     js = nc.jetstream()
     runner_id, session = new_runner_id(), new_session()
@@ -231,7 +233,7 @@ async def test_a_failure_at_the_third_attempt_goes_to_an_operator(
 
 
 async def test_duplicate_work_items_make_one_move_and_one_decision(
-    archiver: Config, nc: Client, redis_client: aioredis.Redis
+    archiver: Config, nc: Client, redis_client: aioredis.Redis, records_redis: Redis
 ) -> None:
     js = nc.jetstream()
     runner_id, session = new_runner_id(), new_session()
@@ -255,7 +257,7 @@ async def test_duplicate_work_items_make_one_move_and_one_decision(
 
 
 async def test_a_move_sent_before_a_crash_is_not_sent_again(
-    archiver: Config, nc: Client, redis_client: aioredis.Redis
+    archiver: Config, nc: Client, redis_client: aioredis.Redis, records_redis: Redis
 ) -> None:
     """An archiver died after sending the move and before its answer: the lease has ended."""
     js = nc.jetstream()
@@ -282,7 +284,7 @@ async def test_a_move_sent_before_a_crash_is_not_sent_again(
 
 
 async def test_a_recorded_success_resumes_with_the_local_move_only(
-    archiver: Config, nc: Client, redis_client: aioredis.Redis
+    archiver: Config, nc: Client, redis_client: aioredis.Redis, records_redis: Redis
 ) -> None:
     """An archiver died after recording the runner's exit 0, before the local move."""
     js = nc.jetstream()
@@ -303,7 +305,7 @@ async def test_a_recorded_success_resumes_with_the_local_move_only(
 
 
 async def test_a_recorded_but_unpublished_decision_is_published_without_a_move(
-    archiver: Config, nc: Client, redis_client: aioredis.Redis
+    archiver: Config, nc: Client, redis_client: aioredis.Redis, records_redis: Redis
 ) -> None:
     """An archiver died between recording its decision and publishing it."""
     js = nc.jetstream()
@@ -333,7 +335,7 @@ async def test_a_recorded_but_unpublished_decision_is_published_without_a_move(
                 )
             ],
         )
-        assert await steps.record_step(redis_client, session.key, work.run_id, step) is None
+        assert await RunStore(records_redis).record_step(session.key, work.run_id, step) is None
         await publish_work(js, work)
 
         [published] = await decisions.wait(1)

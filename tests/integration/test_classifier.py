@@ -13,15 +13,16 @@ import redis.asyncio as aioredis
 from prometheus_client import REGISTRY
 
 from continuity.devstack.servers import NatsServer, RedisServer
-from services.classifier.service import ClassifierApp
+from services import registry
 from shared.contract import Decision, ErrorInfo, SessionRef, subjects
 from shared.contract.times import now_rfc3339
 from shared.platform.bus.publish import DEAD_REASON_HEADER, DEAD_SUBJECT_HEADER
+from shared.platform.redis import Redis
 from shared.records import keys
 from shared.records.decisions import decision_audit
-from shared.records.index import audit_trail, session_of_run
 from shared.records.outbox import OutboxEntry
-from shared.records.steps import RunStep, record_step, run_fields
+from shared.records.steps import RunStep, run_fields
+from shared.records.store import RunStore
 from tests.support import (
     KEYS,
     Bus,
@@ -53,7 +54,7 @@ def classifier_nats(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsSe
 @pytest.fixture(scope="module")
 async def classifier(classifier_nats: NatsServer, redis_server: RedisServer) -> AsyncIterator[RunningApp]:
     config = make_config(classifier_nats.url, redis_server.url, runner_keys=KEYS, retry_backoff_s=BACKOFF_S)
-    async with running(ClassifierApp(), config) as app:
+    async with running(registry.load("classifier"), config) as app:
         yield app
 
 
@@ -88,7 +89,7 @@ def seconds(rfc3339: str) -> float:
 
 
 async def test_attach_refusal_stops_for_an_operator_and_leaves_the_session_as_it_was(
-    bus: Bus, r: aioredis.Redis
+    bus: Bus, r: aioredis.Redis, records_redis: Redis
 ) -> None:
     runner, session = new_runner_id(), new_session()
     before = await seed_session(r, session, "allow_replacement_after_resume_failure", epoch=4)
@@ -113,13 +114,13 @@ async def test_attach_refusal_stops_for_an_operator_and_leaves_the_session_as_it
     run = await run_hash(r, session, event.run_id)
     assert run["status"] == "operator"
     assert msgspec.json.decode(run["last_decision"]) == decision
-    [audit] = await audit_trail(r, session.key, event.run_id)
+    [audit] = await RunStore(records_redis).audit_trail(session.key, event.run_id)
     assert (audit.actor, audit.action, audit.decision_id) == (
         "classifier",
         "operator",
         decision["decision_id"],
     )
-    assert await session_of_run(r, event.run_id) == session.key
+    assert await RunStore(records_redis).session_of_run(event.run_id) == session.key
     assert (
         counter("continuity_decisions_total", action="operator", reason="native_provider_state_incompatible")
         == decided + 1
@@ -128,7 +129,7 @@ async def test_attach_refusal_stops_for_an_operator_and_leaves_the_session_as_it
 
 @pytest.mark.parametrize("source", ["classification", "pending_tool_call"])
 async def test_a_pending_side_effect_opens_a_reconciliation_never_a_replacement(
-    bus: Bus, r: aioredis.Redis, source: str
+    bus: Bus, r: aioredis.Redis, records_redis: Redis, source: str
 ) -> None:
     runner, session = new_runner_id(), new_session()
     before = await seed_session(r, session, "allow_replacement_after_resume_failure")
@@ -156,7 +157,9 @@ async def test_a_pending_side_effect_opens_a_reconciliation_never_a_replacement(
     assert (await run_hash(r, session, event.run_id))["status"] == "reconciling"
 
 
-async def test_a_typed_source_reconciliation_error_stops_for_an_operator(bus: Bus, r: aioredis.Redis) -> None:
+async def test_a_typed_source_reconciliation_error_stops_for_an_operator(
+    bus: Bus, r: aioredis.Redis, records_redis: Redis
+) -> None:
     runner, session = new_runner_id(), new_session()
     await seed_session(r, session, "allow_replacement_after_resume_failure")
     error = ErrorInfo(
@@ -196,7 +199,7 @@ async def test_the_same_words_in_a_message_without_the_type_stay_unclassified(bu
 
 
 async def test_a_transport_drop_with_a_replacement_policy_asks_for_an_archive(
-    bus: Bus, r: aioredis.Redis
+    bus: Bus, r: aioredis.Redis, records_redis: Redis
 ) -> None:
     runner, session = new_runner_id(), new_session()
     before = await seed_session(r, session, "allow_replacement_after_resume_failure")
@@ -215,7 +218,7 @@ async def test_a_transport_drop_with_a_replacement_policy_asks_for_an_archive(
     assert await r.hgetall(keys.session(session.key)) == before  # type: ignore[misc]
     run = await run_hash(r, session, event.run_id)
     assert run["status"] == "replacing" and "last_decision" not in run
-    [audit] = await audit_trail(r, session.key, event.run_id)
+    [audit] = await RunStore(records_redis).audit_trail(session.key, event.run_id)
     assert (audit.kind, audit.actor, audit.action, audit.reason) == (
         "decision",
         "classifier",
@@ -228,7 +231,9 @@ async def test_a_transport_drop_with_a_replacement_policy_asks_for_an_archive(
 
 
 @pytest.mark.parametrize("with_record", [False, True])
-async def test_same_session_only_retries_with_backoff(bus: Bus, r: aioredis.Redis, with_record: bool) -> None:
+async def test_same_session_only_retries_with_backoff(
+    bus: Bus, r: aioredis.Redis, records_redis: Redis, with_record: bool
+) -> None:
     runner, session = new_runner_id(), new_session()
     if with_record:
         await seed_session(r, session, "same_session_only", epoch=2)
@@ -252,7 +257,9 @@ async def test_same_session_only_retries_with_backoff(bus: Bus, r: aioredis.Redi
         assert await r.hget(keys.session(session.key), "state") == b"active"  # type: ignore[misc]
 
 
-async def test_the_third_attempt_is_exhausted_whatever_the_policy(bus: Bus, r: aioredis.Redis) -> None:
+async def test_the_third_attempt_is_exhausted_whatever_the_policy(
+    bus: Bus, r: aioredis.Redis, records_redis: Redis
+) -> None:
     runner, session = new_runner_id(), new_session()
     await seed_session(r, session, "allow_replacement_after_resume_failure")
     event = resume_failed(runner, session=session, attempt=3)
@@ -267,7 +274,7 @@ async def test_the_third_attempt_is_exhausted_whatever_the_policy(bus: Bus, r: a
 
 
 @pytest.mark.parametrize("elapsed", [True, False])
-async def test_governed_wait_policy(bus: Bus, r: aioredis.Redis, elapsed: bool) -> None:
+async def test_governed_wait_policy(bus: Bus, r: aioredis.Redis, records_redis: Redis, elapsed: bool) -> None:
     runner, session = new_runner_id(), new_session()
     await seed_session(r, session, "allow_replacement_after_governed_wait")
     event = resume_failed(runner, session=session, governed_wait_elapsed=elapsed)
@@ -283,7 +290,9 @@ async def test_governed_wait_policy(bus: Bus, r: aioredis.Redis, elapsed: bool) 
         assert [d["action"] for d in decisions] == ["retry_same_session"]
 
 
-async def test_an_unknown_policy_value_is_treated_as_same_session_only(bus: Bus, r: aioredis.Redis) -> None:
+async def test_an_unknown_policy_value_is_treated_as_same_session_only(
+    bus: Bus, r: aioredis.Redis, records_redis: Redis
+) -> None:
     runner, session = new_runner_id(), new_session()
     await seed_session(r, session, "allow_replacement_always")
     event = resume_failed(runner, session=session)
@@ -316,7 +325,7 @@ async def test_every_live_key_is_accepted(bus: Bus) -> None:
     ],
 )
 async def test_an_unverifiable_command_result_is_quarantined_without_a_decision(
-    bus: Bus, r: aioredis.Redis, key_id: str, key: bytes, reason: str
+    bus: Bus, r: aioredis.Redis, records_redis: Redis, key_id: str, key: bytes, reason: str
 ) -> None:
     runner, session = new_runner_id(), new_session()
     await seed_session(r, session, "allow_replacement_after_resume_failure")
@@ -355,7 +364,9 @@ async def test_a_signature_over_another_attempt_does_not_verify(bus: Bus) -> Non
 # ---- exactly one decision per (run_id, attempt) ----------------------------------------------
 
 
-async def test_redelivered_resent_and_competing_events_make_one_decision(bus: Bus, r: aioredis.Redis) -> None:
+async def test_redelivered_resent_and_competing_events_make_one_decision(
+    bus: Bus, r: aioredis.Redis, records_redis: Redis
+) -> None:
     runner, session = new_runner_id(), new_session()
     await seed_session(r, session, "same_session_only")
     first = resume_failed(runner, session=session, pending=tool_call())
@@ -378,14 +389,16 @@ async def test_redelivered_resent_and_competing_events_make_one_decision(bus: Bu
     [decision] = await bus.decisions(runner)
     assert decision["action"] == "reconcile"
     assert len(await bus.work(subjects.WORK_RECONCILE, first.run_id)) == 1
-    assert len(await audit_trail(r, session.key, first.run_id)) == 1
+    assert len(await RunStore(records_redis).audit_trail(session.key, first.run_id)) == 1
     assert await r.hlen(keys.outbox(session.key)) == 0  # type: ignore[misc]
     assert counter("continuity_events_total", type="resume_failed", outcome="duplicate") == (
         duplicates_before + 3
     )
 
 
-async def test_an_event_moving_a_run_to_another_session_is_invalid(bus: Bus, r: aioredis.Redis) -> None:
+async def test_an_event_moving_a_run_to_another_session_is_invalid(
+    bus: Bus, r: aioredis.Redis, records_redis: Redis
+) -> None:
     runner = new_runner_id()
     first = resume_failed(runner)
     await bus.settled(await bus.publish(first))
@@ -394,7 +407,7 @@ async def test_an_event_moving_a_run_to_another_session_is_invalid(bus: Bus, r: 
     [dead] = await bus.dead(subjects.DEAD_INVALID, elsewhere.event_id)
     assert header(dead, DEAD_REASON_HEADER) == "run_session_mismatch"
     assert len(await bus.decisions(runner)) == 1
-    assert await session_of_run(r, first.run_id) == first.session.key
+    assert await RunStore(records_redis).session_of_run(first.run_id) == first.session.key
 
 
 async def test_a_burst_of_copies_in_one_batch_makes_one_decision(bus: Bus) -> None:
@@ -423,7 +436,7 @@ async def test_a_runners_status_header_never_passes_for_the_servers(bus: Bus, st
 
 
 async def test_a_crash_between_record_and_publish_is_repaired_on_redelivery(
-    bus: Bus, r: aioredis.Redis
+    bus: Bus, r: aioredis.Redis, records_redis: Redis
 ) -> None:
     """A delivery recorded its step and died before publishing; the redelivery finds the slot
     taken, makes no second decision, and publishes what was recorded."""
@@ -441,8 +454,7 @@ async def test_a_crash_between_record_and_publish_is_repaired_on_redelivery(
         decided_at=now_rfc3339(),
     )
     payload = msgspec.json.encode(decision)
-    await record_step(
-        r,
+    await RunStore(records_redis).record_step(
         session.key,
         event.run_id,
         RunStep(
@@ -461,7 +473,7 @@ async def test_a_crash_between_record_and_publish_is_repaired_on_redelivery(
 
     assert await bus.decisions(runner) == [msgspec.to_builtins(decision)]
     assert await r.hlen(keys.outbox(session.key)) == 0  # type: ignore[misc]
-    assert len(await audit_trail(r, session.key, event.run_id)) == 1
+    assert len(await RunStore(records_redis).audit_trail(session.key, event.run_id)) == 1
 
 
 # ---- bad input ------------------------------------------------------------------------------

@@ -13,11 +13,12 @@ from nats.aio.client import Client
 from shared.contract import Decision, SessionRef, subjects
 from shared.contract.times import now_rfc3339
 from shared.platform.bus.streams import ensure_streams
+from shared.platform.redis import Redis
 from shared.records import keys
 from shared.records.decisions import decision_audit
-from shared.records.index import index_run, session_of_run
 from shared.records.outbox import Outbox, OutboxEntry
-from shared.records.steps import RunStep, record_step, run_fields
+from shared.records.steps import RunStep, run_fields
+from shared.records.store import RunStore
 
 pytestmark = pytest.mark.asyncio
 
@@ -53,22 +54,26 @@ def _step(decision: Decision, recorded_at: float | None = None) -> RunStep:
     )
 
 
-async def test_a_slot_is_recorded_once_and_holds_the_session(redis_client: aioredis.Redis) -> None:
+async def test_a_slot_is_recorded_once_and_holds_the_session(
+    redis_client: aioredis.Redis, records_redis: Redis
+) -> None:
     session = SessionRef(tenant="t", conversation_id=uuid.uuid4().hex, agent_id="a")
     await redis_client.hset(keys.session(session.key), mapping={"native_session_id": "ns", "state": "active"})  # type: ignore[misc]
     run_id = f"run-{uuid.uuid4().hex}"
     decision = _decision(run_id, session, "r1")
-    await index_run(redis_client, run_id, session.key)
-    assert await record_step(redis_client, session.key, run_id, _step(decision)) is None
-    again = await record_step(redis_client, session.key, run_id, _step(decision))
+    await RunStore(records_redis).index_run(run_id, session.key)
+    assert await RunStore(records_redis).record_step(session.key, run_id, _step(decision)) is None
+    again = await RunStore(records_redis).record_step(session.key, run_id, _step(decision))
     assert again is not None and b"native_provider_state_incompatible" in again
     assert await redis_client.hget(keys.session(session.key), "state") == b"held"  # type: ignore[misc]
     assert await redis_client.llen(keys.run_audit(session.key, run_id)) == 1  # type: ignore[misc]
     assert await redis_client.hlen(keys.outbox(session.key)) == 1  # type: ignore[misc]
-    assert await session_of_run(redis_client, run_id) == session.key
+    assert await RunStore(records_redis).session_of_run(run_id) == session.key
 
 
-async def test_sweeper_publishes_what_a_crash_left_once(redis_client: aioredis.Redis, nc: Client) -> None:
+async def test_sweeper_publishes_what_a_crash_left_once(
+    redis_client: aioredis.Redis, records_redis: Redis, nc: Client
+) -> None:
     js = nc.jetstream()
     await ensure_streams(js)
     runner = f"r{uuid.uuid4().hex[:8]}"
@@ -76,8 +81,10 @@ async def test_sweeper_publishes_what_a_crash_left_once(redis_client: aioredis.R
     run_id = f"run-{uuid.uuid4().hex}"
     decision = _decision(run_id, session, runner)
     # Recorded, then the process died before publishing: the entry is old enough to sweep.
-    await record_step(redis_client, session.key, run_id, _step(decision, recorded_at=time.time() - 60))
-    outbox = Outbox(redis_client, js, grace_s=5)
+    await RunStore(records_redis).record_step(
+        session.key, run_id, _step(decision, recorded_at=time.time() - 60)
+    )
+    outbox = Outbox(records_redis, js, grace_s=5)
     assert await outbox.sweep() >= 1
     assert await redis_client.hlen(keys.outbox(session.key)) == 0  # type: ignore[misc]
     # A second publication of the same id (another replica's sweep) is dropped by JetStream.
@@ -89,19 +96,23 @@ async def test_sweeper_publishes_what_a_crash_left_once(redis_client: aioredis.R
         await sub.fetch(1, timeout=0.5)
 
 
-async def test_a_newer_session_is_not_held_for_an_older_failure(redis_client: aioredis.Redis) -> None:
+async def test_a_newer_session_is_not_held_for_an_older_failure(
+    redis_client: aioredis.Redis, records_redis: Redis
+) -> None:
     """The runner committed a new session before the old one's failure was decided: the
     decision is recorded, the newer session stays active."""
     session = SessionRef(tenant="t", conversation_id=uuid.uuid4().hex, agent_id="a")
     await redis_client.hset(keys.session(session.key), mapping={"native_session_id": "ns-new"})  # type: ignore[misc]
     run_id = f"run-{uuid.uuid4().hex}"
     step = _step(_decision(run_id, session, "r1"))  # holds "ns", the session that failed
-    assert await record_step(redis_client, session.key, run_id, step) is None
+    assert await RunStore(records_redis).record_step(session.key, run_id, step) is None
     assert await redis_client.hget(keys.session(session.key), "state") is None  # type: ignore[misc]
     assert await redis_client.hlen(keys.run_decisions(session.key, run_id)) == 1  # type: ignore[misc]
 
 
-async def test_a_step_decided_on_a_stale_read_writes_nothing(redis_client: aioredis.Redis) -> None:
+async def test_a_step_decided_on_a_stale_read_writes_nothing(
+    redis_client: aioredis.Redis, records_redis: Redis
+) -> None:
     """A commit changed the policy between the classifier's read and its recording."""
     from shared.records.steps import SessionChanged
 
@@ -114,7 +125,7 @@ async def test_a_step_decided_on_a_stale_read_writes_nothing(redis_client: aiore
     step = _step(_decision(run_id, session, "r1"))
     step.read = ("same_session_only", 0)
     with pytest.raises(SessionChanged):
-        await record_step(redis_client, session.key, run_id, step)
+        await RunStore(records_redis).record_step(session.key, run_id, step)
     assert await redis_client.exists(keys.run_decisions(session.key, run_id), keys.outbox(session.key)) == 0
     step.read = ("allow_replacement_after_resume_failure", 0)
-    assert await record_step(redis_client, session.key, run_id, step) is None
+    assert await RunStore(records_redis).record_step(session.key, run_id, step) is None

@@ -13,6 +13,7 @@ from shared.contract.sessions import SessionRef
 from shared.contract.times import rfc3339_from_epoch
 from shared.contract.types import FailureClass
 from shared.platform.bus.consumer import Reject
+from shared.platform.redis.store import pairs
 from shared.records.session import (
     NO_SESSION,
     SAVED_FIELDS,
@@ -163,13 +164,13 @@ def test_the_saved_session_is_read_from_its_fields_alone() -> None:
 
 def test_the_saved_session_is_read_from_either_reply_form() -> None:
     flat = [b"checkpoint_policy", b"allow_replacement_after_resume_failure", b"epoch", b"4"]
-    assert saved_session(flat) == REPLACING
+    assert saved_session(pairs(flat)) == REPLACING  # the flat reply, as `Redis.hgetall` reads it
     assert (
         saved_session({b"checkpoint_policy": b"allow_replacement_after_resume_failure", b"epoch": b"4"})
         == REPLACING
     )
     assert saved_session({b"native_session_id": b"ns"}) == SavedSession(policy=None, epoch=0)
-    assert saved_session([]) == NO_SESSION
+    assert saved_session(pairs([])) == NO_SESSION
 
 
 def test_a_recorded_slot_names_the_messages_its_step_announced() -> None:

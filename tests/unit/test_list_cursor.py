@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from services.reconciliation.store import BadCursor, decode_cursor, encode_cursor, member
+from services.reconciliation.cursor import BadCursor, decode_cursor, encode_cursor
+from services.reconciliation.step import member
 from shared.contract.limits import CURSOR_CHARS
 
 

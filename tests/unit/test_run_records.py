@@ -7,6 +7,7 @@ import msgspec
 from shared.contract.decisions import Decision
 from shared.contract.reconciliation import AuditEntry
 from shared.contract.sessions import SessionRef
+from shared.platform.redis.store import pairs
 from shared.records import decisions, names, session, steps
 from shared.records.retention import DEFAULT
 
@@ -73,7 +74,7 @@ def test_session_hash_fields() -> None:
     assert session.integer(b"7") == 7
     assert session.text(None) == "" and session.text("s") == "s"
     assert session.text(b"\xff") == "\ufffd"
-    assert session.fields([b"a", b"1"]) == {b"a": b"1"}
+    assert pairs([b"a", b"1"]) == {b"a": b"1"}
 
 
 def test_every_script_takes_the_step_in_the_same_order() -> None:

@@ -86,7 +86,7 @@ def test_an_encrypted_key_is_refused_instead_of_prompting(certs: Path, tmp_path:
 
 
 def test_tls_to_a_redis_cluster_is_refused_as_a_configuration_error() -> None:
-    from shared.platform.redis import store
+    from shared.platform.redis import Redis
 
     with pytest.raises(ConfigError, match="Redis Cluster"):
-        store.connect("rediss://127.0.0.1:7000/0", cluster=True, ssl_context=ssl.create_default_context())
+        Redis("rediss://127.0.0.1:7000/0", cluster="on", ssl_context=ssl.create_default_context())

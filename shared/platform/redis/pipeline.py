@@ -337,6 +337,22 @@ class PipelinedRedis:
             self._single = self._single_connection()
             self._cluster = False
 
+    async def is_cluster(self) -> bool:
+        """Whether the server is a node of a Redis Cluster (asked once, unless `cluster` said)."""
+        if self._cluster is None:
+            await self._detect()
+        return bool(self._cluster)
+
+    async def slot_masters(self) -> list[Address | None]:
+        """The master of every slot, from a `CLUSTER SLOTS` asked now (None: no master)."""
+        await self._refresh()
+        assert self._table is not None
+        return list(self._table)
+
+    def send_to(self, address: Address, *args: Any) -> asyncio.Future[Any]:
+        """A command for one node of the cluster, whatever slot it names (SCAN, CLUSTER INFO)."""
+        return self._node(address).send(args)
+
     # Redis Cluster
 
     async def _cluster_command(self, args: tuple[Any, ...]) -> Any:

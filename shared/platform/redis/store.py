@@ -1,36 +1,45 @@
-"""Redis connections, server-side scripts, scans and readiness, on one server or a Redis Cluster.
+"""The one client of the store: commands, server-side scripts, scans and readiness, on one server
+or a Redis Cluster, with one reply shape.
 
-Every write that must be atomic is one Lua script kept as a file under `shared/records/scripts/`;
-scripts run by EVALSHA and reload themselves after a server restart or on a node that has not
-seen them yet (NOSCRIPT). Every key one script touches shares a hash tag, so on Redis Cluster
-each script runs on the master of one slot.
+`Redis` sends every command over auto-pipelined connections (`pipeline.PipelinedRedis`): one to
+a single server, one per master of a Redis Cluster. Replies are RESP as hiredis reads it: bytes
+for strings (None when absent), int for integers, lists for arrays, and an error reply raises
+the redis-py exception of its kind. The few helpers below (`hgetall`, `zrange_scored`, ...)
+turn the flat arrays some commands answer into the mapping or pairs every caller wants, so no
+caller tells two shapes apart.
+
+Every write that must be atomic is one Lua script (`Script`); scripts run by EVALSHA and send
+their source again after a server restart or on a node that has not seen them yet (NOSCRIPT).
+Every key one script touches shares a hash tag, so on Redis Cluster each script runs on the
+master of one slot.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import hashlib
 import ssl
-from collections.abc import AsyncIterator, Mapping
-from importlib import resources
-from typing import Any, Protocol, cast
+from collections.abc import AsyncIterator, Awaitable, Sequence
+from typing import Any
+from urllib.parse import urlparse
 
-import redis.asyncio as aioredis
-from redis.asyncio.cluster import ClusterNode, RedisCluster
-from redis.asyncio.connection import parse_url
 from redis.exceptions import (
     AskError,
     ClusterDownError,
     ClusterError,
     NoScriptError,
     RedisClusterException,
+    RedisError,
     TryAgainError,
 )
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from shared.platform import metrics
-from shared.platform.config import ConfigError
-from shared.platform.redis import slots
+from shared.platform import metrics, tls
+from shared.platform.config import Config, ConfigError
+from shared.platform.redis.pipeline import PipelinedRedis
+from shared.platform.redis.slots import SLOTS
 
 TRANSIENT_REDIS_ERRORS = (
     RedisConnectionError,  # also LOADING (BusyLoadingError)
@@ -39,188 +48,218 @@ TRANSIENT_REDIS_ERRORS = (
     AskError,  # and MovedError: redirects past the client's own retries
     TryAgainError,
     ClusterDownError,  # and MASTERDOWN
-    ClusterError,  # redis-py's "TTL exhausted" after repeated redirects
-    RedisClusterException,  # redis-py: no node reachable, or a slot without a node
+    ClusterError,
+    RedisClusterException,
 )
 """Errors that mean "not now": a consumer redelivers after a delay, a request answers 503."""
 
-
-class Commands(Protocol):
-    """What scripts need of a client: redis-py's `Redis` and `PipelinedRedis` both serve."""
-
-    async def execute_command(self, *args: Any) -> Any: ...
-
-
-def connect(
-    url: str,
-    *,
-    cluster: bool = False,
-    max_connections: int = 512,
-    ssl_context: ssl.SSLContext | None = None,
-    **options: Any,
-) -> aioredis.Redis:
-    """redis-py's client of `url`: `RedisCluster` (with `url` as its seed node) when `cluster`.
-    With `ssl_context` (from `shared.platform.tls`, for `rediss://` URLs) every connection uses that
-    context.
-
-    The cluster client answers every command the services send (each names keys of one slot),
-    so it is typed as the single-server client they are written against.
-    """
-    options = {"socket_connect_timeout": 2, "socket_timeout": 5, "decode_responses": False, **options}
-    if cluster:
-        if ssl_context is not None:
-            raise ConfigError("REDIS_URL: TLS to a Redis Cluster is not supported by this release")
-        return cast(aioredis.Redis, RedisCluster.from_url(url, max_connections=max_connections, **options))
-    options = {"max_connections": max_connections, "health_check_interval": 10, **options}
-    if ssl_context is None:
-        return aioredis.Redis.from_url(url, **options)
-    # from_url would pick redis-py's own SSL connection class, which builds its own context.
-    pool_options = {
-        **parse_url(url),
-        **options,
-        "connection_class": _ContextSSLConnection,
-        "ssl_context": ssl_context,
-    }
-    return aioredis.Redis.from_pool(aioredis.ConnectionPool(**pool_options))
-
-
-class _ContextSSLConnection(aioredis.Connection):
-    """A TCP connection wrapped in TLS with the given context (and its verification)."""
-
-    def __init__(self, *, ssl_context: ssl.SSLContext, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._ssl_context = ssl_context
-
-    def _connection_arguments(self) -> Mapping[str, Any]:
-        return {**super()._connection_arguments(), "ssl": self._ssl_context}
-
-
-async def cluster_enabled(
-    url: str, mode: str, *, ssl_context: ssl.SSLContext | None = None, **options: Any
-) -> bool:
-    """Whether `url` names a node of a Redis Cluster: `on`, `off`, or `auto` (`INFO cluster`)."""
-    if mode != "auto":
-        return mode == "on"
-    # Database 0 whatever the URL selects: a cluster node refuses SELECT, and says so later.
-    settings = {**parse_url(url), "socket_connect_timeout": 2, "socket_timeout": 5, **options, "db": 0}
-    if ssl_context is not None:
-        settings.update(connection_class=_ContextSSLConnection, ssl_context=ssl_context)
-    probe = aioredis.Redis(connection_pool=aioredis.ConnectionPool(**settings))
-    try:
-        info = await probe.info("cluster")
-    finally:
-        await probe.aclose(close_connection_pool=True)
-    return bool(int(info.get("cluster_enabled", 0)))
-
-
-async def open_client(
-    url: str, mode: str, *, ssl_context: ssl.SSLContext | None = None, **options: Any
-) -> aioredis.Redis:
-    """`connect` after `cluster_enabled`: raises a transient error while the server is away,
-    `ConfigError` for a cluster URL that selects a database other than 0."""
-    cluster = await cluster_enabled(url, mode, ssl_context=ssl_context, **options)
-    if cluster and parse_url(url).get("db", 0) not in (0, "0", None):
-        raise ConfigError("REDIS_URL: Redis Cluster has database 0 only")
-    return connect(url, cluster=cluster, ssl_context=ssl_context, **options)
-
-
-def is_cluster(client: aioredis.Redis) -> bool:
-    return isinstance(client, RedisCluster)
-
-
-async def scan_all(client: aioredis.Redis, match: str, count: int = 500) -> AsyncIterator[bytes]:
-    """Every key matching `match`: one SCAN on a single server, a SCAN of every master on Redis
-    Cluster (each holds only its own slots)."""
-    if not isinstance(client, RedisCluster):
-        async for key in client.scan_iter(match=match, count=count):
-            yield key
-        return
-    cluster = cast(RedisCluster, client)
-    await cluster.initialize()
-    for node in cluster.get_primaries():
-        cursor = 0
-        while True:
-            cursor, batch = await _scan_node(cluster, node, cursor, match, count)
-            for key in batch:
-                yield key
-            if cursor == 0:
-                break
-
-
-async def _scan_node(
-    cluster: RedisCluster, node: ClusterNode, cursor: int, match: str, count: int
-) -> tuple[int, list[bytes]]:
-    reply = await cluster.execute_command("SCAN", cursor, "MATCH", match, "COUNT", count, target_nodes=node)
-    next_cursor, batch = reply
-    if isinstance(next_cursor, dict):  # redis-py names the cursor by its node: {name: cursor}
-        next_cursor = next(iter(next_cursor.values()))
-    return int(next_cursor), list(batch)
-
-
-async def answers_every_slot(client: aioredis.Redis) -> bool:
-    """Readiness of the store: PING on a single server; on Redis Cluster, every slot range has a
-    master that answers and reports `cluster_state:ok`. False while the store cannot answer."""
-    try:
-        if not isinstance(client, RedisCluster):
-            return bool(await client.ping())  # type: ignore[misc]
-        return await _cluster_answers(cast(RedisCluster, client))
-    except TRANSIENT_REDIS_ERRORS:
-        return False
-
-
-async def _cluster_answers(cluster: RedisCluster) -> bool:
-    await cluster.initialize()
-    ranges: dict[tuple[int, int], dict[str, Any]] | None = None
-    for node in cluster.get_primaries():
-        try:
-            ranges = await cluster.execute_command("CLUSTER SLOTS", target_nodes=node)
-            break
-        except TRANSIENT_REDIS_ERRORS:
-            continue
-    if not ranges or sum(end - start + 1 for start, end in ranges) != slots.SLOTS:
-        return False
-    for host, port in {tuple(r["primary"]) for r in ranges.values()}:
-        master = cluster.get_node(host=host, port=port)
-        if master is None:  # a master this client does not know yet (a failover): learn the layout
-            await cluster.nodes_manager.initialize()
-            return False
-        info = await cluster.execute_command("CLUSTER INFO", target_nodes=master)
-        if info.get("cluster_state") != "ok":
-            return False
-    return True
-
-
-def _script_source(name: str) -> str:
-    return resources.files("shared.records.scripts").joinpath(f"{name}.lua").read_text()
+Command = tuple[Any, ...]
 
 
 class Script:
-    """A Lua script from `shared/records/scripts/<name>.lua`, run with EVALSHA.
+    """A Lua script run with EVALSHA; `source` is the whole text the server runs."""
 
-    With `with_lib`, the helpers of `lib.lua` are prepended: scripts that record run steps
-    share them without a second round trip.
-    """
-
-    def __init__(self, name: str, *, with_lib: bool = False) -> None:
+    def __init__(self, name: str, source: str) -> None:
         self.name = name
-        self.source = (_script_source("lib") + "\n" if with_lib else "") + _script_source(name)
-        self.sha = hashlib.sha1(self.source.encode()).hexdigest()
+        self.source = source
+        self.sha = hashlib.sha1(source.encode()).hexdigest()
 
-    async def __call__(self, client: Commands, keys: list[str], args: list[Any]) -> Any:
+
+class Redis:
+    """The store's client (see the module). `cluster` is `on`, `off` or `auto` (the server is
+    asked, `INFO cluster`); `ssl_context` comes from `shared.platform.tls`, and a `rediss://`
+    URL without one verifies the server against the system's trust store."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        cluster: str = "auto",
+        connect_timeout: float = 2.0,
+        reply_timeout: float = 5.0,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
+        parsed = urlparse(url)
+        self._db = int((parsed.path or "/0").lstrip("/") or 0)
+        self._tls = ssl_context is not None or parsed.scheme == "rediss"
+        if cluster == "on":
+            self._check_cluster_url()
+        self._pipe = PipelinedRedis(
+            url,
+            cluster=cluster,
+            connect_timeout=connect_timeout,
+            reply_timeout=reply_timeout,
+            ssl_context=ssl_context,
+        )
+        self.send = self._pipe.send
+        """Queue a command now and return its reply's future: commands sent one after the
+        other, before any is awaited, go out in one write (the hot paths' way)."""
+
+    @classmethod
+    def from_config(cls, config: Config) -> Redis:
+        """The client of `REDIS_URL`, `REDIS_CLUSTER` and the Redis TLS settings."""
+        return cls(config.redis_url, cluster=config.redis_cluster, ssl_context=tls.redis_context(config))
+
+    def _check_cluster_url(self) -> None:
+        if self._tls:
+            raise ConfigError("REDIS_URL: TLS to a Redis Cluster is not supported by this release")
+        if self._db:
+            raise ConfigError("REDIS_URL: Redis Cluster has database 0 only")
+
+    async def connect(self) -> None:
+        """Learn whether the server is a Redis Cluster and check that the URL suits it: raises a
+        transient error while the server is away, `ConfigError` for a URL a cluster refuses."""
+        if await self._pipe.is_cluster():
+            self._check_cluster_url()
+
+    async def is_cluster(self) -> bool:
+        return await self._pipe.is_cluster()
+
+    async def aclose(self) -> None:
+        await self._pipe.aclose()
+
+    # Commands ------------------------------------------------------------------------------
+
+    async def execute(self, *args: Any) -> Any:
+        """One command's reply, counting a transient failure."""
         try:
-            try:
-                return await client.execute_command("EVALSHA", self.sha, len(keys), *keys, *args)
-            except NoScriptError:  # a restarted server forgot its scripts
-                return await client.execute_command("EVAL", self.source, len(keys), *keys, *args)
+            return await self._pipe.send(*args)
         except TRANSIENT_REDIS_ERRORS:
             metrics.REDIS_ERRORS.inc()
             raise
 
+    async def reply(self, sent: Awaitable[Any]) -> Any:
+        """The reply of a command queued with `send`, counting a transient failure."""
+        try:
+            return await sent
+        except TRANSIENT_REDIS_ERRORS:
+            metrics.REDIS_ERRORS.inc()
+            raise
 
-async def call(awaitable: Any) -> Any:
-    """Await a plain Redis command, counting transient failures."""
-    try:
-        return await awaitable
-    except TRANSIENT_REDIS_ERRORS:
-        metrics.REDIS_ERRORS.inc()
-        raise
+    async def batch(self, commands: Sequence[Command]) -> list[Any]:
+        """The replies of `commands`, all sent before the first is awaited (one write on a
+        single server, one per master on a cluster)."""
+        sent = [self._pipe.send(*command) for command in commands]
+        try:
+            return list(await asyncio.gather(*sent))
+        except TRANSIENT_REDIS_ERRORS:
+            metrics.REDIS_ERRORS.inc()
+            raise
+
+    async def get(self, key: str) -> bytes | None:
+        reply: bytes | None = await self.execute("GET", key)
+        return reply
+
+    async def hget(self, key: str, field: str) -> bytes | None:
+        reply: bytes | None = await self.execute("HGET", key, field)
+        return reply
+
+    async def hmget(self, key: str, *fields: str) -> list[bytes | None]:
+        reply: list[bytes | None] = await self.execute("HMGET", key, *fields)
+        return reply
+
+    async def hgetall(self, key: str | bytes) -> dict[bytes, bytes]:
+        return pairs(await self.execute("HGETALL", key))
+
+    async def exists(self, key: str) -> bool:
+        return bool(await self.execute("EXISTS", key))
+
+    async def lrange(self, key: str, start: int = 0, stop: int = -1) -> list[bytes]:
+        reply: list[bytes] = await self.execute("LRANGE", key, start, stop)
+        return reply
+
+    async def zrange_scored(self, key: str, start: int, stop: int) -> list[tuple[bytes, float]]:
+        """Members from rank `start` to `stop`, with their scores."""
+        return scored(await self.execute("ZRANGE", key, start, stop, "WITHSCORES"))
+
+    async def zrangebyscore(
+        self, key: str, low: float | str, high: float | str, offset: int, count: int
+    ) -> list[bytes]:
+        reply: list[bytes] = await self.execute(
+            "ZRANGEBYSCORE", key, _score(low), _score(high), "LIMIT", offset, count
+        )
+        return reply
+
+    async def zrangebyscore_scored(
+        self, key: str, low: float | str, high: float | str, offset: int, count: int
+    ) -> list[tuple[bytes, float]]:
+        """As `zrangebyscore`, with each member's score."""
+        reply = await self.execute(
+            "ZRANGEBYSCORE", key, _score(low), _score(high), "WITHSCORES", "LIMIT", offset, count
+        )
+        return scored(reply)
+
+    async def zrem(self, key: str, *members: bytes | str) -> int:
+        return int(await self.execute("ZREM", key, *members))
+
+    # Scripts --------------------------------------------------------------------------------
+
+    async def script(self, script: Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        """Run `script` on `keys` (all of one hash tag) with `args`."""
+        try:
+            try:
+                return await self._pipe.send("EVALSHA", script.sha, len(keys), *keys, *args)
+            except NoScriptError:  # a restarted server forgot its scripts
+                return await self._pipe.send("EVAL", script.source, len(keys), *keys, *args)
+        except TRANSIENT_REDIS_ERRORS:
+            metrics.REDIS_ERRORS.inc()
+            raise
+
+    # Scans and readiness ----------------------------------------------------------------------
+
+    async def scan(self, match: str, count: int = 500) -> AsyncIterator[bytes]:
+        """Every key matching `match`: one SCAN on a single server, a SCAN of every master on
+        Redis Cluster (each holds only its own slots)."""
+        if not await self._pipe.is_cluster():
+            async for key in self._scan_with(self._pipe.send, match, count):
+                yield key
+            return
+        masters = {address for address in await self._pipe.slot_masters() if address is not None}
+        for address in sorted(masters):
+            async for key in self._scan_with(functools.partial(self._pipe.send_to, address), match, count):
+                yield key
+
+    @staticmethod
+    async def _scan_with(send: Any, match: str, count: int) -> AsyncIterator[bytes]:
+        cursor = b"0"
+        while True:
+            try:
+                cursor, batch = await send("SCAN", cursor, "MATCH", match, "COUNT", count)
+            except TRANSIENT_REDIS_ERRORS:
+                metrics.REDIS_ERRORS.inc()
+                raise
+            for key in batch:
+                yield key
+            if cursor == b"0":
+                return
+
+    async def ready(self) -> bool:
+        """Readiness of the store: PING on a single server; on Redis Cluster, every slot has a
+        master that answers and reports `cluster_state:ok`. False while the store cannot answer."""
+        try:
+            if not await self._pipe.is_cluster():
+                return bool(await self._pipe.send("PING") == b"PONG")
+            table = await self._pipe.slot_masters()
+            if len(table) != SLOTS or any(address is None for address in table):
+                return False
+            for address in {address for address in table if address is not None}:
+                info = await self._pipe.send_to(address, "CLUSTER", "INFO")
+                if b"cluster_state:ok" not in info:
+                    return False
+            return True
+        except (*TRANSIENT_REDIS_ERRORS, RedisError):  # an error reply is no readiness either
+            return False
+
+
+def pairs(flat: list[Any]) -> dict[bytes, bytes]:
+    """A flat `[name, value, ...]` reply (HGETALL) as a mapping."""
+    return dict(zip(flat[::2], flat[1::2], strict=True))
+
+
+def scored(flat: list[Any]) -> list[tuple[bytes, float]]:
+    """A flat `[member, score, ...]` reply (WITHSCORES) as (member, score) pairs."""
+    return [(member, float(score)) for member, score in zip(flat[::2], flat[1::2], strict=True)]
+
+
+def _score(value: float | str) -> str:
+    return value if isinstance(value, str) else repr(value)

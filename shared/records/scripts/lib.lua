@@ -1,4 +1,4 @@
--- Helpers prepended to every script that records a run step (see shared/platform/redis/store.py).
+-- Helpers prepended to every script that records a run step (see scripts/__init__.py).
 -- All keys a script touches share one session's hash tag.
 
 -- Write `value` into `slot` of `slots_key` unless the slot is taken; returns what was there.

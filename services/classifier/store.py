@@ -1,0 +1,61 @@
+"""The classifier's reads and writes in Redis: the run's claim, the saved session and the tenant's
+recovery budget read in one round trip, the step recorded by `RunStore`, and the outbox entries
+of a step recorded by an earlier delivery."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from typing import Any
+
+import msgspec
+
+from shared.platform.redis import Redis
+from shared.records import keys
+from shared.records.outbox import OutboxEntry
+from shared.records.retention import Retention
+from shared.records.session import SAVED_FIELDS
+from shared.records.steps import RunStep
+from shared.records.store import RunStore
+
+_decode_entry = msgspec.json.Decoder(OutboxEntry).decode
+
+
+class ClassifierStore:
+    """Every read is sent when called, before it is awaited: the reads of one event (and of
+    concurrent events) go out in one write."""
+
+    def __init__(self, redis: Redis, retention: Retention) -> None:
+        self.redis = redis
+        self.runs = RunStore(redis, retention)
+
+    def claim_run(self, run_id: str, session_key: str) -> Awaitable[str | None]:
+        return self.runs.claim_run(run_id, session_key)
+
+    def saved_session(self, session_key: str) -> asyncio.Future[Any]:
+        """HMGET of the session record's `SAVED_FIELDS` (for `saved_session_of`)."""
+        return self.redis.send("HMGET", keys.session(session_key), *SAVED_FIELDS)
+
+    def spent(self, budget_key: str) -> asyncio.Future[Any]:
+        """The recovery budget spent in a window (None when nothing was spent)."""
+        return self.redis.send("GET", budget_key)
+
+    async def spend(self, budget_key: str, window_ms: int) -> int:
+        """Count one recovery in the window's budget; the count after it."""
+        counted = self.redis.send("INCR", budget_key)
+        expiring = self.redis.send("PEXPIRE", budget_key, str(window_ms))
+        total, _ = await counted, await expiring
+        return int(total)
+
+    async def unclaim_run(self, run_id: str) -> None:
+        await self.runs.unclaim_run(run_id)
+
+    async def record(
+        self, session_key: str, run_id: str, step: RunStep, *, index_fresh: bool
+    ) -> bytes | None:
+        return await self.runs.record_step(session_key, run_id, step, index_fresh=index_fresh)
+
+    async def outbox_entries(self, session_key: str, msg_ids: list[str]) -> list[OutboxEntry]:
+        """The entries of `msg_ids` still in the session's outbox."""
+        raw = await self.redis.execute("HMGET", keys.outbox(session_key), *msg_ids)
+        return [_decode_entry(data) for data in raw if data is not None]

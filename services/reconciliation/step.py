@@ -1,0 +1,137 @@
+"""The reconciliation service's records as pure functions: the listing's keys and members, a
+record's fields and how stored hashes read back, and the operator's `continue_fresh` step.
+Reading and recording are `store`'s."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+import msgspec
+
+from shared.contract.decisions import Decision
+from shared.contract.limits import NAME_CHARS
+from shared.contract.reconciliation import ReconciliationRecord, Resolution, RunView, ToolCallRecord
+from shared.contract.sessions import SessionRef
+from shared.contract.types import (
+    ReconciliationStatus,
+    RecordedOutcome,
+    RunStatus,
+)
+from shared.records import keys
+from shared.records.outbox import OutboxEntry
+from shared.records.reconciliations import (
+    CONTINUE_ACTION,
+    SERVICE_ACTOR,
+    continue_fresh,
+    opened_audit,
+    record_fields,
+)
+from shared.records.session import text
+from shared.records.store import reconciliation_member
+
+
+def open_index(run_id: str) -> str:
+    """The sorted set that lists `run_id`'s reconciliation while it is open."""
+    return keys.reconciliations_open(keys.reconciliation_bucket(run_id))
+
+
+def delivered_index(run_id: str) -> str:
+    return keys.reconciliations_delivered(keys.reconciliation_bucket(run_id))
+
+
+OPEN_INDEXES = [keys.reconciliations_open(b) for b in range(keys.RECONCILIATION_BUCKETS)]
+DELIVERED_INDEXES = [keys.reconciliations_delivered(b) for b in range(keys.RECONCILIATION_BUCKETS)]
+TRIM_BATCH = 500
+"""Entries of one delivered set looked at per trim, so one round stays short."""
+
+
+_encode = msgspec.json.Encoder().encode
+_session = msgspec.json.Decoder(SessionRef)
+_tool_call = msgspec.json.Decoder(ToolCallRecord)
+_resolution = msgspec.json.Decoder(Resolution)
+_decision = msgspec.json.Decoder(Decision)
+
+
+def member(session_key: str, run_id: str) -> str:
+    return reconciliation_member(session_key, run_id)
+
+
+def split_member(value: bytes | str) -> tuple[str, str]:
+    text = value.decode() if isinstance(value, bytes) else value
+    session_key, _, run_id = text.rpartition("\n")
+    return session_key, run_id
+
+
+def epoch_of(rfc3339: str) -> float:
+    return datetime.fromisoformat(rfc3339).timestamp()
+
+
+def _text(raw: dict[bytes, bytes], name: str) -> str:
+    return text(raw.get(name.encode()))
+
+
+def _tool_call_of(text: str) -> ToolCallRecord | None:
+    if not text:
+        return None
+    call = _tool_call.decode(text)
+    if len(call.tool_name) > NAME_CHARS:
+        # Opened before tool names had a limit: shown cut to it, so every record fits a reply.
+        call.tool_name = call.tool_name[:NAME_CHARS]
+    return call
+
+
+def parse_record(raw: dict[bytes, bytes]) -> ReconciliationRecord:
+    tool_call = _text(raw, "tool_call")
+    recorded = _text(raw, "recorded_outcome")
+    resolution = _text(raw, "resolution")
+    return ReconciliationRecord(
+        run_id=_text(raw, "run_id"),
+        runner_id=_text(raw, "runner_id"),
+        session=_session.decode(raw[b"session"]),
+        attempt=int(_text(raw, "attempt")),
+        tool_call=_tool_call_of(tool_call),
+        recorded_outcome=msgspec.convert(recorded, RecordedOutcome) if recorded else None,  # type: ignore[arg-type]
+        status=msgspec.convert(_text(raw, "status"), ReconciliationStatus),  # type: ignore[arg-type]
+        opened_at=_text(raw, "opened_at"),
+        resolution=_resolution.decode(resolution) if resolution else None,
+    )
+
+
+def parse_run(raw: dict[bytes, bytes]) -> RunView:
+    last = _text(raw, "last_decision")
+    return RunView(
+        run_id=_text(raw, "run_id"),
+        runner_id=_text(raw, "runner_id"),
+        session=_session.decode(raw[b"session"]),
+        attempt=int(_text(raw, "attempt")),
+        status=msgspec.convert(_text(raw, "status"), RunStatus),  # type: ignore[arg-type]
+        last_decision=_decision.decode(last) if last else None,
+    )
+
+
+@dataclass(frozen=True)
+class Continuation:
+    """The outcome of recording a continue_fresh step: the script's code ('resolved' or
+    'retried' when this call recorded it), and what to publish for which session."""
+
+    code: str
+    detail: str
+    decision: Decision
+    session_key: str
+    outbox: list[OutboxEntry]
+
+
+def encoded_size(record: ReconciliationRecord) -> int:
+    """What `record` adds to a page's items: its JSON and a separator."""
+    return len(_encode(record)) + 1
+
+
+__all__ = [
+    "CONTINUE_ACTION",
+    "SERVICE_ACTOR",
+    "Continuation",
+    "continue_fresh",
+    "opened_audit",
+    "record_fields",
+]

@@ -1,9 +1,12 @@
 """The services `continuity serve` and `continuity up` know, by name: every package under
 services/ with a `service.py`. A package's name is its service's name with `_` for `-`
-(`services/session_store` is `session-store`); its `service.py` exports `NAME` and
-`build(ctx) -> ServiceSpec` (shared/platform/service.py), or, for a process that is neither consumers nor
-endpoints (the console's web server), `app() -> App`. Adding a package adds the service here,
-to `continuity serve`, `continuity up` and to the deploy tests."""
+(`services/session_store` is `session-store`); its `service.py` exports `NAME`, `SPEC` (the
+endpoints and durable consumers it owns) and `build(ctx, **options) -> Wiring`
+(shared/platform/service.py). Adding a package adds the service here, to `continuity serve`,
+`continuity up`, `continuity streams` and to the deploy tests.
+
+Which service owns which subject and consumer is read here from the specs, by the command and
+the tests, never listed again."""
 
 from __future__ import annotations
 
@@ -13,12 +16,14 @@ import importlib.util
 import os
 import pkgutil
 from collections.abc import Mapping
+from types import ModuleType
+from typing import Any
 
 import services
 from shared.platform import config
+from shared.platform.bus.streams import DurableConsumer
 from shared.platform.config import VARIABLE_PREFIX, config_variables
-from shared.platform.runtime import App
-from shared.platform.service import ServiceApp
+from shared.platform.service import Service, ServiceSpec
 
 
 def _discover() -> dict[str, str]:
@@ -39,16 +44,40 @@ def available() -> list[str]:
     return list(SERVICES)
 
 
-def load(name: str) -> App:
+def _module(name: str) -> ModuleType:
     if name not in SERVICES:
         raise KeyError(f"unknown service {name!r}; known: {', '.join(SERVICES)}")
     module = importlib.import_module(SERVICES[name])
-    if module.NAME != name:
-        raise KeyError(f"{SERVICES[name]} describes {module.NAME!r}, not {name!r}")
-    if hasattr(module, "build"):
-        return ServiceApp(name, module.build)
-    app: App = module.app()
-    return app
+    if module.NAME != name or module.SPEC.name != name:
+        raise KeyError(f"{SERVICES[name]} describes {module.SPEC.name!r}, not {name!r}")
+    return module
+
+
+def spec(name: str) -> ServiceSpec:
+    """A service's spec, read without connecting to anything."""
+    found: ServiceSpec = _module(name).SPEC
+    return found
+
+
+def specs() -> list[ServiceSpec]:
+    """Every service's spec, by name."""
+    return [spec(name) for name in SERVICES]
+
+
+def load(name: str, **options: Any) -> Service:
+    """The service `continuity serve <name>` runs; `options` go to its `build` (intervals a test
+    shortens, the console's own configuration)."""
+    return Service.of(_module(name), **options)
+
+
+def durable_consumers(replicas: int, ack_wait_s: float) -> list[DurableConsumer]:
+    """Every service's durable consumers as JetStream should store them (`continuity streams`)."""
+    return [c.stored(replicas, ack_wait_s) for s in specs() for c in s.consumers]
+
+
+def service_answering(subject: str) -> str | None:
+    """The service whose endpoints take requests on `subject` (None when none does)."""
+    return next((s.name for s in specs() if s.answers(subject)), None)
 
 
 @functools.cache

@@ -5,25 +5,18 @@ from __future__ import annotations
 
 from shared.contract import errors
 
-# The service behind each request subject: the one to name when nobody answers.
-SERVICE_BY_SUBJECT: dict[str, str] = {
-    "continuity.sessions.": "session-store",
-    "continuity.runners.": "session-store",
-    "continuity.reconciliations.": "reconciliation",
-    "continuity.runs.": "reconciliation",
-    "continuity.operator.": "reconciliation",
-}
-
 # Named by docs/operator.md beside `unavailable` but not a catalogue code: explained here.
 DRAINING = "draining"
 _DRAINING_EXPLANATION = "the service is shutting down; retry in a moment"
 
 
 def service_for(subject: str | None) -> str:
-    for prefix, service in SERVICE_BY_SUBJECT.items():
-        if subject is not None and subject.startswith(prefix):
-            return service
-    return "Continuity"
+    """The service whose spec declares an endpoint on `subject`: the one to name when nobody
+    answers."""
+    from services import registry  # the specs are read only when a message needs them
+
+    found = registry.service_answering(subject) if subject is not None else None
+    return found or "Continuity"
 
 
 def explain(code: str, run_id: str | None, fallback: str, missing: str | None = None) -> str:

@@ -39,11 +39,11 @@ def _serve(args: argparse.Namespace) -> int:
 
     try:
         config = Config.from_env()
-        app = registry.load(args.service)  # a service may read settings of its own
+        service = registry.load(args.service)  # a service may read settings of its own
     except ConfigError as err:
         print(f"continuity: configuration error: {err}", file=sys.stderr)
         return 2
-    run(app, config)
+    run(service, config)
     return 0
 
 

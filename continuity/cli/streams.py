@@ -23,6 +23,7 @@ from continuity.cli.examples import examples
 from continuity.cli.exits import EXIT_BAD_INPUT, EXIT_CONFLICT, EXIT_OK, EXIT_UNAVAILABLE, Failure
 from continuity.cli.output import report, to_json
 from continuity.cli.tables import table
+from services import registry
 from shared.platform.bus import streams
 from shared.platform.config import Config, ConfigError
 
@@ -64,12 +65,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     examples(apply, "continuity streams apply --replicas 3 --yes")
 
 
-def _wanted(args: argparse.Namespace) -> tuple[list[Any], list[streams.ConsumerSpec]]:
+def _wanted(args: argparse.Namespace) -> tuple[list[Any], list[streams.DurableConsumer]]:
     config = Config.from_env()
     replicas = args.replicas or config.stream_replicas
     return (
         streams.stream_configs(replicas, config.duplicate_window_s),
-        streams.service_consumers(replicas, config.ack_wait_s),
+        # The consumers the services' specs declare: the ones they create at start.
+        registry.durable_consumers(replicas, config.ack_wait_s),
     )
 
 

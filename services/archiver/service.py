@@ -10,7 +10,7 @@ from nats.aio.msg import Msg
 
 from shared.contract import subjects
 from shared.platform.runtime import Context
-from shared.platform.service import ConsumerSpec, ServiceApp, ServiceSpec
+from shared.platform.service import ConsumerSpec, ServiceSpec, Wiring
 from shared.records.outbox import Outbox
 
 from .handler import ArchiveHandler
@@ -18,27 +18,20 @@ from .handler import ArchiveHandler
 NAME = "archiver"
 VERSION = "1.0.0"
 
+SPEC = ServiceSpec(
+    name=NAME,
+    version=VERSION,
+    description="The remote-then-local archive before a replacement",
+    consumers=(
+        # The raw delivery: the handler keeps a long archive alive with progress acks.
+        ConsumerSpec(subjects.WORK_STREAM, subjects.ARCHIVER_CONSUMER, subjects.WORK_ARCHIVE, Msg),
+    ),
+)
 
-def build(ctx: Context) -> ServiceSpec:
+
+def build(ctx: Context) -> Wiring:
     outbox = Outbox(ctx.redis, ctx.js)
-    return ServiceSpec(
-        name=NAME,
-        version=VERSION,
-        description="The remote-then-local archive before a replacement",
-        consumers=(
-            # The raw delivery: the handler keeps a long archive alive with progress acks.
-            ConsumerSpec(
-                subjects.WORK_STREAM,
-                subjects.ARCHIVER_CONSUMER,
-                subjects.WORK_ARCHIVE,
-                Msg,
-                ArchiveHandler(ctx.nc, ctx.redis, outbox, ctx.config),
-            ),
-        ),
-        outbox=outbox,
+    return Wiring(
+        handlers={subjects.ARCHIVER_CONSUMER: ArchiveHandler(ctx.nc, ctx.redis, outbox, ctx.config)},
+        parts=(outbox.sweeper(),),
     )
-
-
-class ArchiverApp(ServiceApp):
-    def __init__(self) -> None:
-        super().__init__(NAME, build)

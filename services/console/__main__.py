@@ -1,5 +1,7 @@
-from services.console.service import ConsoleApp
 from shared.platform.runtime import run
+from shared.platform.service import Service
+
+from . import service
 
 if __name__ == "__main__":
-    run(ConsoleApp())
+    run(Service.of(service))

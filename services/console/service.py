@@ -1,7 +1,8 @@
-"""The console as a Continuity process: `shared.platform.runtime.serve` gives it NATS (and the shared
-`/metrics`, `/healthz`, `/readyz`); it serves its pages on a port of its own and holds no
-state besides the signed cookies its browsers carry, and, with the development login, the ids
-of signed-out sessions in a JetStream key-value bucket every replica reads."""
+"""The console as a Continuity process: `shared.platform.runtime.serve` gives it NATS (and the
+shared `/metrics`, `/healthz`, `/readyz`); its one part (`WebConsole`) serves its pages on a port
+of its own and holds no state besides the signed cookies its browsers carry, and, with the
+development login, the ids of signed-out sessions in a JetStream key-value bucket every replica
+reads."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from services.console.web import Console
 from shared.contract.client import ContinuityClient
 from shared.platform.logs import Log
 from shared.platform.runtime import Context
+from shared.platform.service import ServiceSpec, Wiring
 
 log = Log("continuity.console")
 
@@ -25,17 +27,38 @@ VARIABLES = variables()
 """The console's own settings, beside the shared `Config`'s (services/registry.py)."""
 
 
-class ConsoleApp:
-    name = "console"
+SPEC = ServiceSpec(
+    name=NAME,
+    version="1.0.0",
+    description="The operators' web console",
+    # A web server for people, not a service of the contract: nothing to announce with micro.
+    registers=False,
+)
 
-    def __init__(self, config: ConsoleConfig | None = None) -> None:
-        # Read at start-up: a bad variable stops `continuity serve console` before it connects.
-        self.config = (config or ConsoleConfig.from_env()).with_key()
+
+def prepare(config: ConsoleConfig | None = None) -> dict[str, Any]:
+    """The options of `build`, read when the service is loaded: a bad variable stops
+    `continuity serve console` before it connects."""
+    return {"config": (config or ConsoleConfig.from_env()).with_key()}
+
+
+def build(ctx: Context, *, config: ConsoleConfig) -> Wiring:
+    return Wiring(handlers={}, parts=(WebConsole(ctx, config),))
+
+
+class WebConsole:
+    """The console's pages on a port of its own, and the live feed of decisions they show."""
+
+    def __init__(self, ctx: Context, config: ConsoleConfig) -> None:
+        self._ctx = ctx
+        self.config = config
         self._runner: web.AppRunner | None = None
         self._feed: DecisionFeed | None = None
         self.port = 0
+        """The port it listens on: the configured one, or the one the system chose for 0."""
 
-    async def start(self, ctx: Context) -> None:
+    async def start(self) -> None:
+        ctx = self._ctx
         js: Any = ctx.js
         self._feed = DecisionFeed(js)
         await self._feed.start()
@@ -48,9 +71,8 @@ class ConsoleApp:
         await runner.setup()
         site = web.TCPSite(runner, self.config.host, self.config.port)
         await site.start()
-        server = site._server
-        sockets = getattr(server, "sockets", None) or []
-        self.port = int(sockets[0].getsockname()[1]) if sockets else self.config.port
+        addresses = runner.addresses
+        self.port = int(addresses[0][1]) if addresses else self.config.port
         self._runner = runner  # last: ready only once the port is known
         log.info("console_listening", port=self.port)
 
@@ -64,8 +86,3 @@ class ConsoleApp:
             with contextlib.suppress(Exception):
                 await self._runner.cleanup()
             self._runner = None
-
-
-def app() -> ConsoleApp:
-    """The console as the registry starts it (`continuity serve console`)."""
-    return ConsoleApp()

@@ -19,8 +19,9 @@ from shared.contract.reconciliation import (
     RunView,
 )
 from shared.contract.runs import RunsListReply, RunsListRequest
+from shared.platform.parts import Task
 from shared.platform.runtime import Context
-from shared.platform.service import ConsumerSpec, EndpointSpec, ServiceApp, ServiceSpec
+from shared.platform.service import ConsumerSpec, EndpointSpec, ServiceSpec, Wiring
 from shared.records.outbox import Outbox
 from shared.records.retention import Retention
 
@@ -33,75 +34,55 @@ NAME = "reconciliation"
 VERSION = "1.0.0"
 
 
+SPEC = ServiceSpec(
+    name=NAME,
+    version=VERSION,
+    description="Reconciliation records, operator resolve and retry",
+    endpoints=(
+        EndpointSpec("reconciliations-list", subjects.RECONCILIATIONS_LIST, ListRequest, ListReply),
+        EndpointSpec("reconciliations-get", subjects.RECONCILIATIONS_GET, RunRequest, ReconciliationRecord),
+        EndpointSpec(
+            "reconciliations-resolve", subjects.RECONCILIATIONS_RESOLVE, ResolveRequest, DeliveredReply
+        ),
+        EndpointSpec("runs-get", subjects.RUNS_GET, RunRequest, RunView),
+        EndpointSpec("runs-audit", wire.RUNS_AUDIT, RunRequest, wire.AuditReply),
+        EndpointSpec("operator-retry", subjects.OPERATOR_RETRY, RetryRequest, DeliveredReply),
+        EndpointSpec("runs-list", subjects.RUNS_LIST, RunsListRequest, RunsListReply),
+    ),
+    consumers=(
+        ConsumerSpec(
+            subjects.WORK_STREAM, subjects.RECONCILIATION_CONSUMER, subjects.WORK_RECONCILE, ReconcileWork
+        ),
+        # The runs index follows every decision, whoever published it (runs_index.py); it skips
+        # what is not a decision itself, so it takes the raw message.
+        ConsumerSpec(subjects.DECISIONS_STREAM, subjects.RUNS_INDEX_CONSUMER, subjects.DECISIONS_ALL, Msg),
+    ),
+)
+
+
 def build(
     ctx: Context,
     *,
     gauge_interval_s: float = 10.0,
     outbox_grace_s: float = 5.0,
     sweep_interval_s: float = 2.0,
-) -> ServiceSpec:
+) -> Wiring:
     outbox = Outbox(ctx.redis, ctx.js, grace_s=outbox_grace_s)
     retention = Retention.from_config(ctx.config)
     store = ReconciliationStore(ctx.redis, retention)
     runs = RunsIndex(ctx.redis, retention)
     h = ReconciliationHandlers(store, outbox, gauge_interval_s=gauge_interval_s, runs=runs)
-    return ServiceSpec(
-        name=NAME,
-        version=VERSION,
-        description="Reconciliation records, operator resolve and retry",
-        endpoints=(
-            EndpointSpec(
-                "reconciliations-list", subjects.RECONCILIATIONS_LIST, ListRequest, ListReply, h.list
-            ),
-            EndpointSpec(
-                "reconciliations-get", subjects.RECONCILIATIONS_GET, RunRequest, ReconciliationRecord, h.get
-            ),
-            EndpointSpec(
-                "reconciliations-resolve",
-                subjects.RECONCILIATIONS_RESOLVE,
-                ResolveRequest,
-                DeliveredReply,
-                h.resolve,
-            ),
-            EndpointSpec("runs-get", subjects.RUNS_GET, RunRequest, RunView, h.run),
-            EndpointSpec("runs-audit", wire.RUNS_AUDIT, RunRequest, wire.AuditReply, h.audit),
-            EndpointSpec("operator-retry", subjects.OPERATOR_RETRY, RetryRequest, DeliveredReply, h.retry),
-            EndpointSpec("runs-list", subjects.RUNS_LIST, RunsListRequest, RunsListReply, runs.list_runs),
-        ),
-        consumers=(
-            ConsumerSpec(
-                subjects.WORK_STREAM,
-                subjects.RECONCILIATION_CONSUMER,
-                subjects.WORK_RECONCILE,
-                ReconcileWork,
-                h.open,
-            ),
-            # The runs index follows every decision, whoever published it (runs_index.py); it
-            # skips what is not a decision itself, so it takes the raw message.
-            ConsumerSpec(
-                subjects.DECISIONS_STREAM,
-                subjects.RUNS_INDEX_CONSUMER,
-                subjects.DECISIONS_ALL,
-                Msg,
-                runs.handle,
-            ),
-        ),
-        outbox=outbox,
-        sweep_interval_s=sweep_interval_s,
-        background=(h.refresh_gauges,),
+    return Wiring(
+        handlers={
+            "reconciliations-list": h.list,
+            "reconciliations-get": h.get,
+            "reconciliations-resolve": h.resolve,
+            "runs-get": h.run,
+            "runs-audit": h.audit,
+            "operator-retry": h.retry,
+            "runs-list": runs.list_runs,
+            subjects.RECONCILIATION_CONSUMER: h.open,
+            subjects.RUNS_INDEX_CONSUMER: runs.handle,
+        },
+        parts=(outbox.sweeper(sweep_interval_s), Task(h.refresh_gauges, name="reconciliation-gauges")),
     )
-
-
-class ReconciliationApp(ServiceApp):
-    def __init__(
-        self, *, gauge_interval_s: float = 10.0, outbox_grace_s: float = 5.0, sweep_interval_s: float = 2.0
-    ) -> None:
-        def configured(ctx: Context) -> ServiceSpec:
-            return build(
-                ctx,
-                gauge_interval_s=gauge_interval_s,
-                outbox_grace_s=outbox_grace_s,
-                sweep_interval_s=sweep_interval_s,
-            )
-
-        super().__init__(NAME, configured)

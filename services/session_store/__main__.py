@@ -1,7 +1,7 @@
 from shared.platform.runtime import run
-from shared.platform.service import ServiceApp
+from shared.platform.service import Service
 
-from .service import NAME, build
+from . import service
 
 if __name__ == "__main__":
-    run(ServiceApp(NAME, build))
+    run(Service.of(service))

@@ -4,8 +4,6 @@ runner directory on `continuity.runners.*` (section 10)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from shared.contract import subjects
 from shared.contract.sessions import (
     CommitReply,
@@ -30,9 +28,10 @@ from shared.contract.tenancy import (
     SessionAuditRequest,
     TransferRequest,
 )
+from shared.platform.parts import Closer
 from shared.platform.redis import Redis
 from shared.platform.runtime import Context
-from shared.platform.service import EndpointSpec, ServiceApp, ServiceSpec
+from shared.platform.service import EndpointSpec, ServiceSpec, Wiring
 from shared.records.retention import Retention
 from shared.records.runners import RunnerDirectory
 
@@ -45,7 +44,42 @@ VERSION = "1.1.0"
 _RUNNER = subjects.RUNNER_SESSIONS_TOKEN
 
 
-def build(ctx: Context) -> ServiceSpec:
+_runner = subjects.runner_sessions_pattern
+
+SPEC = ServiceSpec(
+    name=NAME,
+    version=VERSION,
+    description="Session records, resume decisions, ownership and the runner directory",
+    endpoints=(
+        # The services' own account: operators and the CLI.
+        EndpointSpec("decide", subjects.SESSIONS_DECIDE, DecideRequest, DecideReply, pipelined=True),
+        EndpointSpec("commit", subjects.SESSIONS_COMMIT, CommitRequest, CommitReply),
+        EndpointSpec("get", subjects.SESSIONS_GET, GetRequest, SessionView),
+        EndpointSpec("reject", subjects.SESSIONS_REJECT, RejectRequest, RejectReply),
+        EndpointSpec("transfer", subjects.SESSIONS_TRANSFER, TransferRequest, OwnershipReply),
+        EndpointSpec("ownership", subjects.SESSIONS_AUDIT, SessionAuditRequest, SessionAuditReply),
+        EndpointSpec("runners-put", subjects.RUNNERS_PUT, RunnerPutRequest, RunnerRecord),
+        EndpointSpec("runners-revoke", subjects.RUNNERS_REVOKE, RunnerRevokeRequest, RunnerRecord),
+        EndpointSpec("runners-get", subjects.RUNNERS_GET, RunnerGetRequest, RunnerRecord),
+        EndpointSpec("runners-list", subjects.RUNNERS_LIST, RunnersListRequest, RunnersListReply),
+        # Runners: the runner_id comes from the subject the server routed the request on.
+        EndpointSpec(
+            "runner-decide",
+            _runner("decide"),
+            DecideRequest,
+            DecideReply,
+            pipelined=True,
+            runner_token=_RUNNER,
+        ),
+        EndpointSpec("runner-commit", _runner("commit"), CommitRequest, CommitReply, runner_token=_RUNNER),
+        EndpointSpec("runner-get", _runner("get"), GetRequest, SessionView, runner_token=_RUNNER),
+        EndpointSpec("runner-reject", _runner("reject"), RejectRequest, RejectReply, runner_token=_RUNNER),
+        EndpointSpec("runner-claim", _runner("claim"), ClaimRequest, OwnershipReply, runner_token=_RUNNER),
+    ),
+)
+
+
+def build(ctx: Context) -> Wiring:
     # Requests share one auto-pipelined connection: concurrent decisions cost one write.
     redis = Redis.from_config(ctx.config)
     requests = SessionRequests(
@@ -54,84 +88,23 @@ def build(ctx: Context) -> ServiceSpec:
         enforced=ctx.config.tenancy == "enforced",
         claims_allowed=ctx.config.session_claims == "allow",
     )
-    runner = subjects.runner_sessions_pattern
-    endpoints: tuple[EndpointSpec[Any, Any], ...] = (
-        # The services' own account: operators and the CLI.
-        EndpointSpec(
-            "decide", subjects.SESSIONS_DECIDE, DecideRequest, DecideReply, requests.decide, pipelined=True
-        ),
-        EndpointSpec("commit", subjects.SESSIONS_COMMIT, CommitRequest, CommitReply, requests.commit),
-        EndpointSpec("get", subjects.SESSIONS_GET, GetRequest, SessionView, requests.get),
-        EndpointSpec("reject", subjects.SESSIONS_REJECT, RejectRequest, RejectReply, requests.reject),
-        EndpointSpec(
-            "transfer", subjects.SESSIONS_TRANSFER, TransferRequest, OwnershipReply, requests.transfer
-        ),
-        EndpointSpec(
-            "ownership", subjects.SESSIONS_AUDIT, SessionAuditRequest, SessionAuditReply, requests.audit
-        ),
-        EndpointSpec(
-            "runners-put", subjects.RUNNERS_PUT, RunnerPutRequest, RunnerRecord, requests.runner_put
-        ),
-        EndpointSpec(
-            "runners-revoke",
-            subjects.RUNNERS_REVOKE,
-            RunnerRevokeRequest,
-            RunnerRecord,
-            requests.runner_revoke,
-        ),
-        EndpointSpec(
-            "runners-get", subjects.RUNNERS_GET, RunnerGetRequest, RunnerRecord, requests.runner_get
-        ),
-        EndpointSpec(
-            "runners-list", subjects.RUNNERS_LIST, RunnersListRequest, RunnersListReply, requests.runners_list
-        ),
-        # Runners: the runner_id comes from the subject the server routed the request on.
-        EndpointSpec(
-            "runner-decide",
-            runner("decide"),
-            DecideRequest,
-            DecideReply,
-            requests.decide,
-            pipelined=True,
-            runner_token=_RUNNER,
-        ),
-        EndpointSpec(
-            "runner-commit",
-            runner("commit"),
-            CommitRequest,
-            CommitReply,
-            requests.commit,
-            runner_token=_RUNNER,
-        ),
-        EndpointSpec(
-            "runner-get", runner("get"), GetRequest, SessionView, requests.get, runner_token=_RUNNER
-        ),
-        EndpointSpec(
-            "runner-reject",
-            runner("reject"),
-            RejectRequest,
-            RejectReply,
-            requests.reject,
-            runner_token=_RUNNER,
-        ),
-        EndpointSpec(
-            "runner-claim",
-            runner("claim"),
-            ClaimRequest,
-            OwnershipReply,
-            requests.claim,
-            runner_token=_RUNNER,
-        ),
+    return Wiring(
+        handlers={
+            "decide": requests.decide,
+            "commit": requests.commit,
+            "get": requests.get,
+            "reject": requests.reject,
+            "transfer": requests.transfer,
+            "ownership": requests.audit,
+            "runners-put": requests.runner_put,
+            "runners-revoke": requests.runner_revoke,
+            "runners-get": requests.runner_get,
+            "runners-list": requests.runners_list,
+            "runner-decide": requests.decide,
+            "runner-commit": requests.commit,
+            "runner-get": requests.get,
+            "runner-reject": requests.reject,
+            "runner-claim": requests.claim,
+        },
+        parts=(Closer(redis.aclose),),
     )
-    return ServiceSpec(
-        name=NAME,
-        version=VERSION,
-        description="Session records, resume decisions, ownership and the runner directory",
-        endpoints=endpoints,
-        closers=(redis.aclose,),
-    )
-
-
-class SessionStoreApp(ServiceApp):
-    def __init__(self) -> None:
-        super().__init__(NAME, build)

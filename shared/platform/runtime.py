@@ -1,9 +1,8 @@
 """The life of a service process: connect, serve, report readiness, drain on SIGTERM.
 
-A service is an object with `name`, `start(ctx)`, `drain(timeout)` and `ready()`; `serve`
-gives it connected NATS and Redis clients, streams that exist, `/metrics`, `/healthz`,
-`/readyz`, JSON logs, and a graceful drain on SIGTERM or SIGINT. Every service is a
-`shared.platform.service.ServiceApp`, made from the `ServiceSpec` its package describes.
+`serve` runs a `shared.platform.service.Service` (made from the spec its package describes):
+it gives it connected NATS and Redis clients, streams that exist, `/metrics`, `/healthz`,
+`/readyz`, JSON logs, and a graceful drain on SIGTERM or SIGINT.
 
 A NATS connection that nats-py closed for good (a protocol error from the server) is never
 left behind: `/healthz` answers 503 from then on, the service drains what it can, and the
@@ -17,8 +16,9 @@ import asyncio
 import contextlib
 import gc
 import signal
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, TypeVar
 
 from nats.aio.client import Client
 from nats.js import JetStreamContext
@@ -29,7 +29,11 @@ from shared.platform.bus.streams import ensure_streams
 from shared.platform.config import Config, ConfigError
 from shared.platform.redis import Redis
 
+if TYPE_CHECKING:
+    from shared.platform.service import Service
+
 log = logs.Log("continuity.runtime")
+T = TypeVar("T")
 
 EXIT_CONNECTION_LOST = 3
 """The exit code of a service whose NATS connection was closed under it (2 is a bad configuration)."""
@@ -43,16 +47,6 @@ class Context:
     nc: Client
     js: JetStreamContext
     redis: Redis
-
-
-class App(Protocol):
-    name: str
-
-    async def start(self, ctx: Context) -> None: ...
-
-    async def drain(self, timeout: float) -> None: ...
-
-    def ready(self) -> bool: ...
 
 
 class _RedisHealth:
@@ -103,26 +97,45 @@ class _ConnectionWatch:
                 await asyncio.wait_for(self._stop.wait(), CLOSED_POLL_S)
 
 
-async def _connect_nats(
-    config: Config, name: str, stop: asyncio.Event, watch: _ConnectionWatch
-) -> Client | None:
+async def _retrying(
+    attempt: Callable[[], Awaitable[T]],
+    stop: asyncio.Event,
+    failed: str,
+    *,
+    fatal: tuple[type[Exception], ...] = (),
+) -> T | None:
+    """`attempt()` again after each failure (logged as `failed`), waiting 0.2 s, then twice as
+    long each time up to 5 s, until it succeeds (its result) or `stop` is set (None). A
+    `fatal` error is raised at once: no retry can mend it."""
     delay = 0.2
-    nats_tls = tls.nats_context(config)
     while not stop.is_set():
         try:
-            return await connect(
-                config.nats_url,
-                name,
-                on_closed=watch.closed,
-                nkeys_seed=config.nats_nkey_seed_file,
-                tls=nats_tls,
-            )
+            return await attempt()
+        except fatal:
+            raise
         except Exception as exc:
-            log.warning("nats_connect_failed", error_type=type(exc).__name__, retry_in_s=delay)
+            log.warning(failed, error_type=type(exc).__name__, retry_in_s=delay)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), delay)
             delay = min(delay * 2, 5.0)
     return None
+
+
+async def _connect_nats(
+    config: Config, name: str, stop: asyncio.Event, watch: _ConnectionWatch
+) -> Client | None:
+    nats_tls = tls.nats_context(config)
+
+    async def attempt() -> Client:
+        return await connect(
+            config.nats_url,
+            name,
+            on_closed=watch.closed,
+            nkeys_seed=config.nats_nkey_seed_file,
+            tls=nats_tls,
+        )
+
+    return await _retrying(attempt, stop, "nats_connect_failed")
 
 
 async def _connect_redis(config: Config, stop: asyncio.Event) -> Redis | None:
@@ -146,20 +159,14 @@ async def _connect_redis(config: Config, stop: asyncio.Event) -> Redis | None:
 
 
 async def _ensure_streams(js: JetStreamContext, config: Config, stop: asyncio.Event) -> None:
-    delay = 0.2
-    while not stop.is_set():
-        try:
-            await ensure_streams(js, config.stream_replicas, config.duplicate_window_s)
-            return
-        except Exception as exc:
-            log.warning("streams_unavailable", error_type=type(exc).__name__, retry_in_s=delay)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), delay)
-            delay = min(delay * 2, 5.0)
+    async def attempt() -> None:
+        await ensure_streams(js, config.stream_replicas, config.duplicate_window_s)
+
+    await _retrying(attempt, stop, "streams_unavailable")
 
 
 async def serve(
-    app: App, config: Config, stop: asyncio.Event | None = None, *, own_process: bool = False
+    service: Service, config: Config, stop: asyncio.Event | None = None, *, own_process: bool = False
 ) -> int:
     """Serve until `stop` (or SIGTERM); returns the process's exit code: 0 after a requested
     stop, `EXIT_CONNECTION_LOST` when the NATS connection was closed under the service."""
@@ -171,7 +178,7 @@ async def serve(
                 loop.add_signal_handler(sig, stop.set)
 
     watch = _ConnectionWatch(stop)
-    nc = await _connect_nats(config, f"continuity-{app.name}", stop, watch)
+    nc = await _connect_nats(config, f"continuity-{service.name}", stop, watch)
     if nc is None:
         return 0
     watch_task = asyncio.create_task(watch.run(nc))
@@ -185,7 +192,7 @@ async def serve(
     health_task = asyncio.create_task(health.run(stop))
 
     def ready() -> bool:
-        ok = nc.is_connected and health.ok and app.ready() and not stop.is_set()
+        ok = nc.is_connected and health.ok and service.ready() and not stop.is_set()
         metrics.READY.set(1 if ok else 0)
         return ok
 
@@ -196,7 +203,7 @@ async def serve(
     await server.start()
     ctx = Context(config=config, nc=nc, js=js, redis=client)
     if not stop.is_set():
-        await app.start(ctx)
+        await service.start(ctx)
         if own_process:
             # Long-lived objects made at start need no more collection, and a service allocates
             # many short-lived ones per request: fewer, cheaper collections cut tail latency.
@@ -209,7 +216,7 @@ async def serve(
     log.info("service_draining")
     metrics.READY.set(0)
     with contextlib.suppress(Exception):
-        await app.drain(config.drain_timeout_s)
+        await service.drain(config.drain_timeout_s)
     if not nc.is_closed:
         with contextlib.suppress(Exception):
             await asyncio.wait_for(nc.drain(), config.drain_timeout_s)
@@ -226,15 +233,15 @@ async def serve(
     return 0
 
 
-def run(app: App, config: Config | None = None) -> None:
+def run(service: Service, config: Config | None = None) -> None:
     """Run a service until SIGTERM; the entry point of `continuity serve <name>`."""
     config = config or Config.from_env()
-    logs.setup(app.name, config.log_level)
+    logs.setup(service.name, config.log_level)
     try:
         import uvloop
     except ImportError:  # a platform without uvloop runs on the standard loop
-        code = asyncio.run(serve(app, config, own_process=True))
+        code = asyncio.run(serve(service, config, own_process=True))
     else:
-        code = uvloop.run(serve(app, config, own_process=True))
+        code = uvloop.run(serve(service, config, own_process=True))
     if code:
         raise SystemExit(code)

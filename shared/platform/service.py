@@ -1,35 +1,67 @@
-"""A service described as data, and the `App` that runs one.
+"""A service described as data, and the `Service` that runs it.
 
-A service package's `service.py` exports `build(ctx) -> ServiceSpec` (its handlers need the
-connections of the running process); `ServiceApp` turns the spec into what runs: the micro
-service with its endpoints (shared/platform/bus/endpoints.py: decoding, concurrency, error replies),
-the durable consumers (shared/platform/bus/consumer.py: decoding, dead letters, redelivery) with the
-outbox sweeper beside them (shared/platform/worker.py), and the service's background tasks.
+A service package's `service.py` exports `SPEC`, its `ServiceSpec`: its name and the endpoints
+and durable consumers it owns, readable without connecting to anything (services/registry.py
+gives them to `continuity streams` and to the CLI's messages). It also exports
+`build(ctx, **options) -> Wiring`: a handler for each of those endpoints and consumers, which
+need the process's connections, and the parts of its own (the outbox sweeper, background
+loops, a connection to close at the end).
+
+`Service` makes the parts (shared/platform/parts.py) of a spec: the micro service with its
+endpoints (shared/platform/bus/endpoints.py: decoding, concurrency, error replies), a pull
+consumer for each consumer (shared/platform/bus/consumer.py: decoding, dead letters,
+redelivery), then the parts `build` returned. They start in that order and drain in the same
+order, so that the outbox sweeper stops after every handler finished and publishes what they
+recorded last. `shared.platform.runtime.serve` runs a `Service` in a process.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable, Coroutine
+import functools
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any, Generic, TypeVar
 
 from nats.aio.msg import Msg
 
 from shared.platform.bus.consumer import Handler, PullConsumer, decoding
 from shared.platform.bus.endpoints import Endpoints
+from shared.platform.bus.streams import DurableConsumer, durable_config
+from shared.platform.logs import Log
+from shared.platform.parts import Part
 from shared.platform.runtime import Context
-from shared.platform.worker import Worker
-from shared.records.outbox import Outbox
+
+log = Log("continuity.service")
 
 M = TypeVar("M")
+P = TypeVar("P")
 Req = TypeVar("Req")
 Rep = TypeVar("Rep")
 
 
 @dataclass(frozen=True)
+class EndpointSpec(Generic[Req, Rep]):
+    """A request endpoint: its handler answers a decoded `request_type` with a `reply_type`, or
+    raises a `ServiceError` of the catalogue (shared/contract/errors.py)."""
+
+    name: str
+    subject: str
+    request_type: type[Req]
+    reply_type: type[Rep]
+    pipelined: bool = False
+    """The handler sends its Redis commands when it is called, then returns an awaitable of the
+    reply: requests that arrive together are answered by one task, in order, their commands in
+    one write (shared/platform/bus/endpoints.py). An `async def` handler is not: it sends nothing
+    until it is awaited."""
+    runner_token: int | None = None
+    """The position of `*` in `subject` that the server fills with the requesting runner's id
+    (contract section 10): the handler gets it as its second argument."""
+
+
+@dataclass(frozen=True)
 class ConsumerSpec(Generic[M]):
-    """A durable pull consumer. The handler gets each message decoded into `message_type` (one
+    """A durable pull consumer. Its handler gets each message decoded into `message_type` (one
     that cannot be decoded is dead-lettered first); with `message_type=Msg` it gets the raw
     delivery and validates it itself (the classifier checks the subject before the body)."""
 
@@ -37,135 +69,175 @@ class ConsumerSpec(Generic[M]):
     durable: str
     filter_subject: str | None
     message_type: type[M]
-    handler: Callable[[M], Awaitable[None]]
     fair_by: Callable[[Msg], str] | None = None
     """A key of each delivery (the classifier's: the runner of the subject): messages are then
     started by key in turn, each key with a bounded share (shared/platform/bus/fair.py)."""
 
-    def delivery_handler(self) -> Handler:
+    def delivery_handler(self, handler: Callable[[M], Awaitable[None]]) -> Handler:
         if self.message_type is Msg:
-            return self.handler  # type: ignore[return-value]  # M is Msg here
-        return decoding(self.message_type, self.handler)
+            return handler  # type: ignore[return-value]  # M is Msg here
+        return decoding(self.message_type, handler)
 
-
-@dataclass(frozen=True)
-class EndpointSpec(Generic[Req, Rep]):
-    """A request endpoint: `handler` answers a decoded `request_type` with a `reply_type`, or
-    raises a `ServiceError` of the catalogue (shared/contract/errors.py)."""
-
-    name: str
-    subject: str
-    request_type: type[Req]
-    reply_type: type[Rep]
-    handler: Callable[..., Awaitable[Rep]]
-    """`handler(request)`, or `handler(request, runner_id)` with `runner_token`."""
-    pipelined: bool = False
-    """The handler sends its Redis commands when it is called, then returns an awaitable of the
-    reply: requests that arrive together are answered by one task, in order, their commands in
-    one write (shared/platform/bus/endpoints.py). An `async def` handler is not: it sends nothing until
-    it is awaited."""
-    runner_token: int | None = None
-    """The position of `*` in `subject` that the server fills with the requesting runner's id
-    (contract section 10): the handler gets it as its second argument."""
-
-
-Background = Callable[[asyncio.Event], Coroutine[Any, Any, None]]
-"""A task that runs beside the handlers until the event is set (at the drain)."""
+    def stored(self, replicas: int, ack_wait_s: float) -> DurableConsumer:
+        """The consumer as JetStream stores it, for `continuity streams check|apply`."""
+        config = durable_config(self.durable, self.filter_subject, ack_wait_s)
+        return DurableConsumer(self.stream, config, replicas)
 
 
 @dataclass(frozen=True)
 class ServiceSpec:
+    """What a service is and owns: written once, read by the framework, the CLI and the tests."""
+
     name: str
     """The process's name (`continuity serve <name>`); the micro service is `continuity-<name>`."""
     version: str
     description: str
-    consumers: tuple[ConsumerSpec[Any], ...] = ()
     endpoints: tuple[EndpointSpec[Any, Any], ...] = ()
-    outbox: Outbox | None = None
-    """Where the handlers record decisions: its sweeper runs beside the consumers."""
-    sweep_interval_s: float = 2.0
-    background: tuple[Background, ...] = ()
-    closers: tuple[Callable[[], Awaitable[None]], ...] = ()
-    """Run last in the drain: connections of the service's own (a `PipelinedRedis`)."""
+    consumers: tuple[ConsumerSpec[Any], ...] = ()
+    registers: bool = True
+    """Announced with the micro protocol, endpoints or not (contract section 1: operators find
+    each running replica with $SRV.PING). The console, a web server for people, is not."""
+
+    def __post_init__(self) -> None:
+        names = [e.name for e in self.endpoints] + [c.durable for c in self.consumers]
+        if len(set(names)) != len(names):
+            raise ValueError(f"service {self.name!r} names an endpoint or consumer twice: {names}")
 
     @property
     def micro_name(self) -> str:
         return f"continuity-{self.name}"
 
+    @property
+    def handled(self) -> tuple[str, ...]:
+        """The names a `Wiring` gives handlers for: each endpoint's, each consumer's durable."""
+        return tuple(e.name for e in self.endpoints) + tuple(c.durable for c in self.consumers)
 
-Factory = Callable[[Context], ServiceSpec]
+    def answers(self, subject: str) -> bool:
+        """Whether one of its endpoints takes requests on `subject`."""
+        return any(subject_matches(e.subject, subject) for e in self.endpoints)
 
 
-class ServiceApp:
-    """The `App` (shared/platform/runtime.py) of a spec: endpoints first, then consumers and sweeper,
-    then background tasks. The drain goes the same way, so the sweeper stops after every
-    handler finished and publishes what they recorded last; the closers run at the end."""
+def subject_matches(pattern: str, subject: str) -> bool:
+    """NATS subject matching: `*` is any one token, `>` any tokens to the end."""
+    want, have = pattern.split("."), subject.split(".")
+    for i, token in enumerate(want):
+        if token == ">":
+            return len(have) > i
+        if i >= len(have) or (token != "*" and token != have[i]):
+            return False
+    return len(have) == len(want)
 
-    def __init__(self, name: str, build: Factory) -> None:
-        self.name = name
+
+@dataclass(frozen=True)
+class Wiring:
+    """What a service's `build(ctx)` returns for its spec."""
+
+    handlers: Mapping[str, Callable[..., Awaitable[Any]]]
+    """By endpoint name and consumer durable (`ServiceSpec.handled`), exactly those. An
+    endpoint's is `handler(request)`, or `handler(request, runner_id)` with `runner_token`."""
+    parts: tuple[Part, ...] = ()
+    """Started after the endpoints and consumers, drained after them, in this order."""
+
+
+Build = Callable[[Context], Wiring]
+
+
+class Service:
+    """A running service: the parts of its spec and of its `build`, started and drained in order;
+    ready when every part is."""
+
+    def __init__(self, spec: ServiceSpec, build: Build) -> None:
+        self.spec = spec
         self._build = build
-        self._endpoints: Endpoints | None = None
-        self._worker: Worker | None = None
-        self._spec: ServiceSpec | None = None
-        self._stop = asyncio.Event()
-        self._tasks: list[asyncio.Task[None]] = []
+        self._added: list[Part] = []
+        self.parts: list[Part] = []
+        self.ctx: Context | None = None
+        """The connections it was started with."""
+        self._started = False
+
+    @classmethod
+    def of(cls, module: ModuleType, **options: Any) -> Service:
+        """The service a package's `service.py` describes: its `SPEC`, and its `build` given
+        `options`, completed by its `prepare(**options)` when it has one (settings of its own,
+        read before the process connects)."""
+        prepare = getattr(module, "prepare", None)
+        if prepare is not None:
+            options = prepare(**options)
+        return cls(module.SPEC, functools.partial(module.build, **options))
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def add(self, part: Part) -> None:
+        """A part of the process's own beside the spec's: started and drained after them."""
+        self._added.append(part)
+
+    def part(self, kind: type[P]) -> P:
+        """The started part of class `kind` (the console's web server, to learn its port)."""
+        for part in self.parts:
+            if isinstance(part, kind):
+                return part
+        raise LookupError(f"service {self.name!r} has no {kind.__name__} part")
 
     async def start(self, ctx: Context) -> None:
-        spec = self._spec = self._build(ctx)
-        if spec.name != self.name:
-            raise ValueError(f"service {self.name!r} built the spec of {spec.name!r}")
-        # Every service registers with the micro protocol (contract section 1), those without
-        # endpoints too: operators find each running replica with $SRV.PING.
-        ep = Endpoints(
-            ctx.nc,
-            spec.micro_name,
-            spec.version,
-            spec.description,
-            ctx.config.request_concurrency,
-            reply_prefixes=ctx.config.reply_prefixes,
-        )
-        for e in spec.endpoints:
-            ep.add(
-                e.name,
-                e.subject,
-                e.request_type,
-                e.handler,
-                pipelined=e.pipelined,
-                runner_token=e.runner_token,
+        self.ctx = ctx
+        spec = self.spec
+        wiring = self._build(ctx)
+        unknown = set(wiring.handlers) - set(spec.handled)
+        missing = set(spec.handled) - set(wiring.handlers)
+        if unknown or missing:
+            raise ValueError(
+                f"service {spec.name!r}: handlers missing {sorted(missing)}, unknown {sorted(unknown)}"
             )
-        await ep.start()
-        self._endpoints = ep
-        consumers = [
+        parts: list[Part] = []
+        if spec.registers:
+            endpoints = Endpoints(
+                ctx.nc,
+                spec.micro_name,
+                spec.version,
+                spec.description,
+                ctx.config.request_concurrency,
+                reply_prefixes=ctx.config.reply_prefixes,
+            )
+            for e in spec.endpoints:
+                endpoints.add(
+                    e.name,
+                    e.subject,
+                    e.request_type,
+                    wiring.handlers[e.name],
+                    pipelined=e.pipelined,
+                    runner_token=e.runner_token,
+                )
+            parts.append(endpoints)
+        elif spec.endpoints:
+            raise ValueError(f"service {spec.name!r} has endpoints but does not register them")
+        parts += [
             PullConsumer.from_config(
                 ctx.js,
                 ctx.config,
                 stream=c.stream,
                 durable=c.durable,
                 filter_subject=c.filter_subject,
-                handler=c.delivery_handler(),
+                handler=c.delivery_handler(wiring.handlers[c.durable]),
                 service=spec.name,
                 fair_key=c.fair_by,
             )
             for c in spec.consumers
         ]
-        self._worker = Worker(consumers, spec.outbox, spec.sweep_interval_s)
-        await self._worker.start()
-        self._tasks = [asyncio.create_task(task(self._stop)) for task in spec.background]
+        self.parts = [*parts, *wiring.parts, *self._added]
+        for part in self.parts:
+            await part.start()
+        self._started = True
 
     async def drain(self, timeout: float) -> None:
-        if self._endpoints is not None:
-            await self._endpoints.drain(timeout)
-        if self._worker is not None:
-            await self._worker.drain(timeout)
-        self._stop.set()
-        if self._tasks:
-            await asyncio.wait(self._tasks, timeout=timeout)
-        if self._spec is not None:
-            for close in self._spec.closers:
-                await close()
+        """Each part in order, each within `timeout`; a part that fails to drain does not keep
+        the ones after it (a closer among them) from draining."""
+        for part in self.parts:
+            try:
+                await part.drain(timeout)
+            except Exception as exc:
+                log.warning("part_drain_failed", part=type(part).__name__, error_type=type(exc).__name__)
 
     def ready(self) -> bool:
-        spec = self._spec
-        if spec is None or self._worker is None:
-            return False
-        return self._endpoints is not None and self._worker.bound
+        return self._started and all(part.ready() for part in self.parts)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 
 import msgspec
@@ -25,8 +26,10 @@ from nats.js import JetStreamContext
 
 from shared.contract import subjects
 from shared.platform import metrics
+from shared.platform.bus import nats_private
 from shared.platform.bus.publish import TOO_LARGE_REASON, PayloadTooLarge, dead_letter, publish
 from shared.platform.logs import Log
+from shared.platform.parts import Task
 from shared.platform.redis import Redis
 from shared.records import keys
 
@@ -130,6 +133,14 @@ class Outbox:
             log.info("outbox_republished", count=published)
         return published
 
+    def sweeper(self, interval_s: float = 2.0) -> Task:
+        """The sweep every `interval_s` as a part of a service, stopped by its drain after the
+        handlers (it publishes what they recorded last).
+
+        Every service that records decisions runs one, so what any crashed replica left recorded
+        but unpublished goes out even when no other kind of service is running."""
+        return Task(functools.partial(self.run_sweeper, interval_s=interval_s), name="outbox-sweeper")
+
     async def run_sweeper(self, stop: asyncio.Event, interval_s: float = 2.0) -> None:
         while not stop.is_set():
             try:
@@ -142,33 +153,5 @@ class Outbox:
 
 def _service_of(js: JetStreamContext) -> str:
     """The service's name from its connection's (`continuity-<service>`, see `runtime`)."""
-    name = str(js._nc.options.get("name") or "")
+    name = str(nats_private.connection(js).options.get("name") or "")
     return name.removeprefix("continuity-") or "unknown"
-
-
-class Sweeper:
-    """`Outbox.run_sweeper` as a background task of a service, stopped by its drain.
-
-    Every service that records decisions runs one, so what any crashed replica left recorded
-    but unpublished goes out even when no other kind of service is running.
-    """
-
-    def __init__(self, outbox: Outbox, interval_s: float = 2.0) -> None:
-        self._outbox = outbox
-        self._interval_s = interval_s
-        self._stop = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._outbox.run_sweeper(self._stop, self._interval_s))
-
-    async def stop(self, timeout: float) -> None:
-        self._stop.set()
-        if self._task is None:
-            return
-        try:
-            await asyncio.wait_for(self._task, timeout)
-        except TimeoutError:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task

@@ -432,16 +432,18 @@ async def test_the_console_serves_its_pages_as_the_console_user(
 
     import aiohttp
 
+    from services import registry
     from services.console.config import ConsoleConfig
-    from services.console.service import ConsoleApp
+    from services.console.service import WebConsole
 
-    console = ConsoleApp(
-        ConsoleConfig(
+    console = registry.load(
+        "console",
+        config=ConsoleConfig(
             port=0,
             identity_header="X-User",
             trusted_proxies=(ipaddress.ip_network("127.0.0.1/32"),),
             session_key=b"s" * 32,
-        )
+        ),
     )
     app = RunningApp(console, make_config(stack.url("console"), redis_server.url))
     await app.start()  # its live view of the decisions is an ordered consumer: created, bound
@@ -452,7 +454,7 @@ async def test_the_console_serves_its_pages_as_the_console_user(
             resume_failed("runner-a", "run-console-1", session("cc")),
         )
         async with aiohttp.ClientSession(headers={"X-User": "ops"}) as http:
-            base = f"http://127.0.0.1:{console.port}"
+            base = f"http://127.0.0.1:{console.part(WebConsole).port}"
 
             async def decided() -> bool:
                 async with http.get(f"{base}/runs?runner_id=runner-a") as r:
@@ -501,24 +503,26 @@ async def test_the_console_with_the_development_login_signs_in_and_out_as_the_co
     import aiohttp
     from yarl import URL
 
+    from services import registry
     from services.console.config import ConsoleConfig
     from services.console.identity import COOKIE
     from services.console.revocations import BUCKET
-    from services.console.service import ConsoleApp
+    from services.console.service import WebConsole
 
     token = "development-token-for-tests"
-    console = ConsoleApp(
-        ConsoleConfig(
+    console = registry.load(
+        "console",
+        config=ConsoleConfig(
             port=0,
             dev_token=token,
             trusted_proxies=(ipaddress.ip_network("127.0.0.1/32"),),
             session_key=b"d" * 32,
-        )
+        ),
     )
     app = RunningApp(console, make_config(stack.url("console"), redis_server.url))
     await app.start()  # creates the bucket, or stops: without it a copied cookie outlives signing out
     try:
-        base = f"http://127.0.0.1:{console.port}"
+        base = f"http://127.0.0.1:{console.part(WebConsole).port}"
         origin = {"Origin": base}
         async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
 

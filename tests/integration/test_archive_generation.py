@@ -16,9 +16,7 @@ import redis.asyncio as aioredis
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
-from services.archiver.service import ArchiverApp
-from services.reconciliation.service import ReconciliationApp
-from services.session_store.service import SessionStoreApp
+from services import registry
 from shared.contract import (
     ArchiveCommand,
     ArchiveResult,
@@ -44,7 +42,11 @@ GENERATION = "dsh-2026.11.3-p7"
 async def services(config: Config) -> AsyncIterator[Config]:
     cfg = replace(config, archive_timeout_s=3.0)
     async with AsyncExitStack() as stack:
-        for app in (SessionStoreApp(), ArchiverApp(), ReconciliationApp()):
+        for app in (
+            registry.load("session-store"),
+            registry.load("archiver"),
+            registry.load("reconciliation"),
+        ):
             await stack.enter_async_context(running(app, cfg))
         yield cfg
 

@@ -15,7 +15,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 
 from continuity.devstack.servers import NatsServer, RedisServer
-from services.classifier.service import ClassifierApp
+from services import registry
 from shared.contract import ResumeFailed, subjects
 from shared.platform.bus.publish import DEAD_REASON_HEADER
 from shared.platform.bus.streams import ensure_streams
@@ -68,7 +68,7 @@ async def test_an_event_waits_out_a_redis_outage_and_is_decided_once(
         nats_server.url, redis_server.url, runner_keys=KEYS, max_deliver=1000, nak_delay_s=0.1
     )
     bus = Bus(nc.jetstream())
-    async with running(ClassifierApp(), config):
+    async with running(registry.load("classifier"), config):
         runner, session = new_runner_id(), new_session()
         event = resume_failed(runner, session=session, classification="provider_attach_refused")
         redis_server.stop()
@@ -92,7 +92,7 @@ async def test_an_event_that_outlasts_its_deliveries_moves_to_exhausted(
     nats_server, redis_server = fresh_servers
     config = make_config(nats_server.url, redis_server.url, runner_keys=KEYS, max_deliver=2, nak_delay_s=0.05)
     bus = Bus(nc.jetstream())
-    async with running(ClassifierApp(), config):
+    async with running(registry.load("classifier"), config):
         runner = new_runner_id()
         event = resume_failed(runner)
         redis_server.stop()

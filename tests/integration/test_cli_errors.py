@@ -18,8 +18,7 @@ import pytest
 
 from continuity.cli.exits import EXIT_AUTHENTICATION, EXIT_NOT_FOUND, EXIT_PERMISSION
 from continuity.devstack.servers import NatsServer, RedisServer, free_port
-from services.reconciliation.service import ReconciliationApp
-from services.session_store.service import SessionStoreApp
+from services import registry
 from tests.support import make_config, running
 
 pytestmark = pytest.mark.asyncio
@@ -66,7 +65,7 @@ def auth_nats(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AuthNatsServ
 async def services(auth_nats: AuthNatsServer, redis_server: RedisServer) -> AsyncIterator[AuthNatsServer]:
     config = make_config(auth_nats.url_for("svc"), redis_server.url)
     async with AsyncExitStack() as stack:
-        for app in (SessionStoreApp(), ReconciliationApp()):
+        for app in (registry.load("session-store"), registry.load("reconciliation")):
             await stack.enter_async_context(running(app, config))
         yield auth_nats
 

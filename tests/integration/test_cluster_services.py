@@ -20,10 +20,7 @@ from nats.js import JetStreamContext
 from continuity.devstack.servers import NatsCluster, RedisCluster
 from continuity.tools.simulate.fleet import Fleet, Settings
 from continuity.tools.simulate.keys import DEMO_KEYS
-from services.archiver.service import ArchiverApp
-from services.classifier.service import ClassifierApp
-from services.reconciliation.service import ReconciliationApp
-from services.session_store.service import SessionStoreApp
+from services import registry
 from shared.contract import SessionRef, subjects
 from shared.contract.client import ContinuityClient, RequestError
 from shared.platform.config import Config
@@ -56,7 +53,12 @@ def config(nats_cluster: NatsCluster, redis_cluster: RedisCluster) -> Config:
 
 @pytest.fixture(scope="module")
 async def services(config: Config) -> AsyncIterator[Config]:
-    apps = (SessionStoreApp(), ClassifierApp(), ArchiverApp(), ReconciliationApp())
+    apps = (
+        registry.load("session-store"),
+        registry.load("classifier"),
+        registry.load("archiver"),
+        registry.load("reconciliation"),
+    )
     async with contextlib.AsyncExitStack() as stack:
         for app in apps:
             await stack.enter_async_context(running(app, config))

@@ -22,9 +22,10 @@ import redis.asyncio as aioredis
 from nats.aio.client import Client
 
 from continuity.devstack.servers import NatsServer, RedisServer, free_port
-from services.classifier.service import ClassifierApp
+from services import registry
 from shared.contract import subjects
-from shared.platform.runtime import EXIT_CONNECTION_LOST, Context, serve
+from shared.platform.runtime import EXIT_CONNECTION_LOST, serve
+from shared.platform.service import Service
 from shared.records import keys
 from shared.records.outbox import OutboxEntry
 from tests.support import ConfiguredNatsServer, ServiceProcess, http_status, make_config, wait_for
@@ -33,27 +34,29 @@ pytestmark = pytest.mark.asyncio
 
 
 class HeldDrain:
-    """A classifier whose drain waits for the test: what it serves meanwhile can be observed."""
-
-    name = "classifier"
+    """A part added to the classifier whose drain waits for the test: what the service serves
+    meanwhile can be observed."""
 
     def __init__(self) -> None:
-        self.inner = ClassifierApp()
-        self.ctx: Context | None = None
         self.draining = asyncio.Event()
         self.release = asyncio.Event()
 
-    async def start(self, ctx: Context) -> None:
-        self.ctx = ctx
-        await self.inner.start(ctx)
+    async def start(self) -> None:
+        return None
 
     async def drain(self, timeout: float) -> None:
         self.draining.set()
         await self.release.wait()
-        await self.inner.drain(timeout)
 
     def ready(self) -> bool:
-        return self.inner.ready()
+        return True
+
+
+def held_classifier() -> tuple[Service, HeldDrain]:
+    service = registry.load("classifier")
+    held = HeldDrain()
+    service.add(held)
+    return service, held
 
 
 @pytest.fixture
@@ -67,7 +70,7 @@ async def test_a_closed_connection_fails_healthz_and_the_service_returns_a_failu
     nats_server: NatsServer, redis_server: RedisServer
 ) -> None:
     port = free_port()
-    app = HeldDrain()
+    app, held = held_classifier()
     stop = asyncio.Event()
     task = asyncio.create_task(
         serve(app, make_config(nats_server.url, redis_server.url, metrics_port=port), stop)
@@ -80,14 +83,14 @@ async def test_a_closed_connection_fails_healthz_and_the_service_returns_a_failu
         # nats-py checks the body against the limit, not the headers: the server refuses it
         # and closes the connection, and nats-py gives that connection up.
         await nc.publish("continuity.test.refused", b"x" * nc.max_payload, headers={"Pad": "1"})
-        await wait_for(app.draining.is_set, what="the service to stop on the closed connection")
+        await wait_for(held.draining.is_set, what="the service to stop on the closed connection")
         assert nc.is_closed
         assert await http_status(port, "/healthz") == 503
         assert await http_status(port, "/readyz") == 503
-        app.release.set()
+        held.release.set()
         assert await asyncio.wait_for(task, 30) == EXIT_CONNECTION_LOST
     finally:
-        app.release.set()
+        held.release.set()
         stop.set()
         await asyncio.wait_for(task, 30)
 
@@ -97,8 +100,8 @@ async def test_a_close_that_runs_no_callback_is_noticed(
 ) -> None:
     """nats-py closes without callbacks on an error while it is connecting; the service watches
     the connection's state as well, so it stops all the same."""
-    app = HeldDrain()
-    app.release.set()
+    app, held = held_classifier()
+    held.release.set()
     task = asyncio.create_task(serve(app, make_config(nats_server.url, redis_server.url), asyncio.Event()))
     await wait_for(app.ready, what="classifier ready")
     assert app.ctx is not None
@@ -108,8 +111,8 @@ async def test_a_close_that_runs_no_callback_is_noticed(
 
 async def test_a_requested_stop_still_exits_zero(nats_server: NatsServer, redis_server: RedisServer) -> None:
     """The close that ends a drain is not a lost connection."""
-    app = HeldDrain()
-    app.release.set()
+    app, held = held_classifier()
+    held.release.set()
     stop = asyncio.Event()
     task = asyncio.create_task(serve(app, make_config(nats_server.url, redis_server.url), stop))
     await wait_for(app.ready, what="classifier ready")

@@ -7,7 +7,7 @@ import nats
 import pytest
 
 from continuity.devstack.servers import NatsServer, RedisServer
-from services.classifier.service import ClassifierApp
+from services import registry
 from shared.contract import subjects
 from tests.support import Bus, make_config, new_runner_id, resume_failed, running, wait_for
 
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.asyncio
 
 async def test_classifier_rebinds_after_a_nats_restart(fresh_servers: tuple[NatsServer, RedisServer]) -> None:
     n, r = fresh_servers
-    app = ClassifierApp()
+    app = registry.load("classifier")
     async with running(app, make_config(n.url, r.url)):
         runner = new_runner_id()
         nc = await nats.connect(n.url, max_reconnect_attempts=-1, reconnect_time_wait=0.2)
@@ -50,7 +50,7 @@ async def test_classifier_creates_its_consumer_again_when_it_is_deleted(
     fresh_servers: tuple[NatsServer, RedisServer],
 ) -> None:
     n, r = fresh_servers
-    app = ClassifierApp()
+    app = registry.load("classifier")
     async with running(app, make_config(n.url, r.url)):
         runner = new_runner_id()
         nc = await nats.connect(n.url)

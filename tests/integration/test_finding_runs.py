@@ -27,9 +27,8 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext
 
 from continuity.devstack.servers import NatsServer, RedisServer
-from services.classifier.service import ClassifierApp
+from services import registry
 from services.reconciliation.runs_index import RunsIndex, bucket_keys, bucket_of
-from services.reconciliation.service import ReconciliationApp
 from shared.contract import (
     CommandResult,
     Decision,
@@ -165,7 +164,10 @@ async def cli(nats_url: str, *args: str, stdin: bytes = b"") -> Result:
 @pytest.fixture(scope="module")
 async def services(nats_server: NatsServer, redis_server: RedisServer) -> AsyncIterator[str]:
     config = make_config(nats_server.url, redis_server.url)
-    async with running(ClassifierApp(), config), running(ReconciliationApp(sweep_interval_s=0.2), config):
+    async with (
+        running(registry.load("classifier"), config),
+        running(registry.load("reconciliation", sweep_interval_s=0.2), config),
+    ):
         yield nats_server.url
 
 
@@ -502,7 +504,7 @@ async def test_a_quarantined_event_is_listed_shown_and_replayed_into_one_decisio
         js = nc.jetstream()
         runner, run_id = f"r{uid()}", f"run-{uid()}"
         ev = signed_event(runner, run_id, key)
-        async with running(ClassifierApp(), config):  # the key is not configured yet
+        async with running(registry.load("classifier"), config):  # the key is not configured yet
             await publish_event(js, ev)
             oversized = event(runner, "t-big", f"run-{uid()}", error=ErrorInfo(type="x", code="y"))
             await js.publish(
@@ -545,7 +547,7 @@ async def test_a_quarantined_event_is_listed_shown_and_replayed_into_one_decisio
         # The cause fixed: the classifier restarted with the key. A replay within the original's
         # duplicate window is dropped (and says so); once it has passed, the event is decided.
         keyed = make_config(n.url, r.url, duplicate_window_s=3.0, runner_keys={"k-new": key})
-        async with running(ClassifierApp(), keyed):
+        async with running(registry.load("classifier"), keyed):
             outcomes: list[int] = []
 
             async def replayed() -> bool:

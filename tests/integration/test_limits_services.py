@@ -21,11 +21,8 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
 from continuity.devstack.servers import NatsServer, RedisServer
-from services.archiver.service import ArchiverApp
-from services.classifier.service import ClassifierApp
-from services.reconciliation.service import ReconciliationApp
+from services import registry
 from services.reconciliation.store import ReconciliationStore, member, open_index
-from services.session_store.service import SessionStoreApp
 from shared.contract import ListRequest, ReconcileWork, SessionRef, ToolCall, subjects
 from shared.contract.client import ContinuityClient, RequestError
 from shared.contract.limits import MAX_EVENT_BYTES, MAX_PAGE_BYTES, NAME_CHARS
@@ -53,10 +50,10 @@ async def stack(servers: tuple[NatsServer, RedisServer]) -> AsyncIterator[Client
     n, r = servers
     config = make_config(n.url, r.url)
     async with (
-        running(ClassifierApp(), config),
-        running(ArchiverApp(), config),
-        running(ReconciliationApp(), config),
-        running(SessionStoreApp(), config),
+        running(registry.load("classifier"), config),
+        running(registry.load("archiver"), config),
+        running(registry.load("reconciliation"), config),
+        running(registry.load("session-store"), config),
     ):
         nc = await nats.connect(n.url)
         yield nc

@@ -16,8 +16,7 @@ import redis.asyncio as aioredis
 from nats.aio.client import Client
 
 from continuity.devstack.servers import free_port
-from services.reconciliation.service import ReconciliationApp
-from services.session_store.service import SessionStoreApp
+from services import registry
 from shared.contract.client import ContinuityClient
 from tests.support import make_config, running
 from tests.support.reconciliation import classify, new_run, seed_reconcile
@@ -31,8 +30,11 @@ CLI = str(Path(sys.executable).parent / "continuity")
 async def services(nats_server: Any, redis_server: Any) -> AsyncIterator[str]:
     config = make_config(nats_server.url, redis_server.url)
     async with (
-        running(SessionStoreApp(), config),
-        running(ReconciliationApp(gauge_interval_s=0.5, outbox_grace_s=1.0, sweep_interval_s=0.2), config),
+        running(registry.load("session-store"), config),
+        running(
+            registry.load("reconciliation", gauge_interval_s=0.5, outbox_grace_s=1.0, sweep_interval_s=0.2),
+            config,
+        ),
     ):
         yield nats_server.url
 

@@ -17,10 +17,7 @@ from nats.aio.msg import Msg
 from prometheus_client import REGISTRY
 
 from continuity.devstack.servers import NatsServer, RedisServer
-from services.archiver.service import ArchiverApp
-from services.classifier.service import ClassifierApp
-from services.reconciliation.service import ReconciliationApp
-from services.session_store.service import SessionStoreApp
+from services import registry
 from shared.contract import ResumeFailed, SessionRef, ToolCall, subjects
 from shared.contract.times import now_rfc3339
 from shared.platform.bus.publish import (
@@ -31,7 +28,7 @@ from shared.platform.bus.publish import (
     DEAD_TRUNCATED_HEADER,
     header_size,
 )
-from shared.platform.runtime import App
+from shared.platform.service import Service
 from shared.records import keys
 from shared.records.outbox import OutboxEntry
 from tests.support import RunningApp, make_config, read_stream, running, wait_for
@@ -51,11 +48,11 @@ def limits_nats(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer
 @pytest.fixture(scope="module")
 async def stack(limits_nats: NatsServer, redis_server: RedisServer) -> AsyncIterator[list[RunningApp]]:
     config = make_config(limits_nats.url, redis_server.url)
-    apps: list[App] = [
-        SessionStoreApp(),
-        ClassifierApp(),
-        ArchiverApp(),
-        ReconciliationApp(outbox_grace_s=5.0, sweep_interval_s=0.2),
+    apps: list[Service] = [
+        registry.load("session-store"),
+        registry.load("classifier"),
+        registry.load("archiver"),
+        registry.load("reconciliation", outbox_grace_s=5.0, sweep_interval_s=0.2),
     ]
     async with (
         running(apps[0], config) as a,

@@ -17,7 +17,7 @@ from nats.aio.msg import Msg
 from nats.js.api import StreamConfig
 
 from continuity.devstack.servers import NatsServer, RedisServer
-from services.session_store.service import SessionStoreApp
+from services import registry
 from shared.contract import GetRequest, subjects
 from shared.contract.client import ContinuityClient, RequestError
 from shared.platform.bus.consumer import PullConsumer
@@ -200,7 +200,7 @@ async def test_a_reply_larger_than_the_servers_limit_is_a_500_and_the_service_st
     server = ConfiguredNatsServer(tmp_path / "nats", "max_payload: 4096")
     server.start()
     try:
-        async with running(SessionStoreApp(), make_config(server.url, redis_server.url)) as app:
+        async with running(registry.load("session-store"), make_config(server.url, redis_server.url)) as app:
             nc = await nats.connect(server.url)
             redis = aioredis.Redis.from_url(redis_server.url)
             try:

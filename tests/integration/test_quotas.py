@@ -13,7 +13,7 @@ import redis.asyncio as aioredis
 from prometheus_client import REGISTRY
 
 from continuity.devstack.servers import NatsServer, RedisServer
-from services.classifier.service import ClassifierApp
+from services import registry
 from shared.contract import SessionRef, subjects
 from shared.records import keys
 from tests.support import KEYS, Bus, Decisions, make_config, resume_failed, running, seed_session, wait_for
@@ -51,7 +51,7 @@ async def test_a_runner_past_its_rate_is_told_when_to_send_again(
     config = dataclasses.replace(config, runner_event_rate=0.5, runner_event_burst=2)
     runner, other = f"flood-{uuid.uuid4().hex[:6]}", f"quiet-{uuid.uuid4().hex[:6]}"
     tenant = f"t-{uuid.uuid4().hex[:6]}"
-    async with running(ClassifierApp(), config):
+    async with running(registry.load("classifier"), config):
         nc = await nats.connect(nats_url)
         bus = Bus(nc.jetstream())
         try:
@@ -91,7 +91,7 @@ async def test_a_tenant_past_its_rate_is_refused_for_all_its_runners(
     config = dataclasses.replace(config, tenant_event_rate=0.5, tenant_event_burst=3)
     tenant, elsewhere = f"t-{uuid.uuid4().hex[:6]}", f"u-{uuid.uuid4().hex[:6]}"
     runners = [f"r{i}-{uuid.uuid4().hex[:6]}" for i in range(3)]
-    async with running(ClassifierApp(), config):
+    async with running(registry.load("classifier"), config):
         nc = await nats.connect(nats_url)
         bus = Bus(nc.jetstream())
         try:
@@ -124,7 +124,7 @@ async def test_the_storm_breaker_stops_a_tenants_recoveries_for_an_operator(
     config = dataclasses.replace(config, tenant_recovery_budget=2, tenant_recovery_window_s=600.0)
     tenant, calm = f"storm-{uuid.uuid4().hex[:6]}", f"calm-{uuid.uuid4().hex[:6]}"
     runner = f"r-{uuid.uuid4().hex[:6]}"
-    async with running(ClassifierApp(), config):
+    async with running(registry.load("classifier"), config):
         nc = await nats.connect(nats_url)
         bus = Bus(nc.jetstream())
         try:
@@ -154,7 +154,7 @@ async def test_a_runner_holding_its_stored_runs_starts_no_more(
     config = make_config(nats_url, redis_server.url, runner_keys=KEYS)
     config = dataclasses.replace(config, runner_stored_runs=2)
     runner, tenant = f"keeper-{uuid.uuid4().hex[:6]}", f"t-{uuid.uuid4().hex[:6]}"
-    async with running(ClassifierApp(), config):
+    async with running(registry.load("classifier"), config):
         nc = await nats.connect(nats_url)
         bus = Bus(nc.jetstream())
         try:

@@ -20,10 +20,9 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext
 from prometheus_client import REGISTRY
 
+from services import registry
 from services.reconciliation import wire
-from services.reconciliation.service import ReconciliationApp
 from services.reconciliation.store import epoch_of, member, open_index
-from services.session_store.service import SessionStoreApp
 from shared.contract import (
     ListRequest,
     ResolveRequest,
@@ -68,8 +67,8 @@ def gauge(name: str) -> float:
 @pytest.fixture(scope="module")
 async def services(nats_server: object, redis_server: object) -> AsyncIterator[None]:
     config = make_config(nats_server.url, redis_server.url)  # type: ignore[attr-defined]
-    app = ReconciliationApp(gauge_interval_s=0.2, outbox_grace_s=1.0, sweep_interval_s=0.2)
-    async with running(SessionStoreApp(), config), running(app, config):
+    app = registry.load("reconciliation", gauge_interval_s=0.2, outbox_grace_s=1.0, sweep_interval_s=0.2)
+    async with running(registry.load("session-store"), config), running(app, config):
         yield
 
 

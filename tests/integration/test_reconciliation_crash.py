@@ -8,7 +8,7 @@ import pytest
 import redis.asyncio as aioredis
 from nats.aio.client import Client
 
-from services.reconciliation.service import ReconciliationApp
+from services import registry
 from services.reconciliation.store import ReconciliationStore, member, open_index, split_member
 from shared.platform.bus.streams import ensure_streams
 from shared.platform.config import Config
@@ -44,7 +44,7 @@ async def test_a_resolution_recorded_but_not_published_is_published_once_by_the_
     tap = Decisions(js, run.runner_id)
     assert await tap.continued(quiet_s=0.3) == []
 
-    app = ReconciliationApp(gauge_interval_s=0.2, outbox_grace_s=0.2, sweep_interval_s=0.1)
+    app = registry.load("reconciliation", gauge_interval_s=0.2, outbox_grace_s=0.2, sweep_interval_s=0.1)
     async with running(app, config):
 
         async def published() -> bool:

@@ -14,8 +14,6 @@ import pytest
 import redis.asyncio as aioredis
 from nats.aio.client import Client
 
-from services.reconciliation.service import ReconciliationApp
-from services.session_store.service import SessionStoreApp
 from shared.contract import ResolveRequest, ResumeFailed, RetryRequest, ToolCall, subjects
 from shared.contract.client import ContinuityClient, RequestError
 from shared.contract.times import now_rfc3339
@@ -35,13 +33,16 @@ pytestmark = [
 
 @pytest.fixture
 async def stack(config: Config) -> AsyncIterator[None]:
-    from services.classifier.service import ClassifierApp
+    from services import registry
 
     with_keys = replace(config, runner_keys={"k1": b"k" * 32})
     async with (
-        running(SessionStoreApp(), with_keys),
-        running(ClassifierApp(), with_keys),
-        running(ReconciliationApp(gauge_interval_s=0.5, outbox_grace_s=1.0, sweep_interval_s=0.2), with_keys),
+        running(registry.load("session-store"), with_keys),
+        running(registry.load("classifier"), with_keys),
+        running(
+            registry.load("reconciliation", gauge_interval_s=0.5, outbox_grace_s=1.0, sweep_interval_s=0.2),
+            with_keys,
+        ),
     ):
         yield
 

@@ -20,7 +20,7 @@ import redis.asyncio as aioredis
 
 from continuity.devstack.servers import RedisCluster, RedisServer
 from continuity.tools.memory import JOURNEYS, record_journey
-from services.reconciliation.service import ReconciliationApp
+from services import registry
 from services.reconciliation.store import (
     DELIVERED_INDEXES,
     OPEN_INDEXES,
@@ -411,7 +411,7 @@ async def test_the_service_trims_expired_entries_and_empties_the_legacy_sets(
         keys.LEGACY_RECONCILIATION_INDEXES[0], {member(legacy.session.key, legacy.run_id): 2.0}
     )
     short = dataclasses.replace(config, retention_days=1 / 86400)
-    async with running(ReconciliationApp(gauge_interval_s=0.2), short):
+    async with running(registry.load("reconciliation", gauge_interval_s=0.2), short):
 
         async def upkept() -> bool:
             return await redis_client.zscore(delivered_index(gone.run_id), expired) is None and not (

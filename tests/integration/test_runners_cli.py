@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from continuity.cli.runners import ACCOUNTS_FILE, IMPORTS_FILE
-from services.session_store.service import SessionStoreApp
+from services import registry
 from shared.platform.config import Config
 from tests.support import running
 
@@ -63,7 +63,7 @@ async def test_a_runner_issued_while_no_session_store_answers_is_recorded_later(
     assert "runner_not_registered" in issued.stderr
     assert seed.exists() and f"RUNNER_{runner}: {{" in (conf_dir / ACCOUNTS_FILE).read_text()
 
-    async with running(SessionStoreApp(), config):
+    async with running(registry.load("session-store"), config):
         unrecorded = await cli(config, "list", "--conf-dir", str(conf_dir), "--json")
         assert unrecorded.returncode == 0, unrecorded.stderr
         row = listed(unrecorded.stdout, runner)
@@ -86,7 +86,7 @@ async def test_add_records_the_tenants_and_remove_revokes(
     config: Config, conf_dir: Path, tmp_path: Path
 ) -> None:
     runner, other = new_runner(), new_runner()
-    async with running(SessionStoreApp(), config):
+    async with running(registry.load("session-store"), config):
         issued = await cli(
             config,
             "add",

@@ -12,8 +12,8 @@ import uuid
 import pytest
 import redis.asyncio as aioredis
 
+from services import registry
 from services.reconciliation.runs_index import RunsIndex, bucket_keys, bucket_of
-from services.reconciliation.service import ReconciliationApp
 from shared.contract import RunsListRequest, SessionRef
 from shared.contract.types import Action, DecisionReason
 from shared.platform.config import Config
@@ -152,7 +152,7 @@ async def test_the_service_refresher_trims_the_runs_index(
     await decide(redis_client, index, gone, "retry_same_session", at=time.time() - 3600, record=False)
     await decide(redis_client, index, stopped, "operator", at=time.time() - 3600)
     short = dataclasses.replace(config, retention_days=1 / 86400)
-    async with running(ReconciliationApp(gauge_interval_s=0.2), short):
+    async with running(registry.load("reconciliation", gauge_interval_s=0.2), short):
 
         async def trimmed() -> bool:
             return not await indexed(redis_client, gone.run_id)

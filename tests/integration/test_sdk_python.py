@@ -47,13 +47,10 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
 from continuity.devstack.servers import NatsServer, RedisServer
-from services.archiver.service import ArchiverApp
-from services.classifier.service import ClassifierApp
-from services.reconciliation.service import ReconciliationApp
-from services.session_store.service import SessionStoreApp
+from services import registry
 from shared.contract import subjects
 from shared.platform.config import Config
-from shared.platform.runtime import App
+from shared.platform.service import Service
 from tests.support import make_config, read_stream, running, wait_for
 from tests.support.sdk_inputs import BAD, GOOD, INPUTS, arguments, expand, play, strings
 
@@ -68,8 +65,13 @@ def _config(nats_url: str, redis_url: str) -> Config:
     return make_config(nats_url, redis_url, runner_keys={KEY_ID: KEY}, archive_timeout_s=5.0)
 
 
-def _apps() -> list[App]:
-    return [SessionStoreApp(), ClassifierApp(), ArchiverApp(), ReconciliationApp(sweep_interval_s=0.2)]
+def _apps() -> list[Service]:
+    return [
+        registry.load("session-store"),
+        registry.load("classifier"),
+        registry.load("archiver"),
+        registry.load("reconciliation", sweep_interval_s=0.2),
+    ]
 
 
 @contextlib.asynccontextmanager

@@ -37,10 +37,7 @@ from continuity_runner.types import CheckpointPolicy
 from nats.aio.client import Client
 
 from continuity.devstack.servers import NatsServer, RedisServer
-from services.archiver.service import ArchiverApp
-from services.classifier.service import ClassifierApp
-from services.reconciliation.service import ReconciliationApp
-from services.session_store.service import SessionStoreApp
+from services import registry
 from shared.contract import subjects
 from shared.contract.client import ContinuityClient
 from shared.contract.tenancy import RunnerPutRequest
@@ -75,7 +72,12 @@ async def stack(tenancy_nats: NatsServer, redis_server: RedisServer) -> AsyncIte
         runner_event_rate=EVENT_RATE,
         runner_event_burst=1,
     )
-    apps = (SessionStoreApp(), ClassifierApp(), ArchiverApp(), ReconciliationApp(sweep_interval_s=0.2))
+    apps = (
+        registry.load("session-store"),
+        registry.load("classifier"),
+        registry.load("archiver"),
+        registry.load("reconciliation", sweep_interval_s=0.2),
+    )
     async with contextlib.AsyncExitStack() as services:
         for app in apps:
             await services.enter_async_context(running(app, config))

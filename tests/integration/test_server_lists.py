@@ -15,10 +15,7 @@ import pytest
 
 from continuity.devstack.servers import NatsServer, RedisServer, free_port
 from continuity.tools.simulate.keys import DEMO_KEYS, DEMO_KEYS_ENV
-from services.archiver.service import ArchiverApp
-from services.classifier.service import ClassifierApp
-from services.reconciliation.service import ReconciliationApp
-from services.session_store.service import SessionStoreApp
+from services import registry
 from tests.support import make_config, running
 
 
@@ -53,7 +50,12 @@ async def services(servers: tuple[NatsServer, RedisServer]) -> AsyncIterator[Non
     n, r = servers
     config = make_config(n.url, r.url, runner_keys=DEMO_KEYS, archive_timeout_s=1.0, retry_backoff_s=0.1)
     async with contextlib.AsyncExitStack() as stack:
-        for app in (SessionStoreApp(), ClassifierApp(), ArchiverApp(), ReconciliationApp()):
+        for app in (
+            registry.load("session-store"),
+            registry.load("classifier"),
+            registry.load("archiver"),
+            registry.load("reconciliation"),
+        ):
             await stack.enter_async_context(running(app, config))
         yield
 

@@ -12,7 +12,7 @@ import redis.asyncio as aioredis
 
 from continuity.devstack.servers import RedisServer
 from continuity.tools.bench.sessions import commit_request, decide_request
-from services.session_store.service import SessionStoreApp
+from services import registry
 from shared.contract import GetRequest
 from shared.contract.client import ContinuityClient
 from shared.platform.config import Config
@@ -24,7 +24,7 @@ from tests.support.sessions import commit_req, decide_req, new_session
 
 @pytest.fixture
 async def store_app(config: Config) -> AsyncIterator[RunningApp]:
-    async with running(SessionStoreApp(), config) as app:
+    async with running(registry.load("session-store"), config) as app:
         yield app
 
 

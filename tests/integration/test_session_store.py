@@ -9,7 +9,7 @@ import msgspec
 import pytest
 import redis.asyncio as aioredis
 
-from services.session_store.service import SessionStoreApp
+from services import registry
 from shared.contract import GetRequest, RejectRequest, SessionRef
 from shared.contract.client import ContinuityClient, RequestError
 from shared.platform.config import Config
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.asyncio
 
 @pytest.fixture
 async def store_app(config: Config) -> AsyncIterator[RunningApp]:
-    async with running(SessionStoreApp(), config) as app:
+    async with running(registry.load("session-store"), config) as app:
         yield app
 
 

@@ -12,7 +12,7 @@ import pytest
 from msgspec.json import encode
 
 from continuity.devstack.servers import NatsServer, RedisServer, free_port
-from services.session_store.service import SessionStoreApp
+from services import registry
 from shared.contract import GetRequest
 from shared.contract.client import ContinuityClient, RequestError
 from tests.support import ServiceProcess, make_config, running, wait_for
@@ -33,7 +33,7 @@ async def test_requests_fail_cleanly_while_redis_is_down_then_succeed(
     fresh_servers: tuple[NatsServer, RedisServer],
 ) -> None:
     n, r = fresh_servers
-    async with running(SessionStoreApp(), make_config(n.url, r.url)):
+    async with running(registry.load("session-store"), make_config(n.url, r.url)):
         nc = await nats.connect(n.url)
         client = ContinuityClient(nc, timeout=10)
         s = new_session()
@@ -54,7 +54,7 @@ async def test_requests_fail_cleanly_while_redis_is_down_then_succeed(
 
 async def test_service_reconnects_after_a_nats_restart(fresh_servers: tuple[NatsServer, RedisServer]) -> None:
     n, r = fresh_servers
-    async with running(SessionStoreApp(), make_config(n.url, r.url)):
+    async with running(registry.load("session-store"), make_config(n.url, r.url)):
         nc = await nats.connect(n.url, max_reconnect_attempts=-1, reconnect_time_wait=0.2)
         client = ContinuityClient(nc, timeout=2)
         s = new_session()

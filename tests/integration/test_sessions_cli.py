@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from services.session_store.service import SessionStoreApp
+from services import registry
 from shared.platform.config import Config
 from tests.support import RunningApp, running
 
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.asyncio
 
 @pytest.fixture
 async def store_app(config: Config) -> AsyncIterator[RunningApp]:
-    async with running(SessionStoreApp(), config) as app:
+    async with running(registry.load("session-store"), config) as app:
         yield app
 
 

@@ -18,10 +18,7 @@ from continuity.devstack.stack import Stack
 from continuity.tools.simulate import run_demo
 from continuity.tools.simulate.fleet import Fleet, Settings
 from continuity.tools.simulate.keys import DEMO_KEYS, DEMO_KEYS_ENV
-from services.archiver.service import ArchiverApp
-from services.classifier.service import ClassifierApp
-from services.reconciliation.service import ReconciliationApp
-from services.session_store.service import SessionStoreApp
+from services import registry
 from tests.support import make_config, running
 
 ARCHIVE_TIMEOUT_S = 1.0
@@ -47,7 +44,12 @@ async def services(sim_nats: NatsServer, redis_server: RedisServer) -> AsyncIter
         archive_timeout_s=ARCHIVE_TIMEOUT_S,
         retry_backoff_s=0.1,
     )
-    apps = (SessionStoreApp(), ClassifierApp(), ArchiverApp(), ReconciliationApp())
+    apps = (
+        registry.load("session-store"),
+        registry.load("classifier"),
+        registry.load("archiver"),
+        registry.load("reconciliation"),
+    )
     async with contextlib.AsyncExitStack() as stack:
         for app in apps:
             await stack.enter_async_context(running(app, config))
@@ -106,7 +108,12 @@ async def narrow_services(quota_nats: NatsServer, redis_server: RedisServer) -> 
         runner_event_rate=20.0,
         runner_event_burst=2,
     )
-    apps = (SessionStoreApp(), ClassifierApp(), ArchiverApp(), ReconciliationApp())
+    apps = (
+        registry.load("session-store"),
+        registry.load("classifier"),
+        registry.load("archiver"),
+        registry.load("reconciliation"),
+    )
     async with contextlib.AsyncExitStack() as stack:
         for app in apps:
             await stack.enter_async_context(running(app, config))

@@ -22,8 +22,7 @@ from nats.js.errors import NotFoundError
 from prometheus_client import REGISTRY
 
 from continuity.devstack.servers import NatsServer, RedisServer, free_port
-from services.classifier.service import ClassifierApp
-from services.reconciliation.service import ReconciliationApp
+from services import registry
 from shared.contract import subjects
 from shared.platform.bus import streams
 from tests.support import make_config, running, wait_for
@@ -122,13 +121,13 @@ async def test_a_service_with_the_default_replicas_leaves_r3_streams_and_consume
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     assert await streams.ensure_streams(cjs, replicas=3) == []
-    for spec in streams.service_consumers(3, 30.0):
+    for spec in registry.durable_consumers(3, 30.0):
         if spec.stream == subjects.EVENTS_STREAM:
             await streams.ensure_consumer(cjs, spec)
 
     config = make_config(urls(cluster), redis_server.url)  # CONTINUITY_STREAM_REPLICAS unset: 1
     assert config.stream_replicas == 1
-    async with running(ClassifierApp(), config):
+    async with running(registry.load("classifier"), config):
         for name in STREAMS:
             assert await replicas(cjs, name) == 3, name
             assert drift_metric(name, "num_replicas") == 1, name
@@ -147,7 +146,7 @@ async def test_a_service_creating_missing_streams_uses_its_configuration(
     cjs: JetStreamContext, cluster: list[ClusterNode], redis_server: RedisServer
 ) -> None:
     config = make_config(urls(cluster), redis_server.url, stream_replicas=3)
-    async with running(ClassifierApp(), config):
+    async with running(registry.load("classifier"), config):
         for name in STREAMS:
             assert await replicas(cjs, name) == 3, name
             assert drift_metric(name, "num_replicas") == 0, name
@@ -160,7 +159,7 @@ async def test_streams_check_reports_r1_streams_and_apply_makes_them_r3(
     cjs: JetStreamContext, cluster: list[ClusterNode]
 ) -> None:
     await streams.ensure_streams(cjs, replicas=1)
-    for spec in streams.service_consumers(1, 30.0):
+    for spec in registry.durable_consumers(1, 30.0):
         await streams.ensure_consumer(cjs, spec)
     url = urls(cluster)  # the CLI takes the same comma-separated list as the services
 
@@ -189,7 +188,7 @@ async def test_streams_check_reports_r1_streams_and_apply_makes_them_r3(
         assert await replicas(cjs, name) == 3, name
 
     async def consumers_r3() -> bool:
-        return all([await replicas(cjs, s.stream, s.durable) == 3 for s in streams.service_consumers(3, 30)])
+        return all([await replicas(cjs, s.stream, s.durable) == 3 for s in registry.durable_consumers(3, 30)])
 
     await wait_for(consumers_r3, timeout=20, what="consumers at 3 replicas")
     code, out, err = await cli("check", "--json", nats_url=url, CONTINUITY_STREAM_REPLICAS="3")
@@ -235,7 +234,7 @@ async def test_limits_of_an_existing_stream_are_kept_reported_and_applied_on_req
         (subjects.EVENTS_STREAM, "max_msgs", "1000", "-1"),
         (subjects.EVENTS_STREAM, "duplicate_window", "60", "120"),
     }
-    spec = streams.service_consumers(1, 30.0)[0]
+    spec = next(c for c in registry.durable_consumers(1, 30.0) if c.durable == subjects.CLASSIFIER_CONSUMER)
     consumer_drifts = await streams.ensure_consumer(js, spec)
     assert {(d.field, d.stored, d.configured) for d in consumer_drifts} == {
         ("ack_wait", "5", "30"),
@@ -283,9 +282,9 @@ async def test_the_runs_index_consumer_is_checked_and_applied_like_every_service
     server, js = single
     runs_index = f"{subjects.DECISIONS_STREAM}/{subjects.RUNS_INDEX_CONSUMER}"
     # As the reconciliation service creates it, it matches what check and apply expect.
-    async with running(ReconciliationApp(), make_config(server.url, redis_server.url)):
+    async with running(registry.load("reconciliation"), make_config(server.url, redis_server.url)):
         configs = streams.stream_configs(1, 120.0)
-        missing, drifts = await streams.check(js, configs, streams.service_consumers(1, 30.0))
+        missing, drifts = await streams.check(js, configs, registry.durable_consumers(1, 30.0))
         assert runs_index not in missing
         assert [d for d in drifts if d.consumer == subjects.RUNS_INDEX_CONSUMER] == []
 

@@ -27,8 +27,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from continuity.devstack.servers import NatsServer, RedisServer, ServerError, free_port
-from services.classifier.service import ClassifierApp
-from services.session_store.service import SessionStoreApp
+from services import registry
 from shared.contract import ErrorInfo, ResumeFailed, subjects
 from shared.contract.client import ContinuityClient
 from shared.contract.times import now_rfc3339
@@ -196,7 +195,10 @@ def tls_config(tls_servers: tuple[TLSNatsServer, TLSRedisServer], certs: Certs) 
 
 @pytest.fixture(scope="module")
 async def services(tls_config: Config) -> AsyncIterator[Config]:
-    async with running(SessionStoreApp(), tls_config), running(ClassifierApp(), tls_config):
+    async with (
+        running(registry.load("session-store"), tls_config),
+        running(registry.load("classifier"), tls_config),
+    ):
         yield tls_config
 
 

@@ -35,10 +35,7 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
 from continuity.devstack.servers import NatsServer, RedisServer
-from services.archiver.service import ArchiverApp
-from services.classifier.service import ClassifierApp
-from services.reconciliation.service import ReconciliationApp
-from services.session_store.service import SessionStoreApp
+from services import registry
 from shared.contract import Decision, ResumeFailed, RunRequest, subjects
 from shared.contract.decoding import InvalidInput, decode
 from tests.support import make_config, running, wait_for
@@ -650,7 +647,12 @@ async def stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack
     config = replace(make_config(nats_server.url, redis_server.url), max_deliver=2, nak_delay_s=0.05)
     try:
         async with AsyncExitStack() as apps:
-            for app in (SessionStoreApp(), ClassifierApp(), ArchiverApp(), ReconciliationApp()):
+            for app in (
+                registry.load("session-store"),
+                registry.load("classifier"),
+                registry.load("archiver"),
+                registry.load("reconciliation"),
+            ):
                 await apps.enter_async_context(running(app, config))
             nc = await nats.connect(nats_server.url)
             js = nc.jetstream()

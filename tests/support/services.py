@@ -1,4 +1,5 @@
-"""Services under test: their configuration, in-process (`running`) or as processes of their own
+"""Services under test: their configuration, in-process (`running`, given the `Service` that
+`services.registry.load` makes, as for `continuity serve`) or as processes of their own
 (`ServiceProcess`), and their HTTP probes."""
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from typing import Any
 
 from continuity.devstack.stack import spawn_service
 from shared.platform.config import Config
-from shared.platform.runtime import App, serve
+from shared.platform.runtime import serve
+from shared.platform.service import Service
 from tests.support.waiting import wait_for
 
 
@@ -35,7 +37,9 @@ def make_config(nats_url: str, redis_url: str, **overrides: Any) -> Config:
 
 
 class RunningApp:
-    def __init__(self, app: App, config: Config) -> None:
+    """A service served in this process, as `continuity serve` serves it, until `stop`."""
+
+    def __init__(self, app: Service, config: Config) -> None:
         self.app = app
         self.config = config
         self.stop_event = asyncio.Event()
@@ -52,7 +56,7 @@ class RunningApp:
 
 
 @contextlib.asynccontextmanager
-async def running(app: App, config: Config) -> AsyncIterator[RunningApp]:
+async def running(app: Service, config: Config) -> AsyncIterator[RunningApp]:
     r = RunningApp(app, config)
     await r.start()
     try:

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from continuity.cli.main import build_parser
+from services import registry
 from shared.contract import subjects
-from shared.platform.bus import streams
 
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
 OPERATIONS = README.split("## Operations", 1)[1].split("\n## ", 1)[0]
@@ -74,7 +74,7 @@ def test_the_options_the_section_names_exist(path: list[str], options: set[str])
 
 
 def test_the_service_table_names_every_durable_consumer_and_the_runs_list() -> None:
-    for spec in streams.service_consumers(1, 30.0):
+    for spec in registry.durable_consumers(1, 30.0):
         # By its name, its subject or its stream.
         names = {spec.durable, spec.config.filter_subject, spec.stream}
         assert any(f"`{name}`" in SERVICES_TABLE for name in names), spec.durable

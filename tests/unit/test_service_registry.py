@@ -1,5 +1,6 @@
 """The one list of services: every package under services/ with a `service.py`, whose `NAME`
-is the package's name with `-` for `_`; the CLI and the deploy tests read it."""
+is the package's name with `-` for `_`; the CLI and the deploy tests read it, and which service
+owns which subject and consumer is read from the services' specs."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import importlib
 from pathlib import Path
 
 from services import registry
-from shared.platform.service import ServiceApp
+from shared.contract import subjects
+from shared.platform.service import Service, ServiceSpec, subject_matches
 from tests.deploy.conftest import SERVICES as DEPLOYED
 
 SERVICES_DIR = Path(__file__).resolve().parents[2] / "services"
@@ -23,13 +25,39 @@ def test_each_service_module_names_itself_and_builds_a_spec() -> None:
     for name, module_name in registry.SERVICES.items():
         module = importlib.import_module(module_name)
         assert module.NAME == name
-        if name == "console":  # a web server, not consumers and endpoints: it exports app()
-            assert callable(module.app) and not hasattr(module, "build")
-            continue  # loading it reads its sign-in settings: tests/integration/console run it
+        assert isinstance(module.SPEC, ServiceSpec) and module.SPEC.name == name
         assert callable(module.build)
-        app = registry.load(name)
-        assert isinstance(app, ServiceApp) and app.name == name
+        if name == "console":
+            continue  # loading it reads its sign-in settings: tests/integration/console run it
+        service = registry.load(name)
+        assert isinstance(service, Service) and service.name == name
 
 
 def test_the_deploy_tests_take_the_same_list() -> None:
     assert DEPLOYED == tuple(registry.SERVICES)
+
+
+def test_the_durable_consumers_are_the_specs_consumers() -> None:
+    found = {(c.stream, c.durable, c.config.filter_subject) for c in registry.durable_consumers(1, 30.0)}
+    assert found == {
+        (subjects.EVENTS_STREAM, subjects.CLASSIFIER_CONSUMER, subjects.EVENTS_ALL),
+        (subjects.WORK_STREAM, subjects.ARCHIVER_CONSUMER, subjects.WORK_ARCHIVE),
+        (subjects.WORK_STREAM, subjects.RECONCILIATION_CONSUMER, subjects.WORK_RECONCILE),
+        (subjects.DECISIONS_STREAM, subjects.RUNS_INDEX_CONSUMER, subjects.DECISIONS_ALL),
+    }
+
+
+def test_a_request_subject_names_the_service_that_answers_it() -> None:
+    assert registry.service_answering(subjects.SESSIONS_DECIDE) == "session-store"
+    assert registry.service_answering(subjects.runner_sessions("r-1", "get")) == "session-store"
+    assert registry.service_answering(subjects.RUNS_LIST) == "reconciliation"
+    assert registry.service_answering("continuity.nothing.here") is None
+
+
+def test_subjects_match_as_nats_matches_them() -> None:
+    assert subject_matches("a.*.c", "a.b.c")
+    assert not subject_matches("a.*.c", "a.b.c.d")
+    assert not subject_matches("a.*", "a")
+    assert subject_matches("a.>", "a.b.c")
+    assert not subject_matches("a.>", "a")
+    assert not subject_matches("a.b", "a.c")

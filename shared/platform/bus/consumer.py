@@ -28,7 +28,7 @@ from shared.platform import metrics
 from shared.platform.bus.fair import FairQueue
 from shared.platform.bus.publish import TOO_LARGE_REASON, PayloadTooLarge, dead_letter
 from shared.platform.bus.pull import Puller
-from shared.platform.bus.streams import ConsumerSpec, durable_config, ensure_consumer
+from shared.platform.bus.streams import DurableConsumer, durable_config, ensure_consumer
 from shared.platform.config import MAX_IN_FLIGHT, Config
 from shared.platform.logs import Log
 
@@ -64,6 +64,9 @@ def decoding(message_type: type[M], handler: Callable[[M], Awaitable[None]]) -> 
 
 
 class PullConsumer:
+    """One durable consumer of a service, pulled and handled under the delivery rules above: a
+    part of its service (shared/platform/parts.py)."""
+
     def __init__(
         self,
         js: JetStreamContext,
@@ -147,12 +150,16 @@ class PullConsumer:
     async def ensure(self) -> None:
         """Create the durable consumer if it is missing; an existing one is never changed here."""
         config = durable_config(self._durable, self._filter, self._ack_wait)
-        await ensure_consumer(self._js, ConsumerSpec(self._stream, config, self._replicas))
+        await ensure_consumer(self._js, DurableConsumer(self._stream, config, self._replicas))
 
     async def start(self) -> None:
         await self.ensure()
         self._task = asyncio.create_task(self._run(), name=f"consumer-{self._durable}")
         self._pending_task = asyncio.create_task(self._watch_pending())
+
+    def ready(self) -> bool:
+        """Bound to its durable consumer: pulling."""
+        return self.bound
 
     async def drain(self, timeout: float) -> None:
         """Stop pulling; messages in hand finish (or are redelivered to another replica)."""

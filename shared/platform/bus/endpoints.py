@@ -48,6 +48,7 @@ from shared.contract.errors import (
 )
 from shared.contract.types import RUNNER_ID_PATTERN
 from shared.platform import metrics
+from shared.platform.bus import nats_private
 from shared.platform.config import Config
 from shared.platform.logs import Log
 from shared.platform.redis.store import TRANSIENT_REDIS_ERRORS
@@ -91,11 +92,9 @@ class _Route:
     def count_error(self, error: ServiceError) -> None:
         # micro counts an error only when the handler it called raises, and then answers it
         # itself without a body. Requests are answered in their own tasks, after that handler
-        # returned, with the contract's body: the count is kept on micro's endpoint directly,
-        # since micro has no public way to add to it.
+        # returned, with the contract's body: the count is kept on micro's endpoint directly.
         if self.micro is not None:
-            self.micro._num_errors += 1
-            self.micro._last_error = f"{error.status}:{error.code}"  # type: ignore[assignment]
+            nats_private.count_error(self.micro, f"{error.status}:{error.code}")
 
 
 class Endpoints:
@@ -179,8 +178,7 @@ class Endpoints:
                 await asyncio.sleep(0)  # the connection's flusher writes the replies so far
 
     def _reply_allowed(self, name: str, request: Request) -> bool:
-        # nats.micro's Request does not expose the reply subject; its message does.
-        reply = request._msg.reply
+        reply = nats_private.reply_subject(request)
         if reply and reply.startswith(self._reply_prefixes):
             return True
         metrics.labelled(metrics.REQUESTS, name, REPLY_REFUSED).inc()
@@ -202,18 +200,21 @@ class Endpoints:
             if group is None:
                 group = groups[prefix] = self._service.add_group(name=prefix)
             await group.add_endpoint(name=route.name, subject=last, handler=route.dispatch)
-            # add_endpoint returns nothing; the endpoint it made is the last of the service's.
-            route.micro = self._service._endpoints[-1]
+            route.micro = nats_private.newest_endpoint(self._service)
         # add_endpoint does not flush: started means the server holds every endpoint's interest.
         await self._nc.flush()
+
+    def ready(self) -> bool:
+        """Registered: the server holds the interest of every endpoint."""
+        return self._service is not None
 
     async def drain(self, timeout: float) -> None:
         """Stop taking requests, answer those already received, and wait (up to `timeout`) for
         those in flight. The control subjects ($SRV.*) go with the connection's own drain."""
         # nats.micro has no drain: it stops endpoints by unsubscribing, which drops requests
         # already delivered to this process; draining each endpoint's subscription answers them.
-        subscriptions: list[Any] = [route.micro._subscription for route in self._routes if route.micro]
-        subscriptions = [sub for sub in subscriptions if sub is not None]
+        found = [nats_private.endpoint_subscription(route.micro) for route in self._routes if route.micro]
+        subscriptions: list[Any] = [sub for sub in found if sub is not None]
         await asyncio.gather(*(sub.drain() for sub in subscriptions), return_exceptions=True)
         if self._inflight:
             await asyncio.wait(set(self._inflight), timeout=timeout)

@@ -23,6 +23,7 @@ from nats.js import JetStreamContext
 
 from shared.contract.times import now_rfc3339
 from shared.platform import metrics
+from shared.platform.bus import nats_private
 
 DEAD_REASON_HEADER = "Continuity-Dead-Reason"
 DEAD_SUBJECT_HEADER = "Continuity-Original-Subject"
@@ -80,7 +81,7 @@ def header_size(headers: Mapping[str, str] | None) -> int:
 
 def max_payload(js: JetStreamContext) -> int:
     """The limit the server announced on this connection (1 MiB unless configured)."""
-    return js._nc.max_payload
+    return nats_private.connection(js).max_payload
 
 
 def check_size(js: JetStreamContext, payload: bytes, headers: Mapping[str, str] | None) -> None:
@@ -107,7 +108,7 @@ async def _stored(
     stream: `NoStreamResponseError`; an error reply: an `APIError`; no reply in time:
     `nats.errors.TimeoutError`), without building a `PubAck` from `json.loads` and dataclass
     fields: about a tenth of the client's CPU per JetStream publish."""
-    msg = await _request(js._nc, subject, payload, headers, timeout)
+    msg = await _request(nats_private.connection(js), subject, payload, headers, timeout)
     if msg.headers and msg.headers.get("Status") == "503":  # no stream takes the subject
         raise nats.js.errors.NoStreamResponseError
     reply = _decode_ack(msg.data)
@@ -131,21 +132,18 @@ async def _request(nc: Client, subject: str, payload: bytes, headers: dict[str, 
     two cannot meet (a NUID costs 2.7 µs of Python, the counter 0.15)."""
     if nc.is_draining_pubs:
         raise nats.errors.ConnectionDrainingError
-    if not nc._resp_sub_prefix:
-        await nc._init_request_sub()
-    prefix = nc._resp_sub_prefix
-    assert prefix is not None
+    prefix = nats_private.reply_prefix(nc) or await nats_private.open_replies(nc)
     token = f"p{next(_tokens)}"
     loop = asyncio.get_running_loop()
     reply: asyncio.Future[Msg] = loop.create_future()
-    nc._resp_map[token] = reply
+    nats_private.expect_reply(nc, token, reply)
     timer = loop.call_later(timeout, _expire, reply)
     try:
-        await nc.publish(subject, payload, reply=prefix.decode() + token, headers=headers)
+        await nc.publish(subject, payload, reply=prefix + token, headers=headers)
         return await reply
     finally:
         timer.cancel()
-        nc._resp_map.pop(token, None)
+        nats_private.forget_reply(nc, token)
 
 
 async def dead_letter(

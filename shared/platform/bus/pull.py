@@ -25,6 +25,8 @@ from collections.abc import Callable
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
+from shared.platform.bus import nats_private
+
 PULL_EXPIRES_S = 2.0
 """How long the server keeps one pull request waiting for messages."""
 _LATE_S = 1.0
@@ -57,12 +59,13 @@ class Puller:
     subscription and queue, without its `fetch`."""
 
     def __init__(self, sub: JetStreamContext.PullSubscription) -> None:
-        self._nc = sub._nc
-        self._sub = sub._sub
+        plumbing = nats_private.pull_plumbing(sub)
+        self._nc = plumbing.nc
+        self._sub = plumbing.sub
         # Its deliveries, and the marks this class puts there to end a request.
-        self._queue: asyncio.Queue[object] = sub._sub._pending_queue  # type: ignore[assignment]
-        self._next = sub._nms
-        self._inbox = sub._deliver
+        self._queue = plumbing.queue
+        self._next = plumbing.next_subject
+        self._inbox = plumbing.inbox
 
     def wake(self) -> None:
         """End the request in progress now (or the next one, if none is)."""
@@ -88,7 +91,7 @@ class Puller:
                     raise PullRefused(UNANSWERED)
                 if not isinstance(item, Msg):
                     continue
-                self._sub._pending_size -= len(item.data)
+                nats_private.taken_from_queue(self._sub, len(item.data))
                 if item.reply:  # a delivery: its ack subject. A publisher's own headers,
                     received += 1  # a `Status` among them, never make it a status message.
                     deliver(item)

@@ -1,5 +1,5 @@
-"""The four streams of the contract and the services' durable consumers: created when missing,
-never changed once they exist.
+"""The four streams of the contract and durable consumers: created when missing, never changed
+once they exist.
 
 A service started with another configuration than the cluster's (a replica without
 `CONTINUITY_STREAM_REPLICAS`, say) must not turn R3 streams into R1: at start it only creates
@@ -115,8 +115,10 @@ def durable_config(durable: str, filter_subject: str | None, ack_wait_s: float) 
 
 
 @dataclass(frozen=True)
-class ConsumerSpec:
-    """A durable consumer a service creates, with the replica count it should have."""
+class DurableConsumer:
+    """A durable consumer as JetStream stores it: its stream, its settings, and the replica count
+    it should have. Which service owns which is said by the services' specs (services/registry.py
+    lists them all)."""
 
     stream: str
     config: ConsumerConfig
@@ -126,33 +128,6 @@ class ConsumerSpec:
     def durable(self) -> str:
         assert self.config.durable_name is not None
         return self.config.durable_name
-
-
-def service_consumers(replicas: int, ack_wait_s: float) -> list[ConsumerSpec]:
-    """The durable consumers of the classifier, the archiver and the reconciliation service (its
-    work items, and the decisions that keep its runs index)."""
-    return [
-        ConsumerSpec(
-            subjects.EVENTS_STREAM,
-            durable_config(subjects.CLASSIFIER_CONSUMER, subjects.EVENTS_ALL, ack_wait_s),
-            replicas,
-        ),
-        ConsumerSpec(
-            subjects.WORK_STREAM,
-            durable_config(subjects.ARCHIVER_CONSUMER, subjects.WORK_ARCHIVE, ack_wait_s),
-            replicas,
-        ),
-        ConsumerSpec(
-            subjects.WORK_STREAM,
-            durable_config(subjects.RECONCILIATION_CONSUMER, subjects.WORK_RECONCILE, ack_wait_s),
-            replicas,
-        ),
-        ConsumerSpec(
-            subjects.DECISIONS_STREAM,
-            durable_config(subjects.RUNS_INDEX_CONSUMER, subjects.DECISIONS_ALL, ack_wait_s),
-            replicas,
-        ),
-    ]
 
 
 # ---- differences between what is stored and what is configured ------------------------------
@@ -233,7 +208,7 @@ def consumer_replicas(info: ConsumerInfo) -> int:
     return 1 + len(info.cluster.replicas or [])
 
 
-def consumer_drift(info: ConsumerInfo, spec: ConsumerSpec) -> list[Drift]:
+def consumer_drift(info: ConsumerInfo, spec: DurableConsumer) -> list[Drift]:
     pairs = [(field, get(info.config), get(spec.config)) for field, get in _CONSUMER_FIELDS.items()]
     pairs.append(("num_replicas", consumer_replicas(info), spec.replicas))
     return [
@@ -293,7 +268,7 @@ async def ensure_streams(
     return found
 
 
-async def ensure_consumer(js: JetStreamContext, spec: ConsumerSpec) -> list[Drift]:
+async def ensure_consumer(js: JetStreamContext, spec: DurableConsumer) -> list[Drift]:
     """Create a missing durable consumer; an existing one is left as it is, its differences
     from `spec` reported like a stream's."""
     try:
@@ -310,7 +285,7 @@ async def ensure_consumer(js: JetStreamContext, spec: ConsumerSpec) -> list[Drif
 
 
 async def check(
-    js: JetStreamContext, configs: list[StreamConfig], consumers: list[ConsumerSpec]
+    js: JetStreamContext, configs: list[StreamConfig], consumers: list[DurableConsumer]
 ) -> tuple[list[str], list[Drift]]:
     """What is missing (stream names, `stream/durable` for consumers), and what differs."""
     missing: list[str] = []
@@ -337,7 +312,7 @@ async def check(
 
 
 async def apply(
-    js: JetStreamContext, configs: list[StreamConfig], consumers: list[ConsumerSpec]
+    js: JetStreamContext, configs: list[StreamConfig], consumers: list[DurableConsumer]
 ) -> list[str]:
     """Create what is missing and update what differs; returns what was changed."""
     missing, drifts = await check(js, configs, consumers)

@@ -19,9 +19,7 @@ from playwright.async_api import Browser, async_playwright
 
 from continuity.devstack.servers import NatsServer, RedisServer
 from services.console.config import ConsoleConfig
-from services.console.service import ConsoleApp
-from services.reconciliation.service import ReconciliationApp
-from services.session_store.service import SessionStoreApp
+from services.console.service import WebConsole
 from tests.support import make_config, running
 from tests.support.console import (
     ARTIFACTS,
@@ -36,7 +34,7 @@ from tests.support.console import (
 
 @pytest.fixture(scope="module")
 async def consoles(nats_server: NatsServer, redis_server: RedisServer) -> AsyncIterator[Consoles]:
-    from services.classifier.service import ClassifierApp
+    from services import registry
 
     # A runner's record is read again after 50 ms, so a revocation is in force at once.
     config = replace(
@@ -53,16 +51,24 @@ async def consoles(nats_server: NatsServer, redis_server: RedisServer) -> AsyncI
         session_key=b"s" * 32,
         trusted_proxies=(ipaddress.ip_network("127.0.0.1/32"),),
     )
-    trusting = ConsoleApp(base)
-    untrusting = ConsoleApp(replace(base, trusted_proxies=(ipaddress.ip_network("192.0.2.1/32"),)))
+    trusting = registry.load("console", config=base)
+    untrusting = registry.load(
+        "console", config=replace(base, trusted_proxies=(ipaddress.ip_network("192.0.2.1/32"),))
+    )
     async with (
-        running(SessionStoreApp(), config),
-        running(ClassifierApp(), config),
-        running(ReconciliationApp(gauge_interval_s=0.5, outbox_grace_s=1.0, sweep_interval_s=0.2), config),
+        running(registry.load("session-store"), config),
+        running(registry.load("classifier"), config),
+        running(
+            registry.load("reconciliation", gauge_interval_s=0.5, outbox_grace_s=1.0, sweep_interval_s=0.2),
+            config,
+        ),
         running(trusting, config),
         running(untrusting, config),
     ):
-        yield Consoles(f"http://127.0.0.1:{trusting.port}", f"http://127.0.0.1:{untrusting.port}")
+        yield Consoles(
+            f"http://127.0.0.1:{trusting.part(WebConsole).port}",
+            f"http://127.0.0.1:{untrusting.part(WebConsole).port}",
+        )
 
 
 @pytest.fixture(scope="module")

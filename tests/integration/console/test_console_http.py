@@ -23,11 +23,12 @@ from prometheus_client import REGISTRY
 from yarl import URL
 
 from continuity.devstack.servers import NatsServer, RedisServer
+from services import registry
 from services.console.config import ConsoleConfig
 from services.console.identity import COOKIE
 from services.console.revocations import BUCKET, Revocations
 from services.console.runs_query import RUN_STATUSES, count_label
-from services.console.service import ConsoleApp
+from services.console.service import WebConsole
 from services.console.streams import recent_decisions
 from services.console.web import LIVE_SHOWN, STATUS_COUNT_CAP, session_link
 from shared.contract import GetRequest, RunsListRequest, SessionRef, subjects
@@ -374,21 +375,22 @@ async def test_a_signed_out_session_is_refused_by_every_console(
 async def test_wrong_tokens_are_slowed_and_the_right_one_works_after_the_window(
     consoles: Consoles, nats_server: NatsServer, redis_server: RedisServer
 ) -> None:
-    console = ConsoleApp(
-        ConsoleConfig.from_env(
+    console = registry.load(
+        "console",
+        config=ConsoleConfig.from_env(
             {
                 "CONTINUITY_CONSOLE_PORT": "0",
                 "CONTINUITY_CONSOLE_DEV_TOKEN": DEV_TOKEN,
                 "CONTINUITY_CONSOLE_LOGIN_FAILURES": "3",
                 "CONTINUITY_CONSOLE_LOGIN_WINDOW_S": "2",
             }
-        )
+        ),
     )
     async with (
         running(console, make_config(nats_server.url, redis_server.url)),
         aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http,
     ):
-        base = f"http://127.0.0.1:{console.port}"
+        base = f"http://127.0.0.1:{console.part(WebConsole).port}"
         token = await csrf_of(http, f"{base}/login")
         before = refused("login_throttled")
 
@@ -475,14 +477,18 @@ async def test_while_signed_out_sessions_cannot_be_looked_up_signed_in_pages_are
     fresh_servers: tuple[NatsServer, RedisServer],
 ) -> None:
     nats_server, redis_server = fresh_servers  # servers of the test's own: NATS is stopped below
-    console = ConsoleApp(
-        ConsoleConfig(port=0, dev_token=DEV_TOKEN, dev_actor=DEV_ACTOR, session_key=b"s" * 32)
+    console = registry.load(
+        "console",
+        config=ConsoleConfig(port=0, dev_token=DEV_TOKEN, dev_actor=DEV_ACTOR, session_key=b"s" * 32),
     )
     async with (
         running(console, make_config(nats_server.url, redis_server.url)),
         aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http,
     ):
-        base, origin = f"http://127.0.0.1:{console.port}", {"Origin": f"http://127.0.0.1:{console.port}"}
+        base, origin = (
+            f"http://127.0.0.1:{console.part(WebConsole).port}",
+            {"Origin": f"http://127.0.0.1:{console.part(WebConsole).port}"},
+        )
         token = await csrf_of(http, f"{base}/login")
         login = {"csrf_token": token, "token": DEV_TOKEN}
         async with http.post(f"{base}/login", data=login, headers=origin, allow_redirects=False) as r:

@@ -140,22 +140,20 @@ async def _connect_nats(
 
 async def _connect_redis(config: Config, stop: asyncio.Event) -> Redis | None:
     """The store's client, once the server has said whether it is a Redis Cluster."""
-    delay = 0.2
     client = Redis.from_config(config)
-    while not stop.is_set():
-        try:
-            await client.connect()
-            return client
-        except ConfigError:
-            await client.aclose()
-            raise
-        except Exception as exc:
-            log.warning("redis_connect_failed", error_type=type(exc).__name__, retry_in_s=delay)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), delay)
-            delay = min(delay * 2, 5.0)
-    await client.aclose()
-    return None
+
+    async def attempt() -> Redis:
+        await client.connect()
+        return client
+
+    try:
+        connected = await _retrying(attempt, stop, "redis_connect_failed", fatal=(ConfigError,))
+    except ConfigError:
+        await client.aclose()
+        raise
+    if connected is None:  # stopped before it connected
+        await client.aclose()
+    return connected
 
 
 async def _ensure_streams(js: JetStreamContext, config: Config, stop: asyncio.Event) -> None:

@@ -31,8 +31,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from continuity.devstack.servers import NatsServer, RedisServer, ServerError
 from shared.platform.bus.connection import connect
 from shared.platform.config import Config, ConfigError
-from shared.platform.redis import store
-from shared.platform.redis.pipeline import PipelinedRedis
+from shared.platform.redis import Redis
 from shared.platform.tls import client_context, nats_context, redis_context
 from tests.deploy.conftest import DEPLOY
 
@@ -232,24 +231,17 @@ async def test_redis_through_a_port_forward_needs_the_server_name(
     without = Config.from_env(operator_env(forwarded, certs, server_names=False))
     context = redis_context(without)
     assert context is not None
-    client = store.connect(without.redis_url, ssl_context=context)
+    client = Redis(without.redis_url, ssl_context=context, connect_timeout=3)
     with pytest.raises(RedisConnectionError):
-        await client.ping()  # type: ignore[misc]
+        await client.execute("PING")
     await client.aclose()
-    pipelined = PipelinedRedis(without.redis_url, ssl_context=context, connect_timeout=3)
-    with pytest.raises(RedisConnectionError):
-        await pipelined.execute_command("PING")
-    await pipelined.aclose()
 
     named = Config.from_env(operator_env(forwarded, certs, server_names=True))
     context = redis_context(named)
     assert context is not None
-    client = store.connect(named.redis_url, ssl_context=context)
-    assert await client.ping()  # type: ignore[misc]
+    client = Redis(named.redis_url, ssl_context=context)
+    assert await client.execute("PING") == b"PONG"
     await client.aclose()
-    pipelined = PipelinedRedis(named.redis_url, ssl_context=context)
-    assert await pipelined.execute_command("PING") == b"PONG"
-    await pipelined.aclose()
     # A blocking socket takes the name too (the context's other way in).
     with socket.create_connection(("127.0.0.1", forwarded[1]), timeout=3) as raw:
         with context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
@@ -267,15 +259,15 @@ async def test_redis_refuses_a_client_certificate_made_for_servers_only(
         context = client_context(
             certs["ca.crt"], certs[cert], certs[key], prefix="T", server_name=REDIS_SERVICE
         )
-        pipelined = PipelinedRedis(url, ssl_context=context, connect_timeout=3)
+        client = Redis(url, ssl_context=context, connect_timeout=3)
         try:
             if accepted:
-                assert await pipelined.execute_command("PING") == b"PONG"
+                assert await client.execute("PING") == b"PONG"
             else:
                 with pytest.raises(RedisConnectionError):
-                    await pipelined.execute_command("PING")
+                    await client.execute("PING")
         finally:
-            await pipelined.aclose()
+            await client.aclose()
 
 
 @pytest.mark.parametrize(

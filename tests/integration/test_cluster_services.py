@@ -24,7 +24,7 @@ from services import registry
 from shared.contract import SessionRef, subjects
 from shared.contract.client import ContinuityClient, RequestError
 from shared.platform.config import Config
-from shared.platform.redis import store
+from shared.platform.redis import Redis
 from shared.platform.redis.slots import key_slot
 from shared.records import keys
 from shared.records.outbox import OutboxEntry
@@ -108,7 +108,7 @@ async def test_the_sweeper_publishes_what_is_left_in_outboxes_on_every_master(
     services: Config, redis_cluster: RedisCluster, nc: Client
 ) -> None:
     runner = f"r-{uuid.uuid4().hex[:12]}"
-    client = await store.open_client(services.redis_url, "on")
+    client = Redis(services.redis_url, cluster="on")
     left: dict[str, str] = {}
     try:
         masters: set[int] = set()
@@ -121,7 +121,7 @@ async def test_the_sweeper_publishes_what_is_left_in_outboxes_on_every_master(
                 payload=b'{"left": true}',
                 recorded_at=time.time() - 60,  # a crash left it long ago
             )
-            await client.hset(keys.outbox(sk), entry.msg_id, msgspec.json.encode(entry))  # type: ignore[misc]
+            await client.execute("HSET", keys.outbox(sk), entry.msg_id, msgspec.json.encode(entry))
             left[entry.msg_id] = sk
 
         async def published() -> bool:

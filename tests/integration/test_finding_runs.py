@@ -43,6 +43,7 @@ from shared.contract.client import ContinuityClient, RequestError
 from shared.contract.signing import sign
 from shared.contract.times import now_rfc3339
 from shared.platform.bus.publish import DEAD_MSG_ID_HEADER, dead_letter
+from shared.platform.redis import Redis
 from shared.records import keys
 from tests.support import make_config, read_stream, running, wait_for
 
@@ -273,13 +274,13 @@ async def test_runs_list_filters_by_status_runner_tenant_reason_and_age_and_page
 
 
 async def test_the_index_keeps_the_newest_decision_and_drops_runs_whose_record_is_gone(
-    services: str, nc: Client, client: ContinuityClient, redis_client: aioredis.Redis
+    services: str, nc: Client, client: ContinuityClient, redis_client: aioredis.Redis, records_redis: Redis
 ) -> None:
     tenant = f"t-{uid()}"
     (run,) = await make_runs(nc.jetstream(), [(f"r{uid()}", tenant, "conflict")])
     await indexed(client, [run])
     (entry,) = (await client.runs(RunsListRequest(tenant=tenant))).items
-    index = RunsIndex(redis_client)
+    index = RunsIndex(records_redis)
     # A redelivered older decision, or one of the same time, changes nothing.
     older = Decision(
         decision_id=f"{run.run_id}:1:retry_same_session",

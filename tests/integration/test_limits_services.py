@@ -22,13 +22,16 @@ from nats.js import JetStreamContext
 
 from continuity.devstack.servers import NatsServer, RedisServer
 from services import registry
-from services.reconciliation.store import ReconciliationStore, member, open_index
+from services.reconciliation.step import member, open_index
+from services.reconciliation.store import ReconciliationStore
 from shared.contract import ListRequest, ReconcileWork, SessionRef, ToolCall, subjects
 from shared.contract.client import ContinuityClient, RequestError
 from shared.contract.limits import MAX_EVENT_BYTES, MAX_PAGE_BYTES, NAME_CHARS
 from shared.contract.times import now_rfc3339
 from shared.platform.bus.publish import DEAD_REASON_HEADER
+from shared.platform.redis import Redis
 from tests.support import make_config, running, wait_for
+from tests.support.records import url_of
 
 pytestmark = pytest.mark.asyncio
 
@@ -253,7 +256,7 @@ async def open_record(store: ReconciliationStore, tool_name: str) -> str:
 async def listed(stack: Client, servers: tuple[NatsServer, RedisServer]) -> AsyncIterator[list[str]]:
     """Three records from before the tool name's limit (400 KB names), and enough records at
     the limit, in escaped text, to make more than one page by bytes; their run ids."""
-    redis = aioredis.from_url(servers[1].url)
+    redis = Redis(servers[1].url)
     store = ReconciliationStore(redis)
     opened = [await open_record(store, "L" * 400_000) for _ in range(3)]
     heavy = "\x01" * NAME_CHARS  # six bytes each in JSON
@@ -266,7 +269,7 @@ async def listed(stack: Client, servers: tuple[NatsServer, RedisServer]) -> Asyn
 async def test_the_list_pages_by_cursor_and_no_page_exceeds_the_limit(
     stack: Client, redis: aioredis.Redis, listed: list[str]
 ) -> None:
-    store = ReconciliationStore(redis)
+    store = ReconciliationStore(Redis(url_of(redis)))
     pages: list[int] = []
     seen: list[str] = []
     opened_at: list[str] = []

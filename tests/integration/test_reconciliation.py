@@ -22,7 +22,7 @@ from prometheus_client import REGISTRY
 
 from services import registry
 from services.reconciliation import wire
-from services.reconciliation.store import epoch_of, member, open_index
+from services.reconciliation.step import epoch_of, member, open_index
 from shared.contract import (
     ListRequest,
     ResolveRequest,

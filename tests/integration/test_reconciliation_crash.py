@@ -9,9 +9,11 @@ import redis.asyncio as aioredis
 from nats.aio.client import Client
 
 from services import registry
-from services.reconciliation.store import ReconciliationStore, member, open_index, split_member
+from services.reconciliation.step import member, open_index, split_member
+from services.reconciliation.store import ReconciliationStore
 from shared.platform.bus.streams import ensure_streams
 from shared.platform.config import Config
+from shared.platform.redis import Redis
 from shared.records import keys
 from shared.records.names import decision_id
 from tests.support import Decisions, running, wait_for
@@ -21,7 +23,7 @@ pytestmark = pytest.mark.asyncio
 
 
 async def test_a_resolution_recorded_but_not_published_is_published_once_by_the_sweeper(
-    config: Config, redis_client: aioredis.Redis, nc: Client
+    config: Config, redis_client: aioredis.Redis, records_redis: Redis, nc: Client
 ) -> None:
     js = nc.jetstream()
     await ensure_streams(js)
@@ -30,7 +32,7 @@ async def test_a_resolution_recorded_but_not_published_is_published_once_by_the_
         keys.session(run.session.key), mapping={"native_session_id": "ns-1", "state": "active"}
     )  # type: ignore[misc]
     await classify(redis_client, js, run, "reconcile")
-    store = ReconciliationStore(redis_client)
+    store = ReconciliationStore(records_redis)
     await store.open(reconcile_work(run))
     found = await store.load(run.run_id)
     assert found is not None

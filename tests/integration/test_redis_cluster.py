@@ -12,14 +12,14 @@ import redis.asyncio as aioredis
 
 from continuity.devstack.servers import RedisCluster, RedisServer
 from shared.platform.config import ConfigError
-from shared.platform.redis import store
+from shared.platform.redis import Redis
 from shared.platform.redis.pipeline import PipelinedRedis
 from shared.platform.redis.slots import key_slot
-from shared.records import keys
+from shared.records import keys, scripts
 
 pytestmark = pytest.mark.asyncio
 
-_PROBE = store.Script("session_reject")
+_PROBE = scripts.SESSION_REJECT
 
 
 @pytest.fixture
@@ -30,8 +30,9 @@ async def pipelined(redis_cluster: RedisCluster) -> AsyncIterator[PipelinedRedis
 
 
 @pytest.fixture
-async def client(redis_cluster: RedisCluster) -> AsyncIterator[aioredis.Redis]:
-    c = await store.open_client(redis_cluster.url, "auto")
+async def client(redis_cluster: RedisCluster) -> AsyncIterator[Redis]:
+    c = Redis(redis_cluster.url)
+    await c.connect()
     yield c
     await c.aclose()
 
@@ -68,20 +69,17 @@ async def test_the_pipeline_sends_each_command_to_the_master_of_its_slot(
             assert (m.cli("EXISTS", k).strip() == "1") == (owner.port == m.port)
 
 
-async def test_scripts_load_on_the_master_where_they_run(
-    redis_cluster: RedisCluster, pipelined: PipelinedRedis, client: aioredis.Redis
-) -> None:
-    for conn in (pipelined, client):
-        for master in redis_cluster.masters():
-            master.cli("SCRIPT", "FLUSH")
-        for master in redis_cluster.masters():
-            # NOSCRIPT on this master: the script is loaded there and run
-            assert await _PROBE(conn, [_key_on(redis_cluster, master)], ["ns-x"]) == 0
-        assert all(m.cli("SCRIPT", "EXISTS", _PROBE.sha).strip() == "1" for m in redis_cluster.masters())
+async def test_scripts_load_on_the_master_where_they_run(redis_cluster: RedisCluster, client: Redis) -> None:
+    for master in redis_cluster.masters():
+        master.cli("SCRIPT", "FLUSH")
+    for master in redis_cluster.masters():
+        # NOSCRIPT on this master: the script is loaded there and run
+        assert await client.script(_PROBE, [_key_on(redis_cluster, master)], ["ns-x"]) == 0
+    assert all(m.cli("SCRIPT", "EXISTS", _PROBE.sha).strip() == "1" for m in redis_cluster.masters())
 
 
 async def test_ask_and_moved_are_followed_during_a_slot_migration(
-    redis_cluster: RedisCluster, pipelined: PipelinedRedis, client: aioredis.Redis
+    redis_cluster: RedisCluster, pipelined: PipelinedRedis, client: Redis
 ) -> None:
     source, target = redis_cluster.masters()[:2]
     key = _key_on(redis_cluster, source, "mig")
@@ -108,12 +106,12 @@ async def test_ask_and_moved_are_followed_during_a_slot_migration(
     assert target.cli("ASKING") is not None and redis_cluster.master_of_slot(slot).port == target.port
 
 
-async def test_scan_all_covers_every_master(redis_cluster: RedisCluster, client: aioredis.Redis) -> None:
+async def test_scan_all_covers_every_master(redis_cluster: RedisCluster, client: Redis) -> None:
     tag = uuid.uuid4().hex[:8]
     names = {f"scan-{tag}:{{{i}}}".encode() for i in range(60)}
     for name in names:
-        await client.set(name, 1)
-    found = {k async for k in store.scan_all(client, f"scan-{tag}:*")}
+        await client.execute("SET", name, 1)
+    found = {k async for k in client.scan(f"scan-{tag}:*")}
     assert found == names
     one_node = aioredis.Redis.from_url(redis_cluster.masters()[0].url)
     try:
@@ -124,13 +122,14 @@ async def test_scan_all_covers_every_master(redis_cluster: RedisCluster, client:
 
 
 async def test_scan_all_on_a_single_server(redis_server: RedisServer) -> None:
-    c = await store.open_client(redis_server.url, "auto")
+    c = Redis(redis_server.url)
     try:
-        assert not store.is_cluster(c)
+        await c.connect()
+        assert not await c.is_cluster()
         tag = uuid.uuid4().hex[:8]
-        await c.set(f"scan1-{tag}:a", 1)
-        assert [k async for k in store.scan_all(c, f"scan1-{tag}:*")] == [f"scan1-{tag}:a".encode()]
-        assert await store.answers_every_slot(c)
+        await c.execute("SET", f"scan1-{tag}:a", 1)
+        assert [k async for k in c.scan(f"scan1-{tag}:*")] == [f"scan1-{tag}:a".encode()]
+        assert await c.ready()
     finally:
         await c.aclose()
 
@@ -139,20 +138,31 @@ async def test_cluster_mode_is_detected_from_any_node(
     redis_cluster: RedisCluster, redis_server: RedisServer
 ) -> None:
     for node in redis_cluster.nodes:
-        assert await store.cluster_enabled(node.url, "auto")
-    assert not await store.cluster_enabled(redis_server.url, "auto")
-    assert await store.cluster_enabled(redis_server.url, "on")
-    assert not await store.cluster_enabled(redis_cluster.url, "off")
+        assert await _cluster_enabled(node.url, "auto")
+    assert not await _cluster_enabled(redis_server.url, "auto")
+    assert await _cluster_enabled(redis_server.url, "on")
+    assert not await _cluster_enabled(redis_cluster.url, "off")
     replica = next(n for n in redis_cluster.running() if n not in redis_cluster.masters())
-    seeded = await store.open_client(replica.url, "auto")  # a replica as the seed finds the masters
+    seeded = Redis(replica.url)  # a replica as the seed finds the masters
     try:
-        assert store.is_cluster(seeded) and await store.answers_every_slot(seeded)
-        await seeded.set("seeded:{x}", "1")
+        await seeded.connect()
+        assert await seeded.is_cluster() and await seeded.ready()
+        await seeded.execute("SET", "seeded:{x}", "1")
     finally:
         await seeded.aclose()
+    other_db = Redis(redis_cluster.url.rsplit("/", 1)[0] + "/3")
     with pytest.raises(ConfigError, match="database 0"):
-        await store.open_client(redis_cluster.url.rsplit("/", 1)[0] + "/3", "auto")
+        await other_db.connect()
+    await other_db.aclose()
 
 
-async def test_a_healthy_cluster_answers_every_slot(client: aioredis.Redis) -> None:
-    assert await store.answers_every_slot(client)
+async def _cluster_enabled(url: str, mode: str) -> bool:
+    c = Redis(url, cluster=mode)
+    try:
+        return await c.is_cluster()
+    finally:
+        await c.aclose()
+
+
+async def test_a_healthy_cluster_answers_every_slot(client: Redis) -> None:
+    assert await client.ready()

@@ -12,7 +12,9 @@ import os
 import sys
 import time
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import cast
 
 import msgspec
 import pytest
@@ -21,14 +23,9 @@ import redis.asyncio as aioredis
 from continuity.devstack.servers import RedisCluster, RedisServer
 from continuity.tools.memory import JOURNEYS, record_journey
 from services import registry
-from services.reconciliation.store import (
-    DELIVERED_INDEXES,
-    OPEN_INDEXES,
-    ReconciliationStore,
-    delivered_index,
-    member,
-    open_index,
-)
+from services.reconciliation.legacy import move_legacy
+from services.reconciliation.step import DELIVERED_INDEXES, OPEN_INDEXES, delivered_index, member, open_index
+from services.reconciliation.store import ReconciliationStore
 from services.session_store.store import SessionStore
 from shared.contract.decisions import ReconcileWork
 from shared.contract.events import ToolCall
@@ -36,12 +33,13 @@ from shared.contract.sessions import CommitRequest, SessionRef
 from shared.contract.times import now_rfc3339, rfc3339_from_epoch
 from shared.contract.types import Action, DecisionReason
 from shared.platform.config import Config
-from shared.platform.redis import store
-from shared.platform.redis.pipeline import PipelinedRedis
-from shared.records import decisions, index, keys, steps
+from shared.platform.redis import Redis
+from shared.records import decisions, keys
 from shared.records.names import classifier_slot, decision_id
 from shared.records.retention import Retention
+from shared.records.store import RunStore
 from tests.support import running, wait_for
+from tests.support.records import url_of
 
 pytestmark = pytest.mark.asyncio
 
@@ -56,6 +54,24 @@ REASONS: dict[Action, DecisionReason] = {
 @pytest.fixture
 def r(own_r: aioredis.Redis) -> aioredis.Redis:
     return own_r
+
+
+_CLIENTS: dict[str, Redis] = {}
+
+
+def _redis(client: aioredis.Redis | Redis) -> Redis:
+    """The services' client of the server a test's redis-py client talks to."""
+    if isinstance(client, Redis):
+        return client
+    return _CLIENTS.setdefault(url_of(client), Redis(url_of(client)))
+
+
+@pytest.fixture(autouse=True, scope="module")
+async def _close_clients() -> AsyncIterator[None]:
+    yield
+    for client in _CLIENTS.values():
+        await client.aclose()
+    _CLIENTS.clear()
 
 
 async def _ttls(client: aioredis.Redis, names: list[str]) -> dict[str, int]:
@@ -86,16 +102,17 @@ class Run:
         self.opened = 0.0
 
 
-async def _step(client: aioredis.Redis, run: Run, action: Action, retention: Retention) -> None:
+async def _step(client: aioredis.Redis | Redis, run: Run, action: Action, retention: Retention) -> None:
     """Record one classifier step of `action` for `run`, holding its saved session when the
     action does; the outbox is emptied as a flush would."""
     decided = decisions.decision(run, action, REASONS[action], time.time())
     step = decisions.decision_step(
         decided, classifier_slot(run.attempt), "classifier", native_session_id="ns-1"
     )
-    await index.index_run(client, run.run_id, run.session.key)
-    assert await steps.record_step(client, run.session.key, run.run_id, step, retention) is None
-    await client.hdel(keys.outbox(run.session.key), *(e.msg_id for e in step.outbox))
+    runs = RunStore(_redis(client), retention)
+    await runs.index_run(run.run_id, run.session.key)
+    assert await runs.record_step(run.session.key, run.run_id, step) is None
+    await runs.redis.execute("HDEL", keys.outbox(run.session.key), *(e.msg_id for e in step.outbox))
 
 
 async def _saved_session(client: aioredis.Redis, run: Run) -> None:
@@ -120,7 +137,7 @@ def _work(run: Run, opened_at: str | None = None) -> ReconcileWork:
 
 @pytest.mark.parametrize("journey", JOURNEYS)
 async def test_every_record_of_a_finished_run_has_a_ttl_and_vanishes(r: aioredis.Redis, journey: str) -> None:
-    sample = await record_journey(r, journey, SHORT, uuid.uuid4().hex[:8])
+    sample = await record_journey(_redis(r), journey, SHORT, uuid.uuid4().hex[:8])
     written = [name for name in sample.run_keys if await r.exists(name)]
     assert len(written) >= 4, written
     # No window without a time to live: every record has one as soon as it is written.
@@ -143,7 +160,7 @@ async def test_a_run_stopped_for_an_operator_is_kept_until_its_retry(r: aioredis
     assert set((await _ttls(r, kept)).values()) == {-1}, await _ttls(r, kept)  # never expires on its own
     assert await r.hget(keys.session(run.session.key), "state") == b"held"  # type: ignore[misc]
 
-    recon = ReconciliationStore(r, SHORT)
+    recon = ReconciliationStore(_redis(r), SHORT)
     found = await recon.load_run(run.run_id)
     assert found is not None
     assert (await recon.record_retry(found[0], found[1], "alice")).code == "retried"
@@ -172,7 +189,7 @@ async def test_an_open_reconciliation_is_kept_and_a_delivered_one_goes_with_its_
     run = Run()
     await _saved_session(r, run)
     await _step(r, run, "reconcile", SHORT)
-    recon = ReconciliationStore(r, SHORT)
+    recon = ReconciliationStore(_redis(r), SHORT)
     assert await recon.open(_work(run)) == "opened"
     sk = run.session.key
     kept = [*_run_keys(sk, run.run_id), keys.reconciliation(sk, run.run_id)]
@@ -208,7 +225,7 @@ async def test_trim_keeps_the_entry_of_a_record_delivered_late(r: aioredis.Redis
     """Opened long ago, delivered now: listed until its record expires, not by opening time."""
     run = Run()
     await _step(r, run, "reconcile", SHORT)
-    recon = ReconciliationStore(r, Retention.of_seconds(60.0))
+    recon = ReconciliationStore(_redis(r), Retention.of_seconds(60.0))
     await recon.open(_work(run, opened_at=rfc3339_from_epoch(time.time() - 7200)))
     loaded = await recon.load(run.run_id)
     assert loaded is not None
@@ -222,15 +239,15 @@ async def test_a_claimed_run_index_and_an_unflushed_outbox_have_the_retention(
     r: aioredis.Redis, own_redis: RedisServer
 ) -> None:
     run = Run()
-    fast = PipelinedRedis(own_redis.url, cluster="off")
+    fast = Redis(own_redis.url, cluster="off")
     try:
-        assert await index.claim_run(fast, run.run_id, run.session.key, SHORT.run_ms) is None
+        assert await RunStore(fast, SHORT).claim_run(run.run_id, run.session.key) is None
     finally:
         await fast.aclose()
     assert 0 < await r.pttl(keys.run_index(run.run_id)) <= SHORT.run_ms
     decided = decisions.decision(run, "retry_same_session", REASONS["retry_same_session"], time.time())
     step = decisions.decision_step(decided, classifier_slot(1), "classifier")
-    assert await steps.record_step(r, run.session.key, run.run_id, step, SHORT) is None
+    assert await RunStore(_redis(r), SHORT).record_step(run.session.key, run.run_id, step) is None
     assert 0 < await r.pttl(keys.outbox(run.session.key)) <= SHORT.run_ms
     await wait_for(
         lambda: _gone(r, [keys.outbox(run.session.key), keys.run_index(run.run_id)]),
@@ -241,7 +258,7 @@ async def test_a_claimed_run_index_and_an_unflushed_outbox_have_the_retention(
 
 async def test_the_copy_of_a_held_record_keeps_the_archive_retention(r: aioredis.Redis) -> None:
     run = Run()
-    sessions = SessionStore(r, SHORT)
+    sessions = SessionStore(_redis(r), SHORT)
     first = CommitRequest(
         session=run.session,
         native_session_id="ns-1",
@@ -264,7 +281,7 @@ async def test_the_copy_of_a_held_record_keeps_the_archive_retention(r: aioredis
 
 
 async def _open_many(r: aioredis.Redis, count: int) -> tuple[ReconciliationStore, list[Run]]:
-    recon = ReconciliationStore(r, Retention.of_seconds(3600.0))
+    recon = ReconciliationStore(_redis(r), Retention.of_seconds(3600.0))
     runs = [Run() for _ in range(count)]
     base = time.time() - 1000
     for i, run in enumerate(runs):
@@ -333,7 +350,7 @@ async def test_entries_of_the_single_sets_of_an_earlier_release_move_into_the_bu
         await r.zadd(legacy_all, {member(run.session.key, run.run_id): run.opened})
         await r.zadd(legacy_open, {member(run.session.key, run.run_id): run.opened})
     await r.zadd(legacy_all, {member("acme/gone/a", "run-gone"): 1.0})  # its record expired
-    assert await recon.move_legacy() == 2 * len(runs) + 1
+    assert await move_legacy(recon) == 2 * len(runs) + 1
     assert not await r.exists(legacy_all, legacy_open)
     assert {i.run_id for i in (await recon.records("open", 100))[0]} == {run.run_id for run in runs}
 
@@ -342,21 +359,23 @@ async def test_entries_of_the_single_sets_of_an_earlier_release_move_into_the_bu
 
 
 async def test_retention_and_the_listing_on_redis_cluster(redis_cluster: RedisCluster) -> None:
-    client = store.connect(redis_cluster.url, cluster=True)
+    client = cast(aioredis.Redis, aioredis.RedisCluster.from_url(redis_cluster.url))
+    records = Redis(redis_cluster.url, cluster="on")
     try:
-        sample = await record_journey(client, "reconcile", SHORT, uuid.uuid4().hex[:8])
+        sample = await record_journey(records, "reconcile", SHORT, uuid.uuid4().hex[:8])
         written = [name for name in sample.run_keys if await client.exists(name)]
         assert all(0 < ttl <= SHORT.run_ms for ttl in (await _ttls(client, written)).values())
-        recon = ReconciliationStore(client, Retention.of_seconds(3600.0))
+        recon = ReconciliationStore(records, Retention.of_seconds(3600.0))
         runs = [Run() for _ in range(12)]
         for run in runs:
-            await _step(client, run, "reconcile", recon.retention)
+            await _step(records, run, "reconcile", recon.retention)
             await recon.open(_work(run))
         listed = set(await _all_pages(recon, "open", 5))
         assert {run.run_id for run in runs} <= listed
         await wait_for(lambda: _gone(client, written), timeout=10, what="the run's records to expire")
     finally:
         await client.aclose()
+        await records.aclose()
 
 
 # The memory command ---------------------------------------------------------------------------

@@ -17,9 +17,11 @@ from services.reconciliation.runs_index import RunsIndex, bucket_keys, bucket_of
 from shared.contract import RunsListRequest, SessionRef
 from shared.contract.types import Action, DecisionReason
 from shared.platform.config import Config
-from shared.records import decisions, keys, steps
+from shared.platform.redis import Redis
+from shared.records import decisions, keys
 from shared.records.names import classifier_slot
 from shared.records.retention import Retention
+from shared.records.store import RunStore
 from tests.support import running, wait_for
 
 pytestmark = pytest.mark.asyncio
@@ -69,7 +71,7 @@ async def decide(
         step = decisions.decision_step(
             decided, classifier_slot(run.attempt), "classifier", native_session_id="ns-1"
         )
-        assert await steps.record_step(client, run.session.key, run.run_id, step, SHORT) is None
+        assert await RunStore(index.redis, SHORT).record_step(run.session.key, run.run_id, step) is None
     assert await index.apply(decided)
 
 
@@ -89,9 +91,9 @@ def one_bucket(count: int) -> list[str]:
 
 
 async def test_an_expired_run_leaves_the_index_and_a_run_stopped_for_an_operator_stays(
-    r: aioredis.Redis,
+    r: aioredis.Redis, own_records: Redis
 ) -> None:
-    index = RunsIndex(r, SHORT)
+    index = RunsIndex(own_records, SHORT)
     finished, stopped = new_run(), new_run()
     await decide(r, index, finished, "retry_same_session")
     await decide(r, index, stopped, "operator")
@@ -124,8 +126,10 @@ async def _absent(client: aioredis.Redis, name: str) -> bool:
     return not await client.exists(name)
 
 
-async def test_a_round_is_bounded_and_the_next_goes_on_past_runs_that_are_kept(r: aioredis.Redis) -> None:
-    index = RunsIndex(r, SHORT)
+async def test_a_round_is_bounded_and_the_next_goes_on_past_runs_that_are_kept(
+    r: aioredis.Redis, own_records: Redis
+) -> None:
+    index = RunsIndex(own_records, SHORT)
     old = time.time() - 3600
     *kept_ids, gone_id = one_bucket(6)
     for i, run_id in enumerate(kept_ids):  # decided first, kept: stopped for an operator
@@ -145,9 +149,9 @@ async def test_a_round_is_bounded_and_the_next_goes_on_past_runs_that_are_kept(r
 
 
 async def test_the_service_refresher_trims_the_runs_index(
-    config: Config, redis_client: aioredis.Redis
+    config: Config, redis_client: aioredis.Redis, records_redis: Redis
 ) -> None:
-    index = RunsIndex(redis_client, SHORT)
+    index = RunsIndex(records_redis, SHORT)
     gone, stopped = new_run(), new_run()
     await decide(redis_client, index, gone, "retry_same_session", at=time.time() - 3600, record=False)
     await decide(redis_client, index, stopped, "operator", at=time.time() - 3600)

@@ -33,8 +33,7 @@ from shared.contract.client import ContinuityClient
 from shared.contract.times import now_rfc3339
 from shared.platform.bus.connection import connect
 from shared.platform.config import Config
-from shared.platform.redis import store
-from shared.platform.redis.pipeline import PipelinedRedis
+from shared.platform.redis import Redis
 from shared.platform.tls import client_context, nats_context
 from tests.support import ServiceProcess, make_config, running, wait_for
 from tests.support.sessions import commit_req, decide_req, new_session
@@ -306,12 +305,9 @@ async def test_redis_refuses_clients_without_the_ca_or_without_a_certificate(
 ) -> None:
     url = tls_servers[1].url
     trusted = client_context(certs.ca, certs.client_cert, certs.client_key, prefix="T")
-    client = store.connect(url, ssl_context=trusted)
-    assert await client.ping()  # type: ignore[misc]
+    client = Redis(url, ssl_context=trusted)
+    assert await client.execute("PING") == b"PONG"
     await client.aclose()
-    pipelined = PipelinedRedis(url, ssl_context=trusted)
-    assert await pipelined.execute_command("PING") == b"PONG"
-    await pipelined.aclose()
 
     for refused in (
         client_context("", certs.client_cert, certs.client_key, prefix="T"),
@@ -319,14 +315,10 @@ async def test_redis_refuses_clients_without_the_ca_or_without_a_certificate(
         client_context(certs.ca, "", "", prefix="T"),
         client_context(certs.ca, other_ca.client_cert, other_ca.client_key, prefix="T"),
     ):
-        client = store.connect(url, ssl_context=refused)
+        client = Redis(url, ssl_context=refused, connect_timeout=3)
         with pytest.raises(RedisConnectionError):
-            await client.ping()  # type: ignore[misc]
+            await client.execute("PING")
         await client.aclose()
-        pipelined = PipelinedRedis(url, ssl_context=refused, connect_timeout=3)
-        with pytest.raises(RedisConnectionError):
-            await pipelined.execute_command("PING")
-        await pipelined.aclose()
 
 
 async def test_a_tls_nats_url_sends_nothing_in_the_clear(certs: Certs) -> None:
@@ -365,14 +357,10 @@ async def test_a_tls_nats_url_sends_nothing_in_the_clear(certs: Certs) -> None:
 async def test_a_rediss_url_never_falls_back_to_plaintext(redis_server: RedisServer, certs: Certs) -> None:
     context = client_context(certs.ca, certs.client_cert, certs.client_key, prefix="T")
     rediss_url = redis_server.url.replace("redis://", "rediss://")
-    pipelined = PipelinedRedis(rediss_url, ssl_context=context, connect_timeout=2)
+    client = Redis(rediss_url, ssl_context=context, connect_timeout=2)
     # The plain server takes the TLS hello for a command and never completes a handshake.
     with pytest.raises((RedisConnectionError, RedisTimeoutError)):
-        await pipelined.execute_command("PING")
-    await pipelined.aclose()
-    client = store.connect(rediss_url, ssl_context=context)
-    with pytest.raises((RedisConnectionError, RedisTimeoutError)):
-        await client.ping()  # type: ignore[misc]
+        await client.execute("PING")
     await client.aclose()
 
 

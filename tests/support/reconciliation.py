@@ -12,16 +12,16 @@ import msgspec
 import redis.asyncio as aioredis
 from nats.js import JetStreamContext
 
-from services.reconciliation.store import member, open_index
+from services.reconciliation.step import member, open_index
 from shared.contract import Decision, ReconcileWork, SessionRef, ToolCall, subjects
 from shared.contract.client import ContinuityClient, RequestError
 from shared.contract.times import now_rfc3339
 from shared.contract.types import Action, DecisionReason, FailureClass, RecordedOutcome
 from shared.records import decisions
-from shared.records.index import index_run
 from shared.records.names import classifier_slot, decision_id
 from shared.records.outbox import Outbox
-from shared.records.steps import record_step
+from shared.records.store import RunStore
+from tests.support.records import store_of
 from tests.support.runner import new_runner_id
 from tests.support.sessions import commit_req, new_session
 from tests.support.waiting import wait_for
@@ -57,9 +57,11 @@ async def classify(r: aioredis.Redis, js: JetStreamContext, run: Run, action: Ac
     step = decisions.decision_step(
         decision, classifier_slot(run.attempt), "classifier", native_session_id="ns-1"
     )
-    await index_run(r, run.run_id, run.session.key)
-    assert await record_step(r, run.session.key, run.run_id, step) is None
-    await Outbox(r, js).flush(run.session.key, step.outbox)
+    async with store_of(r) as redis:
+        runs = RunStore(redis)
+        await runs.index_run(run.run_id, run.session.key)
+        assert await runs.record_step(run.session.key, run.run_id, step) is None
+        await Outbox(redis, js).flush(run.session.key, step.outbox)
     return decision
 
 

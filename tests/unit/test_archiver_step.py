@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from services.archiver.step import MoveResult
-from services.archiver.step import FAILED_REASON, REPLACEMENT_REASON, refusal, replacement
+from services.archiver.step import FAILED_REASON, REPLACEMENT_REASON, MoveResult, refusal, replacement
 from shared.contract import subjects
 from shared.contract.decisions import ArchiveWork, Decision
 from shared.contract.sessions import SessionRef

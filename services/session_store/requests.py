@@ -43,7 +43,7 @@ from shared.records import runners as identity
 from shared.records.runners import Access, RunnerDirectory
 from shared.records.session import StoredSession
 
-from . import rules
+from . import step
 from .store import SessionStore
 
 NO_RECORD = "no session record for this session"
@@ -111,7 +111,7 @@ class SessionRequests:
         if runner_id is not None and not self._visible_now(runner_id, req.session, stored):
             if not await self._visible(runner_id, req.session, stored):
                 stored = None
-        reply = rules.decide(stored, req)
+        reply = step.decide(stored, req)
         metrics.adder(metrics.SESSION_DECISIONS, reply.mode, reply.reason or "none")()
         return reply
 
@@ -133,22 +133,7 @@ class SessionRequests:
         stored = await self.store.read(req.session.key)
         if stored is None or not await self._visible(runner_id, req.session, stored):
             raise NOT_FOUND.error(NO_RECORD)
-        v1 = stored.v1
-        return SessionView(
-            native_session_id=v1["native_session_id"],
-            adapter=v1["adapter"],
-            model=v1["model"],
-            cwd=v1["cwd"],
-            cursor=v1["cursor"],
-            checkpoint_policy=v1["checkpoint_policy"],
-            state=stored.state,  # type: ignore[arg-type]
-            revision=stored.revision,
-            epoch=stored.epoch,
-            updated_at=v1["updated_at"],
-            has_generation=stored.has_generation,
-            generation_trusted=stored.generation_trusted,
-            owner=stored.owner or None,
-        )
+        return step.view(stored)
 
     async def reject(self, req: RejectRequest, runner_id: str | None = None) -> RejectReply:
         if not await self._access(runner_id, req.session):

@@ -5,7 +5,6 @@ of a step recorded by an earlier delivery."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
 from typing import Any
 
 import msgspec
@@ -15,7 +14,6 @@ from shared.records import keys
 from shared.records.outbox import OutboxEntry
 from shared.records.retention import Retention
 from shared.records.session import SAVED_FIELDS
-from shared.records.steps import RunStep
 from shared.records.store import RunStore
 
 _decode_entry = msgspec.json.Decoder(OutboxEntry).decode
@@ -28,9 +26,11 @@ class ClassifierStore:
     def __init__(self, redis: Redis, retention: Retention) -> None:
         self.redis = redis
         self.runs = RunStore(redis, retention)
-
-    def claim_run(self, run_id: str, session_key: str) -> Awaitable[str | None]:
-        return self.runs.claim_run(run_id, session_key)
+        # The run index and the step are the RunStore's, taken as they are: no call in between
+        # on the hot path.
+        self.claim_run = self.runs.claim_run
+        self.unclaim_run = self.runs.unclaim_run
+        self.record = self.runs.record_step
 
     def saved_session(self, session_key: str) -> asyncio.Future[Any]:
         """HMGET of the session record's `SAVED_FIELDS` (for `saved_session_of`)."""
@@ -46,14 +46,6 @@ class ClassifierStore:
         expiring = self.redis.send("PEXPIRE", budget_key, str(window_ms))
         total, _ = await counted, await expiring
         return int(total)
-
-    async def unclaim_run(self, run_id: str) -> None:
-        await self.runs.unclaim_run(run_id)
-
-    async def record(
-        self, session_key: str, run_id: str, step: RunStep, *, index_fresh: bool
-    ) -> bytes | None:
-        return await self.runs.record_step(session_key, run_id, step, index_fresh=index_fresh)
 
     async def outbox_entries(self, session_key: str, msg_ids: list[str]) -> list[OutboxEntry]:
         """The entries of `msg_ids` still in the session's outbox."""

@@ -33,7 +33,6 @@ from __future__ import annotations
 import heapq
 import time
 from dataclasses import dataclass, field
-from datetime import datetime
 
 import msgspec
 from nats.aio.msg import Msg
@@ -48,12 +47,11 @@ from shared.contract.types import RunStatus
 from shared.platform.logs import Log
 from shared.platform.redis import Redis
 from shared.records import keys, scripts
-from shared.records.decisions import STATUS_BY_ACTION
 from shared.records.retention import DEFAULT, Retention
 from shared.records.store import RunStore
 
 from .cursor import PAGE_ITEMS_BYTES, BadCursor, decode_cursor, encode_cursor
-from .step import TRIM_BATCH
+from .step import TRIM_BATCH, entry_of, epoch_of, version_of
 
 log = Log("continuity.reconciliation.runs_index")
 
@@ -66,32 +64,6 @@ bucket_keys = scripts.runs_index_keys
 _encode = msgspec.json.Encoder().encode
 _entry = msgspec.json.Decoder(RunEntry)
 _decision = msgspec.json.Decoder(Decision)
-
-
-def epoch_of(rfc3339: str) -> float:
-    return datetime.fromisoformat(rfc3339).timestamp()
-
-
-def version_of(entry: RunEntry) -> str:
-    """Orders a run's decisions as text: time (microseconds), attempt, then a continuation
-    after what it continues when both carry the same time."""
-    micros = round(epoch_of(entry.updated_at) * 1_000_000)
-    rank = 1 if entry.action == "continue_fresh" else 0
-    return f"{micros:018d}:{entry.attempt:04d}:{rank}"
-
-
-def entry_of(decision: Decision) -> RunEntry:
-    return RunEntry(
-        run_id=decision.run_id,
-        runner_id=decision.runner_id,
-        session=decision.session,
-        attempt=decision.attempt,
-        status=STATUS_BY_ACTION[decision.action],
-        action=decision.action,
-        reason=decision.reason,
-        decision_id=decision.decision_id,
-        updated_at=decision.decided_at,
-    )
 
 
 @dataclass(order=True)

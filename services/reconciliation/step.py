@@ -1,6 +1,7 @@
-"""The reconciliation service's records as pure functions: the listing's keys and members, a
-record's fields and how stored hashes read back, and the operator's `continue_fresh` step.
-Reading and recording are `store`'s."""
+"""The reconciliation service's records as pure functions: the listing's keys and members, how
+stored hashes read back, and a run's entry in the runs index with the version that orders its
+decisions. A record's fields and the operator's `continue_fresh` step are the records'
+(`shared.records.reconciliations`); reading and recording are `store`'s and `runs_index`'s."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import msgspec
 from shared.contract.decisions import Decision
 from shared.contract.limits import NAME_CHARS
 from shared.contract.reconciliation import ReconciliationRecord, Resolution, RunView, ToolCallRecord
+from shared.contract.runs import RunEntry
 from shared.contract.sessions import SessionRef
 from shared.contract.types import (
     ReconciliationStatus,
@@ -19,16 +21,9 @@ from shared.contract.types import (
     RunStatus,
 )
 from shared.records import keys
+from shared.records.decisions import STATUS_BY_ACTION
 from shared.records.outbox import OutboxEntry
-from shared.records.reconciliations import (
-    CONTINUE_ACTION,
-    SERVICE_ACTOR,
-    continue_fresh,
-    opened_audit,
-    record_fields,
-)
 from shared.records.session import text
-from shared.records.store import reconciliation_member
 
 
 def open_index(run_id: str) -> str:
@@ -53,8 +48,7 @@ _resolution = msgspec.json.Decoder(Resolution)
 _decision = msgspec.json.Decoder(Decision)
 
 
-def member(session_key: str, run_id: str) -> str:
-    return reconciliation_member(session_key, run_id)
+member = keys.reconciliation_member
 
 
 def split_member(value: bytes | str) -> tuple[str, str]:
@@ -127,11 +121,23 @@ def encoded_size(record: ReconciliationRecord) -> int:
     return len(_encode(record)) + 1
 
 
-__all__ = [
-    "CONTINUE_ACTION",
-    "SERVICE_ACTOR",
-    "Continuation",
-    "continue_fresh",
-    "opened_audit",
-    "record_fields",
-]
+def version_of(entry: RunEntry) -> str:
+    """Orders a run's decisions as text: time (microseconds), attempt, then a continuation
+    after what it continues when both carry the same time."""
+    micros = round(epoch_of(entry.updated_at) * 1_000_000)
+    rank = 1 if entry.action == "continue_fresh" else 0
+    return f"{micros:018d}:{entry.attempt:04d}:{rank}"
+
+
+def entry_of(decision: Decision) -> RunEntry:
+    return RunEntry(
+        run_id=decision.run_id,
+        runner_id=decision.runner_id,
+        session=decision.session,
+        attempt=decision.attempt,
+        status=STATUS_BY_ACTION[decision.action],
+        action=decision.action,
+        reason=decision.reason,
+        decision_id=decision.decision_id,
+        updated_at=decision.decided_at,
+    )

@@ -35,6 +35,7 @@ from shared.contract.types import ActionOutcome
 from shared.platform.redis import Redis
 from shared.platform.redis.store import pairs
 from shared.records import keys
+from shared.records.reconciliations import continue_fresh, opened_audit, record_fields
 from shared.records.retention import DEFAULT, Retention
 from shared.records.session import text
 from shared.records.store import RunStore
@@ -46,13 +47,10 @@ from .step import (
     OPEN_INDEXES,
     TRIM_BATCH,
     Continuation,
-    continue_fresh,
     encoded_size,
     epoch_of,
-    opened_audit,
     parse_record,
     parse_run,
-    record_fields,
     split_member,
 )
 

@@ -101,6 +101,11 @@ def reconciliation_bucket(run_id: str) -> int:
     return zlib.crc32(run_id.encode()) % RECONCILIATION_BUCKETS
 
 
+def reconciliation_member(sk: str, run_id: str) -> str:
+    """A run's member in the reconciliation listing: `<session key>\n<run_id>`."""
+    return f"{sk}\n{run_id}"
+
+
 def reconciliations_open(bucket: int) -> str:
     """Sorted set of the bucket's open records, member `<session key>\\n<run_id>`, score the
     opening time (epoch seconds); never trimmed: an open record never expires."""

@@ -210,7 +210,11 @@ class RunStore:
         await self.redis.script(
             scripts.RECONCILIATION_INDEX_PUT,
             scripts.reconciliation_index_keys(run_id),
-            [reconciliation_member(session_key, run_id), repr(score), "open" if is_open else "delivered"],
+            [
+                keys.reconciliation_member(session_key, run_id),
+                repr(score),
+                "open" if is_open else "delivered",
+            ],
         )
 
     # The runs index ----------------------------------------------------------------------------
@@ -271,8 +275,3 @@ class RunStore:
             [owner, "1" if held_refuses else "0", entry_head],
         )
         return text(code), text(previous), int(epoch), int(revision)
-
-
-def reconciliation_member(session_key: str, run_id: str) -> str:
-    """A run's member in the reconciliation listing: `<session key>\\n<run_id>`."""
-    return f"{session_key}\n{run_id}"

@@ -10,7 +10,8 @@ import pytest
 
 from continuity.cli.dead import body_text, printable, replay_refusal
 from continuity.cli.run_filters import duration
-from services.reconciliation.runs_index import BUCKETS, bucket_keys, bucket_of, version_of
+from services.reconciliation.runs_index import BUCKETS, bucket_keys, bucket_of
+from services.reconciliation.step import version_of
 from shared.contract import RunEntry, SessionRef
 from shared.contract.types import Action
 

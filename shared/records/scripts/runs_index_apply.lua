@@ -1,6 +1,6 @@
 -- Apply a run's decision to its bucket of the runs index, unless the bucket already holds a
 -- newer one for the run: redelivered or reordered decisions never move a run back.
--- All keys share the bucket's hash tag (services/reconciliation/runs_index.py).
+-- All keys share the bucket's hash tag (shared/records/keys.py, runs_index_bucket).
 -- KEYS: 1 versions hash (run_id -> '<version>|<status number>'), 2 entries hash (run_id ->
 --       entry JSON), 3 the bucket's sorted set of every run, 4.. one sorted set per status,
 --       in the order of the status numbers (1-based)

@@ -25,8 +25,8 @@ runtime: $(VENV)/.runtime
 install: $(VENV)/.installed
 
 # promtool and prometheus for the rule and scrape tests, Chromium for the console's browser
-# tests, spin for the protocol model's check (Debian's packages; needs root). Playwright drives
-# that Chromium: it never downloads one.
+# tests, spin and the C compiler its checker needs for the protocol model's check (Debian's
+# packages; needs root). Playwright drives that Chromium: it never downloads one.
 tools:
 	@command -v promtool >/dev/null 2>&1 || { \
 	  apt-get update -qq && \
@@ -34,9 +34,9 @@ tools:
 	@command -v chromium >/dev/null 2>&1 || { \
 	  apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
-	@command -v spin >/dev/null 2>&1 || { \
+	@{ command -v spin && command -v gcc; } >/dev/null 2>&1 || { \
 	  apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends spin >/dev/null; }
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends spin gcc libc6-dev >/dev/null; }
 
 # The demo: embedded NATS and Redis, the five services, a simulated runner fleet and operator.
 run: runtime

@@ -132,3 +132,16 @@ def page_cursor(value: str) -> str:
     if not value or len(value) > CURSOR_CHARS:
         raise argparse.ArgumentTypeError(f"must be 1 to {CURSOR_CHARS} characters")
     return value
+
+
+def add_page_options(parser: argparse.ArgumentParser) -> None:
+    """`--limit` and `--cursor` of a command that lists a page at a time."""
+    parser.add_argument(
+        "--limit", type=page_limit, default=100, help="at most this many (1 to 1000, default 100)"
+    )
+    parser.add_argument(
+        "--cursor",
+        type=page_cursor,
+        default=None,
+        help="show the one page after this cursor (printed after a list that has more)",
+    )

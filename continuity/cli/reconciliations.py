@@ -12,7 +12,7 @@ import argparse
 import sys
 from typing import Any
 
-from continuity.cli.arguments import connection_parent, page_cursor, page_limit, token
+from continuity.cli.arguments import add_page_options, connection_parent, token
 from continuity.cli.connect import execute
 from continuity.cli.examples import examples
 from continuity.cli.exits import EXIT_BAD_INPUT, Failure
@@ -155,13 +155,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     p = rsub.add_parser("list", parents=[common], help="list reconciliations, oldest first")
     p.add_argument("--status", choices=["open", "delivered", "all"], default="open", help="default: open")
-    p.add_argument("--limit", type=page_limit, default=100, help="at most this many (1 to 1000, default 100)")
-    p.add_argument(
-        "--cursor",
-        type=page_cursor,
-        default=None,
-        help="show the one page after this cursor (printed after a list that has more)",
-    )
+    add_page_options(p)
     p.set_defaults(func=_cmd_list)
     examples(
         p,

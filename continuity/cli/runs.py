@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from continuity.cli import run_filters
-from continuity.cli.arguments import connection_parent, page_cursor, page_limit, token
+from continuity.cli.arguments import add_page_options, connection_parent, page_limit, token
 from continuity.cli.connect import execute, session
 from continuity.cli.examples import examples
 from continuity.cli.exits import EXIT_BAD_INPUT, EXIT_CONFLICT, EXIT_OK, Failure
@@ -245,13 +245,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "list", parents=[common], help="find runs by status, runner, tenant, reason and age, oldest first"
     )
     run_filters.add_filters(p, ages=True, status_default=None)
-    p.add_argument("--limit", type=page_limit, default=100, help="at most this many (1 to 1000, default 100)")
-    p.add_argument(
-        "--cursor",
-        type=page_cursor,
-        default=None,
-        help="show the one page after this cursor (printed after a list that has more)",
-    )
+    add_page_options(p)
     p.set_defaults(func=_cmd_list)
     examples(
         p,

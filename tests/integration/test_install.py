@@ -61,7 +61,7 @@ def _installed_command_works(python: Path, cwd: Path) -> None:
         python,
         "-c",
         "import continuity, continuity_runner, importlib\n"
-        "from continuity import registry\n"
+        "from services import registry\n"
         "for name, module in registry.SERVICES.items():\n"
         "    importlib.import_module(module)\n"
         "    print(name)\n"

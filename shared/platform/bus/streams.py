@@ -27,6 +27,7 @@ from nats.js.api import (
     RetentionPolicy,
     StorageType,
     StreamConfig,
+    StreamInfo,
 )
 from nats.js.errors import BadRequestError, NotFoundError
 
@@ -338,12 +339,28 @@ async def apply(
 
 
 async def _settled(js: JetStreamContext, config: StreamConfig, timeout_s: float = 30.0) -> None:
-    """Wait until the cluster reports the stream's new replica count: a consumer's replicas are
-    checked against it, and a cluster applies a stream update a moment after accepting it."""
+    """Wait until the stream's Raft group holds the new replica count and every peer is current.
+
+    A cluster accepts a stream update before it has grown the group: the config reports three
+    replicas while one peer holds the data. A consumer raised to three replicas in that moment is
+    refused ("exceeds parent stream") or placed on the peers that exist and stays below three.
+    """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
-    while loop.time() < deadline:
+    while True:
         info = await js.stream_info(config.name or "")
-        if info.config.num_replicas == config.num_replicas:
+        if _group_holds(info, config.num_replicas or 1):
             return
+        if loop.time() >= deadline:
+            raise TimeoutError(f"stream {config.name} did not reach {config.num_replicas} current replicas")
         await asyncio.sleep(0.2)  # poll interval of a deadline-bounded wait
+
+
+def _group_holds(info: StreamInfo, replicas: int) -> bool:
+    """Whether a stream's group has its leader and `replicas - 1` current followers."""
+    if info.config.num_replicas != replicas:
+        return False
+    if info.cluster is None:  # a single server: no group to grow
+        return True
+    peers = info.cluster.replicas or []
+    return info.cluster.leader is not None and len(peers) == replicas - 1 and all(p.current for p in peers)

@@ -7,17 +7,23 @@
 --       5 audit entry (JSON), 6 the epoch the decision was built on, 7 progress fields (JSON),
 --       8 run retention in milliseconds, 9 '1' when the step waits on a person,
 --       10 archive retention in milliseconds
--- Returns {'recorded', '', ttl}, {'duplicate', <slot value>, ttl}, or {'epoch_changed',
--- <epoch>, -2} when the session's epoch is no longer the one the decision carries (nothing is
--- written); ttl is the run record's remaining time to live in milliseconds (-1: kept).
+-- Returns {'recorded', '', ttl}, {'duplicate', <slot value>, ttl}, {'epoch_changed', <epoch>,
+-- -2} when the session's epoch is no longer the one the decision carries, or {'session_held',
+-- <epoch>, -2} when the record is held for an operator (nothing is written in either case);
+-- ttl is the run record's remaining time to live in milliseconds (-1: kept).
 local existing = redis.call('HGET', KEYS[2], ARGV[1])
 if existing then
   return {'duplicate', existing, redis.call('PTTL', KEYS[1])}
 end
-local cur = redis.call('HMGET', KEYS[5], 'epoch', 'revision')
+local cur = redis.call('HMGET', KEYS[5], 'epoch', 'revision', 'state')
 local epoch = tonumber(cur[1]) or 0
 if epoch ~= tonumber(ARGV[6]) then
   return {'epoch_changed', string.format('%d', epoch), -2}
+end
+-- A held record is kept, unchanged, for an operator (I5): no step of another run archives it,
+-- whatever that run's decide was answered before the hold.
+if cur[3] == 'held' then
+  return {'session_held', string.format('%d', epoch), -2}
 end
 if redis.call('EXISTS', KEYS[5]) == 1 then
   -- The copy is taken before any field changes: it is the record as it was. The session

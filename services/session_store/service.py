@@ -83,7 +83,12 @@ def build(ctx: Context) -> Wiring:
     # Requests share one auto-pipelined connection: concurrent decisions cost one write.
     redis = Redis.from_config(ctx.config)
     requests = SessionRequests(
-        SessionStore(redis, Retention.from_config(ctx.config)),
+        SessionStore(
+            redis,
+            Retention.from_config(ctx.config),
+            wait_replicas=ctx.config.redis_wait_replicas,
+            wait_timeout_ms=ctx.config.redis_wait_timeout_ms,
+        ),
         RunnerDirectory(redis, cache_s=ctx.config.runner_cache_s),
         enforced=ctx.config.tenancy == "enforced",
         claims_allowed=ctx.config.session_claims == "allow",

@@ -38,10 +38,19 @@ class CommitResult:
 class SessionStore:
     """Every request is one Redis round trip: HMGET for a decision, one script for a write."""
 
-    def __init__(self, client: Redis, retention: Retention = DEFAULT) -> None:
+    def __init__(
+        self,
+        client: Redis,
+        retention: Retention = DEFAULT,
+        *,
+        wait_replicas: int = 0,
+        wait_timeout_ms: int = 0,
+    ) -> None:
         self._redis = client
         self._runs = RunStore(client, retention)
         self._archive_ms = retention.archive_ms
+        # CONTINUITY_REDIS_WAIT_*: replicas that must hold a commit before it is acknowledged.
+        self._wait = (wait_replicas, wait_timeout_ms)
 
     def read(self, session_key: str) -> Awaitable[StoredSession | None]:
         """The record, its HMGET sent now (for a pipelined endpoint, before it is awaited)."""
@@ -51,7 +60,10 @@ class SessionStore:
         """Commit; a runner's commit (`runner_id`) is refused on another runner's session and
         binds a session nobody owns yet to it."""
         args = commit_args(req, runner_id, self._archive_ms)
-        return CommitResult(*await self._runs.session_commit(req.session.key, args))
+        replicas, timeout_ms = self._wait
+        return CommitResult(
+            *await self._runs.session_commit(req.session.key, args, replicas=replicas, timeout_ms=timeout_ms)
+        )
 
     async def reject(self, session_key: str, native_session_id: str, runner_id: str | None = None) -> bool:
         return await self._runs.session_reject(session_key, native_session_id, runner_id)

@@ -43,6 +43,15 @@ class Config:
     redis_cluster: str = "auto"
     """CONTINUITY_REDIS_CLUSTER: `auto` (ask the server: `INFO cluster`), `on` or `off`."""
 
+    redis_wait_replicas: int = 0
+    """CONTINUITY_REDIS_WAIT_REPLICAS: replicas that must hold a session commit before it is
+    acknowledged (Redis `WAIT` right after the commit script); 0, the default, waits for none.
+    A commit fewer replicas hold within CONTINUITY_REDIS_WAIT_TIMEOUT_MS is answered
+    `unavailable` (retryable): it may or may not survive a failover, as if it had timed out."""
+
+    redis_wait_timeout_ms: int = 200
+    """CONTINUITY_REDIS_WAIT_TIMEOUT_MS: how long a commit waits for those replicas."""
+
     nats_tls_ca: str = ""
     """CONTINUITY_NATS_TLS_CA: PEM file of the CA that signs the NATS servers' certificates;
     unset, the system's trust store. TLS itself is turned on by `tls://` URLs in NATS_URL."""
@@ -198,6 +207,12 @@ class Config:
             reply_prefixes=_prefixes(env, "CONTINUITY_REPLY_PREFIXES", d.reply_prefixes),
             redis_url=redis_url,
             redis_cluster=_choice(env, "CONTINUITY_REDIS_CLUSTER", d.redis_cluster.upper(), _CLUSTER).lower(),
+            redis_wait_replicas=_int(
+                env, "CONTINUITY_REDIS_WAIT_REPLICAS", d.redis_wait_replicas, lo=0, hi=64
+            ),
+            redis_wait_timeout_ms=_int(
+                env, "CONTINUITY_REDIS_WAIT_TIMEOUT_MS", d.redis_wait_timeout_ms, lo=1, hi=60_000
+            ),
             nats_tls_ca=nats_ca,
             nats_tls_cert=nats_cert,
             nats_tls_key=nats_key,

@@ -18,6 +18,7 @@ import msgspec
 
 from shared.contract.reconciliation import AuditEntry
 from shared.platform.redis import Redis
+from shared.platform.redis.store import NotReplicated
 from shared.records import keys, scripts
 from shared.records.retention import DEFAULT, Retention
 from shared.records.session import text
@@ -250,11 +251,21 @@ class RunStore:
 
     # Session records -----------------------------------------------------------------------------
 
-    async def session_commit(self, session_key: str, args: list[Any]) -> tuple[str, int, int]:
-        """Commit a session record (ARGV as `session_commit.lua` states): code, revision, epoch."""
-        code, revision, epoch = await self.redis.script(
-            scripts.SESSION_COMMIT, scripts.session_commit_keys(session_key), args
+    async def session_commit(
+        self, session_key: str, args: list[Any], *, replicas: int = 0, timeout_ms: int = 0
+    ) -> tuple[str, int, int]:
+        """Commit a session record (ARGV as `session_commit.lua` states): code, revision, epoch.
+        With `replicas`, a commit fewer replicas hold within `timeout_ms` raises `NotReplicated`."""
+        keys_ = scripts.session_commit_keys(session_key)
+        if not replicas:
+            code, revision, epoch = await self.redis.script(scripts.SESSION_COMMIT, keys_, args)
+            return text(code), int(revision), int(epoch)
+        reply, acked = await self.redis.script_acked(
+            scripts.SESSION_COMMIT, keys_, args, replicas, timeout_ms
         )
+        code, revision, epoch = reply
+        if text(code) == "ok" and acked < replicas:
+            raise NotReplicated(f"a session commit reached {acked} of {replicas} replicas")
         return text(code), int(revision), int(epoch)
 
     async def session_reject(self, session_key: str, native_session_id: str, runner_id: str | None) -> bool:

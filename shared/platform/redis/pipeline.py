@@ -349,6 +349,28 @@ class PipelinedRedis:
         assert self._table is not None
         return list(self._table)
 
+    async def send_acked(self, args: tuple[Any, ...], replicas: int, timeout_ms: int) -> tuple[Any, int]:
+        """`args`, then `WAIT replicas timeout_ms` right behind it on the same connection: the
+        reply, and how many replicas acknowledged that connection's writes up to it."""
+        if self._cluster is None:
+            await self._detect()
+        slot = None if self._single is not None else slots.command_slot(args)
+        conn = self._single or await self._master(slot)
+        await conn.connected()  # both go out in order, on this connection
+        reply, acked = conn.send(args), conn.send(("WAIT", replicas, timeout_ms))
+        try:
+            result = await reply
+        except (MovedError, AskError):
+            # The slot moved: the usual redirects, then a WAIT on the master that took it.
+            await asyncio.gather(acked, return_exceptions=True)
+            result = await self._cluster_command(args)
+            conn = await self._master(slot)
+            acked = conn.send(("WAIT", replicas, timeout_ms))
+        except BaseException:
+            await asyncio.gather(acked, return_exceptions=True)
+            raise
+        return result, int(await acked)
+
     def send_to(self, address: Address, *args: Any) -> asyncio.Future[Any]:
         """A command for one node of the cluster, whatever slot it names (SCAN, CLUSTER INFO)."""
         return self._node(address).send(args)

@@ -41,7 +41,14 @@ from shared.platform.config import Config, ConfigError
 from shared.platform.redis.pipeline import PipelinedRedis
 from shared.platform.redis.slots import SLOTS
 
+
+class NotReplicated(RedisError):
+    """A write fewer replicas acknowledged than asked (`Redis.script_acked`): it may be lost in
+    a failover, so its caller is told to try again, as for an outage."""
+
+
 TRANSIENT_REDIS_ERRORS = (
+    NotReplicated,
     RedisConnectionError,  # also LOADING (BusyLoadingError)
     RedisTimeoutError,
     OSError,
@@ -201,6 +208,24 @@ class Redis:
                 return await self._pipe.send("EVALSHA", script.sha, len(keys), *keys, *args)
             except NoScriptError:  # a restarted server forgot its scripts
                 return await self._pipe.send("EVAL", script.source, len(keys), *keys, *args)
+        except TRANSIENT_REDIS_ERRORS:
+            metrics.REDIS_ERRORS.inc()
+            raise
+
+    async def script_acked(
+        self, script: Script, keys: Sequence[str], args: Sequence[Any], replicas: int, timeout_ms: int
+    ) -> tuple[Any, int]:
+        """`script`, then Redis `WAIT replicas timeout_ms` on its connection: its reply, and how
+        many replicas hold its writes."""
+        try:
+            try:
+                return await self._pipe.send_acked(
+                    ("EVALSHA", script.sha, len(keys), *keys, *args), replicas, timeout_ms
+                )
+            except NoScriptError:  # a restarted server forgot its scripts
+                return await self._pipe.send_acked(
+                    ("EVAL", script.source, len(keys), *keys, *args), replicas, timeout_ms
+                )
         except TRANSIENT_REDIS_ERRORS:
             metrics.REDIS_ERRORS.inc()
             raise

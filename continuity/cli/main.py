@@ -22,6 +22,7 @@ COMMANDS = (
     "continuity.cli.reconciliations",
     "continuity.cli.runs",
     "continuity.cli.runners",
+    "continuity.cli.policy",
     "continuity.tools.bench",
     "continuity.tools.simulate",
     "continuity.cli.streams",
@@ -36,12 +37,18 @@ adds its sub-parsers, each with its examples. Modules are imported when the pars
 def _serve(args: argparse.Namespace) -> int:
     from shared.platform.config import Config, ConfigError
     from shared.platform.runtime import run
+    from shared.policy import PolicyRefused
+    from shared.policy.configured import configured_policy
 
     try:
         config = Config.from_env()
         service = registry.load(args.service)  # a service may read settings of its own
+        configured_policy(config)  # a policy that breaks an invariant stops the start here
     except ConfigError as err:
         print(f"continuity: configuration error: {err}", file=sys.stderr)
+        return 2
+    except PolicyRefused as err:
+        print(f"continuity: policy refused: CONTINUITY_POLICY_FILE: {err}", file=sys.stderr)
         return 2
     run(service, config)
     return 0

@@ -64,15 +64,55 @@ def render_run(result: tuple[RunView, AuditReply]) -> str:
             str(e.attempt),
             e.action or "-",
             e.reason or "-",
+            e.explanation.rule if e.explanation else "-",
             e.outcome or "-",
         ]
         for e in audit.items
     ]
     text += "\n\nAudit trail\n"
     text += (
-        table(["AT", "KIND", "ACTOR", "ATTEMPT", "ACTION", "REASON", "OUTCOME"], rows) if rows else "(empty)"
+        table(["AT", "KIND", "ACTOR", "ATTEMPT", "ACTION", "REASON", "ROW", "OUTCOME"], rows)
+        if rows
+        else "(empty)"
     )
     return text
+
+
+def render_explanations(audit: AuditReply) -> str:
+    """Why each decision of the run was made: the row and the inputs it read."""
+    blocks = []
+    for e in audit.items:
+        why = e.explanation
+        if why is None:
+            continue
+        blocks.append(
+            aligned(
+                [
+                    ("Attempt", str(e.attempt)),
+                    ("Decided", f"{e.action} ({e.reason}) at {e.at}"),
+                    ("Row", f"{why.rule} of policy {why.policy}"),
+                    ("Failure class", f"{why.failure_class} (from {_SOURCES[why.class_source]})"),
+                    ("Pending tool call", "yes" if why.pending_tool_call else "no"),
+                    ("Attempt of budget", f"{why.attempt} of {why.budget}"),
+                    ("Checkpoint policy", why.checkpoint_policy),
+                    ("Governed wait elapsed", "yes" if why.governed_wait_elapsed else "no"),
+                    ("Tenant budget spent", "yes" if why.budget_spent else "no"),
+                ]
+            )
+        )
+    if not blocks:
+        return (
+            f"Run {audit.run_id} has no explained decision "
+            "(an operator's, or one recorded before explanations)."
+        )
+    return "\n\n".join(blocks)
+
+
+_SOURCES = {
+    "command_result": "the signed command result",
+    "error_code": "the typed error code",
+    "none": "no classified field",
+}
 
 
 def _runs_rows(items: Sequence[RunEntry]) -> str:
@@ -114,6 +154,18 @@ def _cmd_show(args: argparse.Namespace) -> int:
         lambda c: _run_and_audit(c, args.run_id),
         render_run,
         lambda result: {"run": result[0], "audit": result[1].items},
+    )
+
+
+def _cmd_explain(args: argparse.Namespace) -> int:
+    return execute(
+        args,
+        lambda c: c.audit(args.run_id),
+        render_explanations,
+        lambda audit: {
+            "run_id": audit.run_id,
+            "items": [e for e in audit.items if e.explanation is not None],
+        },
     )
 
 
@@ -240,6 +292,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("run_id", metavar="RUN_ID", type=run_id)
     p.set_defaults(func=_cmd_show)
     examples(p, "continuity runs show run-7f3a", "continuity runs show run-7f3a --json")
+
+    p = usub.add_parser(
+        "explain", parents=[common], help="why each decision of a run was made: its row and its inputs"
+    )
+    p.add_argument("run_id", metavar="RUN_ID", type=run_id)
+    p.set_defaults(func=_cmd_explain)
+    examples(p, "continuity runs explain run-7f3a", "continuity runs explain run-7f3a --json")
 
     p = usub.add_parser(
         "list", parents=[common], help="find runs by status, runner, tenant, reason and age, oldest first"

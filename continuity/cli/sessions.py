@@ -12,6 +12,7 @@ from continuity.cli.examples import examples
 from continuity.cli.output import fields
 from continuity.cli.tables import table
 from shared.contract import CommitRequest, DecideRequest, GetRequest, SessionRef
+from shared.contract.policy import PreviewReply, PreviewRequest
 from shared.contract.tenancy import OwnershipReply, SessionAuditReply, SessionAuditRequest, TransferRequest
 
 
@@ -24,6 +25,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     _session_args(get)
     get.set_defaults(func=_get)
     examples(get, "continuity sessions get --tenant acme --conversation c-1 --agent codex")
+
+    preview = verbs.add_parser(
+        "preview",
+        parents=[common],
+        help="before a rollout: how many saved sessions of an adapter would resume, or start fresh, "
+        "at their next turn under a new generation, by tenant",
+    )
+    preview.add_argument("--adapter", required=True, type=token("--adapter"))
+    preview.add_argument("--generation", required=True, type=token("--generation"), help="the new generation")
+    preview.add_argument("--tenant", type=token("--tenant"), default=None, help="only this tenant")
+    preview.set_defaults(func=_preview, timeout=60.0)
+    examples(preview, "continuity sessions preview --adapter codex --generation g-42")
 
     decide = verbs.add_parser(
         "decide", parents=[common], help="ask the resume decision, as a runner at ready"
@@ -93,6 +106,26 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "continuity sessions ownership acme c-1 codex",
         "continuity sessions ownership acme c-1 codex --json",
     )
+
+
+def render_preview(reply: PreviewReply) -> str:
+    head = (
+        f"{reply.scanned} saved session(s) of {reply.adapter} under policy {reply.policy}: "
+        f"{reply.resume} would resume, {reply.fresh} would start fresh (full transcript) at their next turn."
+    )
+    rows = [
+        [t.tenant, str(t.resume), str(t.fresh), ", ".join(f"{r}: {n}" for r, n in t.reasons.items()) or "-"]
+        for t in reply.by_tenant
+    ]
+    text = head + ("\n\n" + table(["TENANT", "RESUME", "FRESH", "FRESH BY REASON"], rows) if rows else "")
+    if reply.declarations:
+        text += "\n\nResumed by declarations: " + " ".join(reply.declarations)
+    return text
+
+
+def _preview(args: argparse.Namespace) -> int:
+    req = PreviewRequest(adapter=args.adapter, generation=args.generation, tenant=args.tenant)
+    return execute(args, lambda c: c.preview(req), render_preview)
 
 
 def _session_args(parser: argparse.ArgumentParser) -> None:

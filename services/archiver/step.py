@@ -81,6 +81,7 @@ def replacement(work: ArchiveWork, result: MoveResult, epoch: int | None, now: f
         now,
         failure_class=work.failure_class,
         epoch=(epoch or 0) + 1,
+        rule=work.rule,
     )
     progress = {
         "state": "done",

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from shared.contract.events import ErrorInfo
-from shared.contract.types import FailureClass
+from shared.contract.types import ClassSource, FailureClass
 
 # command_result.classification (authenticated) -> class
 CLASS_BY_CLASSIFICATION: dict[str, FailureClass] = {
@@ -62,17 +62,18 @@ def is_source_reconciliation_code(code: str) -> bool:
     return code.startswith(SOURCE_RECONCILIATION_PREFIX) and code.endswith(SOURCE_RECONCILIATION_SUFFIX)
 
 
-def classify(evidence: Evidence) -> FailureClass:
-    """Contract 4.3, row by row; anything else, or nothing, is `unclassified`."""
+def classify(evidence: Evidence) -> tuple[FailureClass, ClassSource]:
+    """Contract 4.3, row by row, and the field the class was read from; anything else, or
+    nothing, is `unclassified`."""
     if evidence.authenticated_classification is not None:
         by_result = CLASS_BY_CLASSIFICATION.get(evidence.authenticated_classification)
         if by_result is not None:
-            return by_result
+            return by_result, "command_result"
     if evidence.error is not None:
         code = evidence.error.code
         if is_source_reconciliation_code(code):
-            return "source_reconciliation_required"
+            return "source_reconciliation_required", "error_code"
         by_code = CLASS_BY_ERROR_CODE.get(code)
         if by_code is not None:
-            return by_code
-    return "unclassified"
+            return by_code, "error_code"
+    return "unclassified", "none"

@@ -32,6 +32,7 @@ from shared.platform.config import Config
 from shared.platform.logs import Log
 from shared.platform.quotas import TokenBuckets
 from shared.platform.redis import Redis
+from shared.policy import SHIPPED, Policy
 from shared.records import keys, steps
 from shared.records import runners as identity
 from shared.records.outbox import Outbox
@@ -69,7 +70,9 @@ class EventHandler:
         *,
         js: JetStreamContext | None = None,
         clock: Callable[[], float] = time.time,
+        policy: Policy = SHIPPED,
     ) -> None:
+        self._policy = policy
         self._store = ClassifierStore(client, Retention.from_config(config))
         self._js = js
         self._directory = identity.RunnerDirectory(client, cache_s=config.runner_cache_s)
@@ -121,7 +124,8 @@ class EventHandler:
             )
             log.info("event_over_quota", runner_id=event.runner_id, run_id=event.run_id, scope=scope)
             return "quota_exceeded"
-        failure_class = failure_class_of(event, self._keys)
+        classified = failure_class_of(event, self._keys)
+        failure_class = classified[0]
         sk = event.session.key
         published_at = stored_at(msg.reply)  # when JetStream stored the event
         budget_key = keys.recovery_budget(event.session.tenant, int(now // self._window_s))
@@ -154,12 +158,13 @@ class EventHandler:
                 raise Reject(subjects.DEAD_INVALID, "run_session_mismatch")
             choice = choose(
                 event,
-                failure_class,
+                classified,
                 saved_session_of(raw_session),
                 self._clock(),
                 backoff_s=self._backoff_s,
                 published_at=published_at,
                 budget_spent=int(spent_count or 0) >= self._budget,
+                policy=self._policy,
             )
             try:
                 existing = await self._store.record(
@@ -197,6 +202,7 @@ class EventHandler:
             failure_class=failure_class,
             action=verdict,
             reason=reason,
+            rule=choice.explanation.rule,
         )
         if verdict == "archive":
             return "archive_requested"

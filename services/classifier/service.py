@@ -9,6 +9,7 @@ from shared.platform.parts import Closer, Task
 from shared.platform.redis import Redis
 from shared.platform.runtime import Context
 from shared.platform.service import ConsumerSpec, ServiceSpec, Wiring
+from shared.policy.configured import configured_policy
 from shared.records.outbox import Outbox
 
 from .handler import EventHandler
@@ -47,7 +48,7 @@ def build(ctx: Context) -> Wiring:
     # own, so the readiness checks never queue before them.
     redis = Redis.from_config(ctx.config)
     outbox = Outbox(redis, ctx.js)
-    events = EventHandler(redis, outbox, ctx.config, js=ctx.js)
+    events = EventHandler(redis, outbox, ctx.config, js=ctx.js, policy=configured_policy(ctx.config))
     return Wiring(
         handlers={subjects.CLASSIFIER_CONSUMER: events},
         parts=(outbox.sweeper(), Task(events.stored_runs.run, name="stored-runs"), Closer(redis.aclose)),

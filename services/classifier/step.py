@@ -11,15 +11,16 @@ from dataclasses import dataclass
 import msgspec
 
 from shared.contract import signing, subjects
-from shared.contract.decisions import ArchiveWork, ReconcileWork
+from shared.contract.decisions import ArchiveWork, Explanation, ReconcileWork
 from shared.contract.events import ResumeFailed
-from shared.contract.types import DecisionReason, FailureClass
+from shared.contract.types import ClassSource, DecisionReason, FailureClass
 from shared.platform.bus.consumer import Reject
+from shared.policy import Policy
+from shared.policy.recovery import Facts, Row, Verdict, decide_row, effective_policy, explanation
 from shared.records import decisions, names
 from shared.records.session import SavedSession
 from shared.records.steps import RunStep
 
-from . import table
 from .classify import Evidence, TypedError, classify
 
 ACTOR = "classifier"
@@ -29,15 +30,19 @@ _encode = msgspec.json.Encoder().encode
 
 @dataclass(frozen=True, slots=True)
 class Choice:
-    """The row that decided, and the step that records it."""
+    """The row that decided, why, and the step that records it."""
 
-    verdict: table.Verdict
+    verdict: Verdict
     reason: DecisionReason
     step: RunStep
+    explanation: Explanation
 
 
-def failure_class_of(event: ResumeFailed, runner_keys: Mapping[str, bytes]) -> FailureClass:
-    """The event's class; a command result whose signature does not verify quarantines it."""
+def failure_class_of(
+    event: ResumeFailed, runner_keys: Mapping[str, bytes]
+) -> tuple[FailureClass, ClassSource]:
+    """The event's class and where it was read; a command result whose signature does not
+    verify quarantines the event."""
     result = event.command_result
     authenticated: str | None = None
     if result is not None:
@@ -50,39 +55,51 @@ def failure_class_of(event: ResumeFailed, runner_keys: Mapping[str, bytes]) -> F
 
 def choose(
     event: ResumeFailed,
-    failure_class: FailureClass,
+    classified: tuple[FailureClass, ClassSource],
     saved: SavedSession,
     now: float,
     *,
     backoff_s: float,
     published_at: float | None,
     budget_spent: bool = False,
+    policy: Policy,
 ) -> Choice:
-    """The table's row for the event and the saved session, and the step recording it; the
-    step is recorded only while the policy and epoch it was decided on are still stored."""
-    verdict, reason = table.decide(
-        table.Facts(
-            failure_class=failure_class,
-            pending_tool_call=event.pending_tool_call is not None,
-            attempt=event.attempt,
-            policy=table.effective_policy(saved.policy),
-            governed_wait_elapsed=event.governed_wait_elapsed,
-            recovery_budget_spent=budget_spent,
-        )
+    """The policy's row for the event and the saved session, and the step recording it with
+    its explanation; the step is recorded only while the checkpoint policy and epoch it was
+    decided on are still stored."""
+    failure_class, source = classified
+    facts = Facts(
+        failure_class=failure_class,
+        pending_tool_call=event.pending_tool_call is not None,
+        attempt=event.attempt,
+        policy=effective_policy(saved.policy),
+        governed_wait_elapsed=event.governed_wait_elapsed,
+        recovery_budget_spent=budget_spent,
     )
+    row = matching_row(policy, facts)
+    verdict, reason = row.verdict, row.reason
+    why = explanation(row, policy.version, facts, source)
     # Recorded only while the run and the session are the event's runner's (contract 10.4).
     if verdict == "archive":
         step = decisions.archive_step(
-            _archive_work(event, failure_class, published_at),
+            _archive_work(event, failure_class, published_at, row.id),
             reason,
             ACTOR,
             now,
             read=saved.read,
             for_runner=event.runner_id,
+            explanation=why,
         )
     else:
         decided = decisions.decision(
-            event, verdict, reason, now, backoff_s=backoff_s, failure_class=failure_class, epoch=saved.epoch
+            event,
+            verdict,
+            reason,
+            now,
+            backoff_s=backoff_s,
+            failure_class=failure_class,
+            epoch=saved.epoch,
+            rule=row.id,
         )
         also = (
             [decisions.reconcile_entry(_reconcile_work(event, decided.decision_id, decided.decided_at))]
@@ -98,8 +115,16 @@ def choose(
             also=also,
             read=saved.read,
             for_runner=event.runner_id,
+            explanation=why,
         )
-    return Choice(verdict=verdict, reason=reason, step=step)
+    return Choice(verdict=verdict, reason=reason, step=step, explanation=why)
+
+
+def matching_row(policy: Policy, facts: Facts) -> Row:
+    row = decide_row(policy.recovery, facts)
+    if row is None:  # a loaded policy is total (its invariants were checked)
+        raise ValueError(f"no row of policy {policy.version} for failure class {facts.failure_class}")
+    return row
 
 
 def _reconcile_work(event: ResumeFailed, decision_id: str, opened_at: str) -> ReconcileWork:
@@ -118,7 +143,7 @@ def _reconcile_work(event: ResumeFailed, decision_id: str, opened_at: str) -> Re
 
 
 def _archive_work(
-    event: ResumeFailed, failure_class: FailureClass, published_at: float | None
+    event: ResumeFailed, failure_class: FailureClass, published_at: float | None, rule: str
 ) -> ArchiveWork:
     return ArchiveWork(
         archive_id=names.archive_id(event.run_id, event.attempt),
@@ -129,6 +154,7 @@ def _archive_work(
         native_session_id=event.native_session_id,
         failure_class=failure_class,
         event_published_at=published_at,
+        rule=rule,
     )
 
 

@@ -4,10 +4,13 @@ are in handlers.py)."""
 
 from __future__ import annotations
 
+import functools
+
 from nats.aio.msg import Msg
 
 from shared.contract import subjects
 from shared.contract.decisions import ReconcileWork
+from shared.contract.policy import ReplayReply, ReplayRequest
 from shared.contract.reconciliation import (
     DeliveredReply,
     ListReply,
@@ -22,11 +25,13 @@ from shared.contract.runs import RunsListReply, RunsListRequest
 from shared.platform.parts import Task
 from shared.platform.runtime import Context
 from shared.platform.service import ConsumerSpec, EndpointSpec, ServiceSpec, Wiring
+from shared.policy.configured import configured_policy
 from shared.records.outbox import Outbox
 from shared.records.retention import Retention
 
 from . import wire
 from .handlers import ReconciliationHandlers
+from .replay import replay_runs
 from .runs_index import RunsIndex
 from .store import ReconciliationStore
 
@@ -48,6 +53,7 @@ SPEC = ServiceSpec(
         EndpointSpec("runs-audit", wire.RUNS_AUDIT, RunRequest, wire.AuditReply),
         EndpointSpec("operator-retry", subjects.OPERATOR_RETRY, RetryRequest, DeliveredReply),
         EndpointSpec("runs-list", subjects.RUNS_LIST, RunsListRequest, RunsListReply),
+        EndpointSpec("policy-replay", subjects.POLICY_REPLAY, ReplayRequest, ReplayReply),
     ),
     consumers=(
         ConsumerSpec(
@@ -81,6 +87,7 @@ def build(
             "runs-audit": h.audit,
             "operator-retry": h.retry,
             "runs-list": runs.list_runs,
+            "policy-replay": functools.partial(replay_runs, runs, ctx.redis, configured_policy(ctx.config)),
             subjects.RECONCILIATION_CONSUMER: h.open,
             subjects.RUNS_INDEX_CONSUMER: runs.handle,
         },

@@ -14,6 +14,15 @@ from __future__ import annotations
 from collections.abc import Awaitable
 
 from shared.contract.errors import CATALOGUE, CLAIM_REFUSED, NOT_FOUND, RUNNER_NOT_ISSUED, SESSION_HELD
+from shared.contract.policy import (
+    Declaration,
+    DeclarationsReply,
+    DeclarationsRequest,
+    DeclareRequest,
+    PreviewReply,
+    PreviewRequest,
+    RevokeRequest,
+)
 from shared.contract.sessions import (
     CommitReply,
     CommitRequest,
@@ -38,13 +47,19 @@ from shared.contract.tenancy import (
     SessionAuditRequest,
     TransferRequest,
 )
+from shared.contract.types import GenerationCheck
 from shared.platform import metrics
+from shared.platform.logs import Log
+from shared.policy import SHIPPED, Policy
 from shared.records import runners as identity
+from shared.records.compatibility import Declarations
 from shared.records.runners import Access, RunnerDirectory
 from shared.records.session import StoredSession
 
-from . import step
+from . import preview, step
 from .store import SessionStore
+
+log = Log("session-store")
 
 NO_RECORD = "no session record for this session"
 """The one text of a missing record, whether it is missing or another runner's."""
@@ -58,9 +73,12 @@ class SessionRequests:
         *,
         enforced: bool = True,
         claims_allowed: bool = False,
+        policy: Policy = SHIPPED,
     ) -> None:
         self.store = store
         self.directory = directory
+        self.policy = policy
+        self.declarations = Declarations(store.redis, store.runs)
         self._enforced = enforced
         self._claims_allowed = claims_allowed
 
@@ -111,7 +129,15 @@ class SessionRequests:
         if runner_id is not None and not self._visible_now(runner_id, req.session, stored):
             if not await self._visible(runner_id, req.session, stored):
                 stored = None
-        reply = step.decide(stored, req)
+        generation: GenerationCheck = "not_compared"
+        if stored is not None:
+            generation = step.generation_check(stored, req)
+            if generation == "changed" and stored.v1["adapter"] == req.adapter:
+                # Generations differ: an operator may have declared the new one compatible.
+                assert req.ready_generation is not None
+                if await self.declarations.declared(req.adapter, stored.generation, req.ready_generation):
+                    generation = "declared"
+        reply = step.decide(stored, req, self.policy, generation)
         metrics.adder(metrics.SESSION_DECISIONS, reply.mode, reply.reason or "none")()
         return reply
 
@@ -175,6 +201,33 @@ class SessionRequests:
 
     async def audit(self, req: SessionAuditRequest) -> SessionAuditReply:
         return SessionAuditReply(items=await self.store.ownership(req.session.key))
+
+    # -- declared compatibility and the rollout preview (operators) --------------------------
+
+    async def declare(self, req: DeclareRequest) -> Declaration:
+        code, found = await self.declarations.declare(
+            req.adapter, req.saved_generation, req.ready_generation, req.actor, req.note
+        )
+        log.info("compatibility_declared", id=found.id, adapter=found.adapter, actor=req.actor, outcome=code)
+        return found
+
+    async def revoke_declaration(self, req: RevokeRequest) -> Declaration:
+        found = await self.declarations.revoke(req.id, req.actor)
+        if found is None:
+            raise NOT_FOUND.error("no such declaration")
+        log.info("compatibility_revoked", id=found.id, adapter=found.adapter, actor=req.actor)
+        return found
+
+    async def declarations_list(self, req: DeclarationsRequest) -> DeclarationsReply:
+        items = await self.declarations.all()
+        audit = await self.declarations.audit()
+        if req.adapter is not None:
+            items = [d for d in items if d.adapter == req.adapter]
+            audit = [a for a in audit if a.adapter == req.adapter]
+        return DeclarationsReply(items=items, audit=audit)
+
+    async def preview(self, req: PreviewRequest) -> PreviewReply:
+        return await preview.preview(self.store.redis, self.declarations, self.policy, req)
 
     # -- the runner directory (operators) ----------------------------------------------------
 

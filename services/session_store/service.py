@@ -5,6 +5,15 @@ runner directory on `continuity.runners.*` (section 10)."""
 from __future__ import annotations
 
 from shared.contract import subjects
+from shared.contract.policy import (
+    Declaration,
+    DeclarationsReply,
+    DeclarationsRequest,
+    DeclareRequest,
+    PreviewReply,
+    PreviewRequest,
+    RevokeRequest,
+)
 from shared.contract.sessions import (
     CommitReply,
     CommitRequest,
@@ -32,6 +41,7 @@ from shared.platform.parts import Closer
 from shared.platform.redis import Redis
 from shared.platform.runtime import Context
 from shared.platform.service import EndpointSpec, ServiceSpec, Wiring
+from shared.policy.configured import configured_policy
 from shared.records.retention import Retention
 from shared.records.runners import RunnerDirectory
 
@@ -62,6 +72,10 @@ SPEC = ServiceSpec(
         EndpointSpec("runners-revoke", subjects.RUNNERS_REVOKE, RunnerRevokeRequest, RunnerRecord),
         EndpointSpec("runners-get", subjects.RUNNERS_GET, RunnerGetRequest, RunnerRecord),
         EndpointSpec("runners-list", subjects.RUNNERS_LIST, RunnersListRequest, RunnersListReply),
+        EndpointSpec("declare", subjects.COMPATIBILITY_DECLARE, DeclareRequest, Declaration),
+        EndpointSpec("revoke-declaration", subjects.COMPATIBILITY_REVOKE, RevokeRequest, Declaration),
+        EndpointSpec("declarations", subjects.COMPATIBILITY_LIST, DeclarationsRequest, DeclarationsReply),
+        EndpointSpec("preview", subjects.SESSIONS_PREVIEW, PreviewRequest, PreviewReply),
         # Runners: the runner_id comes from the subject the server routed the request on.
         EndpointSpec(
             "runner-decide",
@@ -92,6 +106,7 @@ def build(ctx: Context) -> Wiring:
         RunnerDirectory(redis, cache_s=ctx.config.runner_cache_s),
         enforced=ctx.config.tenancy == "enforced",
         claims_allowed=ctx.config.session_claims == "allow",
+        policy=configured_policy(ctx.config),
     )
     return Wiring(
         handlers={
@@ -105,6 +120,10 @@ def build(ctx: Context) -> Wiring:
             "runners-revoke": requests.runner_revoke,
             "runners-get": requests.runner_get,
             "runners-list": requests.runners_list,
+            "declare": requests.declare,
+            "revoke-declaration": requests.revoke_declaration,
+            "declarations": requests.declarations_list,
+            "preview": requests.preview,
             "runner-decide": requests.decide,
             "runner-commit": requests.commit,
             "runner-get": requests.get,

@@ -46,15 +46,15 @@ class SessionStore:
         wait_replicas: int = 0,
         wait_timeout_ms: int = 0,
     ) -> None:
-        self._redis = client
-        self._runs = RunStore(client, retention)
+        self.redis = client
+        self.runs = RunStore(client, retention)
         self._archive_ms = retention.archive_ms
         # CONTINUITY_REDIS_WAIT_*: replicas that must hold a commit before it is acknowledged.
         self._wait = (wait_replicas, wait_timeout_ms)
 
     def read(self, session_key: str) -> Awaitable[StoredSession | None]:
         """The record, its HMGET sent now (for a pipelined endpoint, before it is awaited)."""
-        return _stored(self._redis, self._redis.send("HMGET", keys.session(session_key), *READ_FIELDS))
+        return _stored(self.redis, self.redis.send("HMGET", keys.session(session_key), *READ_FIELDS))
 
     async def commit(self, req: CommitRequest, runner_id: str | None = None) -> CommitResult:
         """Commit; a runner's commit (`runner_id`) is refused on another runner's session and
@@ -62,11 +62,11 @@ class SessionStore:
         args = commit_args(req, runner_id, self._archive_ms)
         replicas, timeout_ms = self._wait
         return CommitResult(
-            *await self._runs.session_commit(req.session.key, args, replicas=replicas, timeout_ms=timeout_ms)
+            *await self.runs.session_commit(req.session.key, args, replicas=replicas, timeout_ms=timeout_ms)
         )
 
     async def reject(self, session_key: str, native_session_id: str, runner_id: str | None = None) -> bool:
-        return await self._runs.session_reject(session_key, native_session_id, runner_id)
+        return await self.runs.session_reject(session_key, native_session_id, runner_id)
 
     async def give(
         self, session_key: str, owner: str, *, actor: str, kind: str, held_refuses: bool
@@ -74,7 +74,7 @@ class SessionStore:
         """Make `owner` the session's owner (a claim or a transfer): the script's code, and the
         ownership after it."""
         head = _encode({"at": now_rfc3339(), "kind": kind, "actor": actor, "owner": owner})[:-1]
-        code, before, epoch, revision = await self._runs.session_owner(
+        code, before, epoch, revision = await self.runs.session_owner(
             session_key, owner, held_refuses=held_refuses, entry_head=head
         )
         reply = OwnershipReply(
@@ -87,5 +87,5 @@ class SessionStore:
 
     async def ownership(self, session_key: str) -> list[OwnershipEntry]:
         """The session's ownership changes, oldest first."""
-        raw = await self._redis.lrange(keys.session_ownership(session_key))
+        raw = await self.redis.lrange(keys.session_ownership(session_key))
         return [_decode_entry(item) for item in reversed(raw)]

@@ -33,6 +33,17 @@ from shared.contract import (
     SessionView,
     subjects,
 )
+from shared.contract.policy import (
+    Declaration,
+    DeclarationsReply,
+    DeclarationsRequest,
+    DeclareRequest,
+    PreviewReply,
+    PreviewRequest,
+    ReplayReply,
+    ReplayRequest,
+    RevokeRequest,
+)
 from shared.contract.tenancy import (
     ClaimRequest,
     OwnershipReply,
@@ -140,6 +151,21 @@ class ContinuityClient:
 
     async def run(self, run_id: str) -> RunView:
         return await self.call(subjects.RUNS_GET, RunRequest(run_id=run_id), RunView)
+
+    async def declare(self, req: DeclareRequest) -> Declaration:
+        return await self.call(subjects.COMPATIBILITY_DECLARE, req, Declaration)
+
+    async def revoke_declaration(self, req: RevokeRequest) -> Declaration:
+        return await self.call(subjects.COMPATIBILITY_REVOKE, req, Declaration)
+
+    async def declarations(self, req: DeclarationsRequest) -> DeclarationsReply:
+        return await self.call(subjects.COMPATIBILITY_LIST, req, DeclarationsReply)
+
+    async def preview(self, req: PreviewRequest) -> PreviewReply:
+        return await self.call(subjects.SESSIONS_PREVIEW, req, PreviewReply)
+
+    async def replay(self, req: ReplayRequest) -> ReplayReply:
+        return await self.call(subjects.POLICY_REPLAY, req, ReplayReply)
 
     async def audit(self, run_id: str) -> AuditReply:
         return await self.call(subjects.RUNS_AUDIT, RunRequest(run_id=run_id), AuditReply)

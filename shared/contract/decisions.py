@@ -12,10 +12,14 @@ from shared.contract.types import (
     Action,
     ActionOutcome,
     Attempt,
+    CheckpointPolicy,
+    ClassSource,
     DecisionReason,
     FailureClass,
     Name,
+    PolicyVersion,
     RecordedOutcome,
+    RowId,
     RunnerId,
     Time,
     Token,
@@ -38,6 +42,31 @@ class Decision(msgspec.Struct, kw_only=True, omit_defaults=False):
     detail: str | None = None
     reconciled_outcome: ActionOutcome | None = None
     decided_at: Time
+    rule: RowId | None = None
+    """The id of the policy row that made this decision (an addition, 9.11); null for an
+    operator's or a reconciliation's decision, which no table makes."""
+
+
+class Explanation(msgspec.Struct, kw_only=True):
+    """Why a recovery decision was made (an addition, 9.11): the row that matched and every
+    input it read. Recorded by the step that records the decision; never a message text, a
+    secret or a generation value."""
+
+    rule: RowId
+    """The matching row's id (`4.4.1` to `4.4.9` in the shipped policy)."""
+    policy: PolicyVersion
+    """The version of the policy that decided."""
+    failure_class: FailureClass
+    class_source: ClassSource
+    pending_tool_call: bool
+    attempt: int
+    budget: int
+    """The attempt budget of contract 4.1."""
+    checkpoint_policy: CheckpointPolicy
+    """The policy read from the session record (`same_session_only` without one)."""
+    governed_wait_elapsed: bool
+    budget_spent: bool
+    """The tenant's recovery budget was spent (the storm breaker, 10.6)."""
 
 
 class ArchiveWork(msgspec.Struct, kw_only=True):
@@ -52,6 +81,8 @@ class ArchiveWork(msgspec.Struct, kw_only=True):
     native_session_id: Token
     failure_class: FailureClass
     event_published_at: float | None = None
+    rule: RowId | None = None
+    """The policy row that asked for the archive: the archiver's decision carries it."""
 
 
 class ReconcileWork(msgspec.Struct, kw_only=True):

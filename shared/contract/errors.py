@@ -136,6 +136,13 @@ RUN_CHANGED = ErrorCode(
     "the run changed while this request was handled",
     "{run} changed while the request was handled; show it and try again",
 )
+# Policies (9.11).
+POLICY_REFUSED = ErrorCode(
+    "policy_refused",
+    400,
+    "the policy breaks an invariant or is not a policy",
+    "the policy was refused: {detail}; fix it (`continuity policy check FILE`) and try again",
+)
 # Faults (9.2): nothing of the cause is echoed.
 INTERNAL_ERROR = ErrorCode(
     "internal_error", 500, "internal error", "the service failed on this request; see its logs"
@@ -167,6 +174,7 @@ CATALOGUE: dict[str, ErrorCode] = {
         RUN_NOT_STOPPED,
         OPERATOR_RETRY_ALREADY_DELIVERED,
         RUN_CHANGED,
+        POLICY_REFUSED,
         INTERNAL_ERROR,
         UNAVAILABLE,
     )

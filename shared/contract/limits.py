@@ -70,3 +70,15 @@ MESSAGE_LIMITS: dict[str, int] = {
     "nesting depth": MAX_DEPTH,
 }
 """The limits on a whole message, by the name the contract's Limits table gives them."""
+
+ATTEMPT_BUDGET = 3
+"""Bootstrap retries, exact resumes and replacements of one run share this many tries (4.1)."""
+
+POLICY_MAX_BYTES = 64 * KIB
+"""A decision policy's file (docs/policies.md)."""
+
+REPLAY_MAX_RUNS = 1_000_000
+"""Runs one replay reads at most."""
+
+REPLAY_MAX_SINCE_S = 400 * 86400.0
+"""A replay's window: longer than any run retention."""

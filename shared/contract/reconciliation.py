@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from shared.contract.decisions import Decision
+from shared.contract.decisions import Decision, Explanation
 from shared.contract.sessions import SessionRef
 from shared.contract.types import (
     ActionOutcome,
@@ -106,6 +106,8 @@ class AuditEntry(msgspec.Struct, kw_only=True, omit_defaults=True):
     reason: str | None = None
     decision_id: str | None = None
     outcome: str | None = None
+    explanation: Explanation | None = None
+    """Why the classifier decided so (9.11): present on its decisions and archive requests."""
 
 
 class AuditReply(msgspec.Struct, kw_only=True):

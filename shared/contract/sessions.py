@@ -11,6 +11,7 @@ from shared.contract.types import (
     Count,
     Cursor,
     Cwd,
+    GenerationCheck,
     Mode,
     Name,
     RejectCode,
@@ -71,6 +72,12 @@ class DecideReply(msgspec.Struct, kw_only=True, omit_defaults=False):
     reason: SessionReason | None
     revision: int | None
     epoch: int | None
+    rule: str | None = None
+    """The id of the clause that answered (an addition, 9.11): `3.3.1a` to `3.3.4` shipped."""
+    policy: str | None = None
+    """The version of the policy that answered."""
+    generation: GenerationCheck = "not_compared"
+    """How the generations compared: never a value (9.11)."""
 
 
 class RejectRequest(msgspec.Struct, kw_only=True):

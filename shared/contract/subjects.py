@@ -39,6 +39,11 @@ RUNNERS_PUT = "continuity.runners.put"
 RUNNERS_REVOKE = "continuity.runners.revoke"
 RUNNERS_GET = "continuity.runners.get"
 RUNNERS_LIST = "continuity.runners.list"
+COMPATIBILITY_DECLARE = "continuity.compatibility.declare"  # additions: declared compatibility
+COMPATIBILITY_REVOKE = "continuity.compatibility.revoke"
+COMPATIBILITY_LIST = "continuity.compatibility.list"
+SESSIONS_PREVIEW = "continuity.sessions.preview"  # a rollout's effect on the saved sessions
+POLICY_REPLAY = "continuity.policy.replay"  # recorded decisions under a candidate policy
 
 QUEUE_GROUP = "q"
 

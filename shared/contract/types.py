@@ -77,6 +77,15 @@ SessionReason = Literal[
     "compatibility_generation_changed",
 ]
 RejectCode = Literal["resume_target_missing", "resume_target_corrupt"]
+RowId = Annotated[str, Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,31}\Z")]
+"""A policy row's id (`4.4.9`, `3.3.1a` in the shipped policy)."""
+PolicyVersion = Annotated[str, Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")]
+GenerationCheck = Literal["not_compared", "matched", "changed", "missing", "declared"]
+"""How a decide compared the generations (never a value): `not_compared` under compatibility
+`none`, `declared` when they differ and an operator declared the new one resumes the old."""
+ClassSource = Literal["command_result", "error_code", "none"]
+"""Where a failure class was read: the authenticated command result, the typed error code, or
+nowhere (`unclassified`)."""
 
 FailureClass = Literal[
     "provider_attach_refused",

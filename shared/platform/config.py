@@ -186,6 +186,11 @@ class Config:
     """CONTINUITY_RUNNER_CACHE_S: how long a replica keeps a runner's directory record before
     reading it again: a runner issued, revoked or given other tenants is seen within it."""
 
+    policy_file: str = ""
+    """CONTINUITY_POLICY_FILE: a decision policy (docs/policies.md) the classifier and the
+    session-store decide by instead of the shipped one; checked against the invariants at start,
+    and a policy that breaks one stops the start. Empty: the shipped policy."""
+
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
         env = os.environ if env is None else env
@@ -273,6 +278,7 @@ class Config:
                 env, "CONTINUITY_SESSION_CLAIMS", d.session_claims.upper(), _CLAIMS
             ).lower(),
             runner_cache_s=_float(env, "CONTINUITY_RUNNER_CACHE_S", d.runner_cache_s),
+            policy_file=env.get("CONTINUITY_POLICY_FILE", d.policy_file),
         )
         # Load the certificates now, so that an unreadable or malformed file stops the start.
         from shared.platform import tls

@@ -12,8 +12,8 @@ from typing import Protocol
 
 import msgspec
 
-from shared.contract import subjects
-from shared.contract.decisions import ArchiveWork, Decision, ReconcileWork
+from shared.contract import limits, subjects
+from shared.contract.decisions import ArchiveWork, Decision, Explanation, ReconcileWork
 from shared.contract.reconciliation import AuditEntry
 from shared.contract.sessions import SessionRef
 from shared.contract.times import rfc3339_from_epoch
@@ -23,8 +23,7 @@ from shared.records.names import decision_id
 from shared.records.outbox import OutboxEntry
 from shared.records.steps import RunStep, run_fields
 
-ATTEMPT_BUDGET = 3
-"""Bootstrap retries, exact resumes and replacements of one run share this many tries (4.1)."""
+ATTEMPT_BUDGET = limits.ATTEMPT_BUDGET
 
 HOLDING_ACTIONS: frozenset[str] = frozenset({"reconcile", "operator"})
 """The actions after which the saved session is left exactly as it was, `held` (contract 4.4,
@@ -80,6 +79,7 @@ def decision(
     epoch: int | None = None,
     detail: str | None = None,
     reconciled_outcome: ActionOutcome | None = None,
+    rule: str | None = None,
 ) -> Decision:
     """The decision for `run`, decided at `now` (epoch seconds); a `retry_same_session` is not
     to be tried before the backoff of its attempt."""
@@ -101,6 +101,7 @@ def decision(
         detail=detail,
         reconciled_outcome=reconciled_outcome,
         decided_at=rfc3339_from_epoch(now),
+        rule=rule,
     )
 
 
@@ -112,9 +113,11 @@ def decision_entry(decided: Decision) -> OutboxEntry:
     )
 
 
-def decision_audit(decided: Decision, actor: str, kind: str = "decision") -> AuditEntry:
+def decision_audit(
+    decided: Decision, actor: str, kind: str = "decision", explanation: Explanation | None = None
+) -> AuditEntry:
     """The audit entry of `decided` by `actor`: a plain decision, or an operator's step (`kind`)
-    with the outcome it reconciled."""
+    with the outcome it reconciled, and why a table decided it (`explanation`)."""
     return AuditEntry(
         at=decided.decided_at,
         kind=kind,
@@ -124,6 +127,7 @@ def decision_audit(decided: Decision, actor: str, kind: str = "decision") -> Aud
         reason=decided.reason,
         decision_id=decided.decision_id,
         outcome=decided.reconciled_outcome,
+        explanation=explanation,
     )
 
 
@@ -137,6 +141,7 @@ def decision_step(
     audit_kind: str = "decision",
     read: tuple[str, int] | None = None,
     for_runner: str | None = None,
+    explanation: Explanation | None = None,
 ) -> RunStep:
     """The step recording `decided` in `slot`: its outbox entry (then `also`), the run record,
     the audit entry of `audit_kind` by `actor` and, when the action holds the saved session,
@@ -157,7 +162,7 @@ def decision_step(
         ),
         slot_is_last_decision=True,
         outbox=[entry, *also],
-        audit=decision_audit(decided, actor, audit_kind),
+        audit=decision_audit(decided, actor, audit_kind, explanation),
         hold=native_session_id if native_session_id is not None and holds_session(decided.action) else None,
         read=read,
         for_runner=for_runner,
@@ -181,6 +186,7 @@ def archive_step(
     *,
     read: tuple[str, int] | None = None,
     for_runner: str | None = None,
+    explanation: Explanation | None = None,
 ) -> RunStep:
     """The step asking for `work` (no runner decision yet: the archiver decides after the
     remote move): the work item in the classifier's slot and the outbox, the run `replacing`."""
@@ -198,7 +204,13 @@ def archive_step(
             )
         ],
         audit=AuditEntry(
-            at=at, kind="decision", actor=actor, attempt=work.attempt, action="archive", reason=reason
+            at=at,
+            kind="decision",
+            actor=actor,
+            attempt=work.attempt,
+            action="archive",
+            reason=reason,
+            explanation=explanation,
         ),
         read=read,
         for_runner=for_runner,

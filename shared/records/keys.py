@@ -149,3 +149,13 @@ def runs_index_entries(bucket: int) -> str:
 def runs_index_listing(bucket: int, status: str | None = None) -> str:
     """Sorted set of the bucket's runs (of one status, or all), scored by decision time."""
     return f"{_runs_index(bucket)}:status:{status}" if status else f"{_runs_index(bucket)}:all"
+
+
+def compatibility_declarations() -> str:
+    """Hash: declaration id -> its JSON (`shared.records.compatibility`); one slot with its audit."""
+    return "continuity:{compatibility}:declared"
+
+
+def compatibility_audit() -> str:
+    """List of JSON declaration changes, newest first (bounded)."""
+    return "continuity:{compatibility}:audit"

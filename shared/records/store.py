@@ -28,6 +28,10 @@ _encode = msgspec.json.Encoder().encode
 _decode_audit = msgspec.json.Decoder(AuditEntry).decode
 
 
+COMPATIBILITY_AUDIT_KEPT = 1000
+"""Entries of the declarations' audit trail kept."""
+
+
 class RunStore:
     """The records' scripts and the run index over one `Redis` client, with one retention."""
 
@@ -286,3 +290,13 @@ class RunStore:
             [owner, "1" if held_refuses else "0", entry_head],
         )
         return text(code), text(previous), int(epoch), int(revision)
+
+    async def compatibility_change(self, op: str, declaration_id: str, value: bytes, audit: bytes) -> str:
+        """Declare (`op` `declare`, `value` the declaration) or revoke a compatibility
+        declaration with its audit entry: `ok`, or `unchanged`."""
+        code = await self.redis.script(
+            scripts.COMPATIBILITY_CHANGE,
+            scripts.compatibility_keys(),
+            [op, declaration_id, value, audit, str(COMPATIBILITY_AUDIT_KEPT)],
+        )
+        return text(code)

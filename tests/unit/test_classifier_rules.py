@@ -8,15 +8,26 @@ from typing import get_args
 
 import pytest
 
-from services.classifier import table
 from services.classifier.classify import Evidence, TypedError, classify
 from shared.contract.events import ErrorInfo
 from shared.contract.types import CheckpointPolicy, FailureClass
+from shared.policy import SHIPPED
+from shared.policy import recovery as table
 from shared.records import decisions
 
 POLICIES: tuple[CheckpointPolicy, ...] = get_args(CheckpointPolicy)
 CLASSES: tuple[FailureClass, ...] = get_args(FailureClass)
 CLOSED: tuple[FailureClass, ...] = tuple(c for c in CLASSES if c != "unclassified")
+
+
+def class_of(evidence: Evidence) -> FailureClass:
+    return classify(evidence)[0]
+
+
+def decide(given: table.Facts) -> tuple[str, str]:
+    row = table.decide_row(SHIPPED.recovery, given)
+    assert row is not None
+    return row.verdict, row.reason
 
 
 def by_result(classification: str | None) -> Evidence:
@@ -48,22 +59,22 @@ def by_code(code: str, message: str = "") -> Evidence:
     ],
 )
 def test_each_row_of_the_class_table(evidence: Evidence, expected: FailureClass) -> None:
-    assert classify(evidence) == expected
+    assert class_of(evidence) == expected
 
 
 def test_each_value_counts_only_from_its_own_source() -> None:
     # A command-result value sent as an error code, or the reverse, is not a class.
-    assert classify(by_code("provider_attach_refused")) == "unclassified"
-    assert classify(by_code("provider_side_effect_pending")) == "unclassified"
-    assert classify(by_result("native_event_replay_conflict")) == "unclassified"
-    assert classify(by_result("native_runner_source_semantic_reconciliation_required")) == "unclassified"
+    assert class_of(by_code("provider_attach_refused")) == "unclassified"
+    assert class_of(by_code("provider_side_effect_pending")) == "unclassified"
+    assert class_of(by_result("native_event_replay_conflict")) == "unclassified"
+    assert class_of(by_result("native_runner_source_semantic_reconciliation_required")) == "unclassified"
 
 
 def test_codes_match_exactly() -> None:
-    assert classify(by_code("NATIVE_EVENT_REPLAY_CONFLICT")) == "unclassified"
-    assert classify(by_code("native_event_replay_conflict ")) == "unclassified"
-    assert classify(by_code("x_native_runner_source_semantic_reconciliation_required")) == "unclassified"
-    assert classify(by_code("native_runner_source_semantic_reconciliation_required_x")) == "unclassified"
+    assert class_of(by_code("NATIVE_EVENT_REPLAY_CONFLICT")) == "unclassified"
+    assert class_of(by_code("native_event_replay_conflict ")) == "unclassified"
+    assert class_of(by_code("x_native_runner_source_semantic_reconciliation_required")) == "unclassified"
+    assert class_of(by_code("native_runner_source_semantic_reconciliation_required_x")) == "unclassified"
 
 
 def test_the_same_words_in_a_message_without_the_type_stay_unclassified() -> None:
@@ -74,7 +85,7 @@ def test_the_same_words_in_a_message_without_the_type_stay_unclassified() -> Non
         "provider_attach_refused: run.attach cannot change protected launch arguments",
         "provider_side_effect_pending",
     ):
-        assert classify(by_code("runner_error", message=words)) == "unclassified"
+        assert class_of(by_code("runner_error", message=words)) == "unclassified"
 
 
 def test_the_classifier_holds_no_error_message() -> None:
@@ -89,9 +100,9 @@ def test_the_classifier_holds_no_error_message() -> None:
 def test_the_authenticated_classification_comes_before_the_error_code() -> None:
     error = TypedError(type="NativeRunnerError", code="native_event_replay_conflict")
     both = Evidence(authenticated_classification="provider_attach_refused", error=error)
-    assert classify(both) == "provider_attach_refused"
+    assert class_of(both) == "provider_attach_refused"
     unknown_result = Evidence(authenticated_classification="something_else", error=error)
-    assert classify(unknown_result) == "event_replay_conflict"
+    assert class_of(unknown_result) == "event_replay_conflict"
 
 
 # ---- 4.4 decision table ------------------------------------------------------------------
@@ -168,7 +179,7 @@ def facts(
     ],
 )
 def test_each_row_of_the_decision_table(given: table.Facts, expected: tuple[str, str]) -> None:
-    assert table.decide(given) == expected
+    assert decide(given) == expected
 
 
 def test_a_closed_class_never_reaches_replacement_whatever_the_policy() -> None:
@@ -176,7 +187,7 @@ def test_a_closed_class_never_reaches_replacement_whatever_the_policy() -> None:
         CLOSED, POLICIES, (False, True), (False, True), (1, 2, 3, 4)
     ):
         given = facts(failure_class, pending=pending, attempt=attempt, policy=policy, governed=governed)
-        verdict, _ = table.decide(given)
+        verdict, _ = decide(given)
         assert verdict in ("operator", "reconcile"), given
 
 
@@ -185,14 +196,14 @@ def test_a_pending_tool_call_always_reconciles() -> None:
         CLASSES, POLICIES, (False, True), (1, 2, 3, 4)
     ):
         given = facts(failure_class, pending=True, attempt=attempt, policy=policy, governed=governed)
-        assert table.decide(given) == ("reconcile", "native_provider_side_effect_pending"), given
+        assert decide(given) == ("reconcile", "native_provider_side_effect_pending"), given
 
 
 def test_every_class_and_condition_has_a_row() -> None:
     for failure_class, policy, governed, pending, attempt in itertools.product(
         CLASSES, POLICIES, (False, True), (False, True), (1, 2, 3, 7)
     ):
-        table.decide(facts(failure_class, pending=pending, attempt=attempt, policy=policy, governed=governed))
+        decide(facts(failure_class, pending=pending, attempt=attempt, policy=policy, governed=governed))
 
 
 @pytest.mark.parametrize(
@@ -227,3 +238,9 @@ def test_archive_id_stays_a_token_for_the_longest_run_id() -> None:
     ids = {archive_id(longest, attempt) for attempt in (1, 2, 3)}
     assert len(ids) == 3 and all(re.search(TOKEN_PATTERN, i) for i in ids)
     assert archive_id(longest, 1) != archive_id("r" * 127 + "s", 1)
+
+
+def test_the_source_of_each_class_is_the_field_it_was_read_from() -> None:
+    assert classify(by_result("provider_attach_refused")) == ("provider_attach_refused", "command_result")
+    assert classify(by_code("native_event_replay_conflict")) == ("event_replay_conflict", "error_code")
+    assert classify(by_code("runner_transport_closed")) == ("unclassified", "none")

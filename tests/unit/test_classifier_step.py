@@ -14,6 +14,7 @@ from shared.contract.times import rfc3339_from_epoch
 from shared.contract.types import FailureClass
 from shared.platform.bus.consumer import Reject
 from shared.platform.redis.store import pairs
+from shared.policy import SHIPPED
 from shared.records.session import (
     NO_SESSION,
     SAVED_FIELDS,
@@ -57,7 +58,10 @@ def signed(classification: str, key: bytes = KEYS["k1"]) -> CommandResult:
 
 
 def choice(ev: ResumeFailed, saved: SavedSession, failure_class: FailureClass = "unclassified") -> Choice:
-    return choose(ev, failure_class, saved, NOW, backoff_s=5.0, published_at=NOW - 1)
+    source = "none" if failure_class == "unclassified" else "error_code"
+    return choose(
+        ev, (failure_class, source), saved, NOW, backoff_s=5.0, published_at=NOW - 1, policy=SHIPPED
+    )
 
 
 def test_a_retry_waits_the_backoff_of_its_attempt_and_holds_nothing() -> None:
@@ -138,10 +142,11 @@ def test_the_attempt_budget_sends_the_third_failure_to_an_operator() -> None:
 
 def test_a_verified_command_result_classifies_and_a_forged_one_quarantines() -> None:
     assert failure_class_of(event(command_result=signed("provider_attach_refused")), KEYS) == (
-        "provider_attach_refused"
+        "provider_attach_refused",
+        "command_result",
     )
     typed = event(error=ErrorInfo(type="t", code="native_event_replay_conflict", message="ignored"))
-    assert failure_class_of(typed, KEYS) == "event_replay_conflict"
+    assert failure_class_of(typed, KEYS) == ("event_replay_conflict", "error_code")
     forged = event(command_result=signed("provider_attach_refused", key=b"another key"))
     with pytest.raises(Reject) as rejected:
         failure_class_of(forged, KEYS)
@@ -181,3 +186,31 @@ def test_a_recorded_slot_names_the_messages_its_step_announced() -> None:
     ]
     assert announced_ids(SlotView(type="decision", action="operator"), "run-1", 2) == ["run-1:2:operator"]
     assert announced_ids(SlotView(type="other"), "run-1", 2) == []
+
+
+def test_every_choice_is_explained_by_its_row_and_its_inputs() -> None:
+    chosen = choice(event(attempt=2, governed_wait_elapsed=True), REPLACING)
+    why = chosen.explanation
+    assert (why.rule, why.policy, why.failure_class, why.class_source) == (
+        "4.4.7",
+        "shipped-1",
+        "unclassified",
+        "none",
+    )
+    assert (why.attempt, why.budget, why.checkpoint_policy) == (
+        2,
+        3,
+        "allow_replacement_after_resume_failure",
+    )
+    assert why.governed_wait_elapsed and not why.pending_tool_call and not why.budget_spent
+    # Recorded by the same step as the decision: in its audit entry.
+    assert chosen.step.audit is not None and chosen.step.audit.explanation == why
+    held = choice(event(), REPLACING, "provider_state_incompatible")
+    assert held.explanation.rule == "4.4.2" and held.explanation.class_source == "error_code"
+    decided = msgspec.json.decode(held.step.slot_value, type=Decision)
+    assert decided.rule == "4.4.2"  # the runner's decision names its row
+
+
+def test_an_explanation_stays_within_its_size_bound() -> None:
+    why = choice(event(attempt=3), REPLACING, "source_reconciliation_required").explanation
+    assert len(msgspec.json.encode(why)) <= 300

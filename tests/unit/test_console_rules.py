@@ -8,14 +8,15 @@ from typing import get_args
 
 import pytest
 
-from services.classifier import table
 from services.console.rules import RULES, rule_of
 from shared.contract.types import DecisionReason, FailureClass
+from shared.policy import policy as shipped
+from shared.policy import recovery as table
 
 CLASSES: tuple[str, ...] = get_args(FailureClass)
 
 
-@pytest.mark.parametrize(("number", "row"), list(enumerate(table.TABLE, start=1)))
+@pytest.mark.parametrize(("number", "row"), list(enumerate(shipped.RECOVERY, start=1)))
 def test_every_row_of_the_decision_table_is_named_with_its_number(number: int, row: table.Row) -> None:
     action = "open_replacement" if row.verdict == "archive" else row.verdict
     # A pending tool call matches row 1 whatever the class the event's error gave.

@@ -1,6 +1,6 @@
 """Both decision tables of the contract, read from docs/contract-v1.md and compared with the code
-row by row: the recovery decision (4.4, services/classifier/table.py) and the resume decision
-(3.3, services/session_store/rules.py).
+row by row: the recovery decision (4.4, shared/policy/recovery.py) and the resume decision
+(3.3, shared/policy/resume.py), whose shipped rows are in shared/policy/policy.py.
 
 The parsers below read only the wording the contract uses; anything else in a row is a
 `ParseError`, so a reworded row fails here until the code (and this parser) follow it.
@@ -17,8 +17,7 @@ from typing import Any, get_args
 
 import pytest
 
-from services.classifier import table
-from services.session_store import rules
+from services.session_store import step
 from shared.contract.sessions import DecideRequest, SessionRef
 from shared.contract.types import (
     Action,
@@ -29,6 +28,10 @@ from shared.contract.types import (
     SessionReason,
     SessionState,
 )
+from shared.policy import SHIPPED
+from shared.policy import policy as shipped
+from shared.policy import recovery as table
+from shared.policy import resume as rules
 from shared.records import decisions
 from shared.records.session import V1_FIELDS, StoredSession, binding_stamp
 
@@ -120,21 +123,25 @@ def recovery_table(doc: str) -> tuple[table.Row, ...]:
     text = section(doc, "### 4.4 Decision table")
     held = held_actions(text)
     lines = [line for line in text.splitlines() if line.startswith("|")]
-    if len(lines) < 3 or lines[0] != "| class or condition | action | reason |":
-        raise ParseError("4.4: the table's header is not `class or condition | action | reason`")
+    if len(lines) < 3 or lines[0] != "| row | class or condition | action | reason |":
+        raise ParseError("4.4: the table's header is not `row | class or condition | action | reason`")
     parsed = []
     for number, line in enumerate(lines[2:], start=1):
         where = f"4.4 row {number}"
         cells = line.strip().strip("|").split("|")
-        if len(cells) != 3:
-            raise ParseError(f"{where}: expected 3 cells, found {len(cells)}")
-        condition, action, reason = cells
+        if len(cells) != 4:
+            raise ParseError(f"{where}: expected 4 cells, found {len(cells)}")
+        row_id, condition, action, reason = cells
+        id_match = re.fullmatch(r"`(4\.4\.\d+)`", row_id.strip())
+        if id_match is None:
+            raise ParseError(f"{where}: cannot read the row id {row_id!r}")
         verdict = recovery_verdict(action, where)
         reason_match = re.fullmatch(r"`([a-z_]+)`", reason.strip())
         if reason_match is None:
             raise ParseError(f"{where}: cannot read the reason {reason!r}")
         parsed.append(
             table.Row(
+                id_match.group(1),
                 **recovery_condition(condition, where),
                 verdict=verdict,
                 reason=ticked(reason_match.group(1), DECISION_REASONS, "decision reason", where),
@@ -201,19 +208,21 @@ def resume_rules(doc: str) -> tuple[rules.Rule, ...]:
                 f'"{rules.RESUME_TRANSCRIPT}", "reason": null}}`'
             ):
                 raise ParseError(f"{where}: cannot read the resume answer {answer!r}")
-            parsed.append(rules.Rule(number, "otherwise", None))
+            parsed.append(rules.Rule(f"3.3.{number}", number, "otherwise", None))
             continue
         only_when = None
         if match := re.match(r"only when `compatibility` is `([a-z-]+)`: ", text):
             only_when = ticked(match.group(1), COMPATIBILITIES, "compatibility", where)
             text = text[match.end() :]
-        for clause in text.split("; "):
+        clauses = text.split("; ")
+        for letter, clause in zip("abcdefgh", clauses, strict=False):
             condition, arrow, reason = clause.rpartition(" → ")
             reason_match = re.fullmatch(r"`([a-z_]+)`", reason)
             if not arrow or reason_match is None:
                 raise ParseError(f"{where}: cannot read the clause {clause!r}")
             parsed.append(
                 rules.Rule(
+                    id=f"3.3.{number}{letter}" if len(clauses) > 1 else f"3.3.{number}",
                     number=number,
                     reason=ticked(reason_match.group(1), SESSION_REASONS, "session reason", where),
                     only_when=only_when,
@@ -236,11 +245,11 @@ def mismatches(document: Sequence[object], code: Sequence[object]) -> list[str]:
 
 
 def test_the_recovery_table_matches_the_contract_row_by_row() -> None:
-    assert mismatches(recovery_table(DOC), table.TABLE) == []
+    assert mismatches(recovery_table(DOC), shipped.RECOVERY) == []
 
 
 def test_the_resume_rules_match_the_contract_clause_by_clause() -> None:
-    assert mismatches(resume_rules(DOC), rules.RULES) == []
+    assert mismatches(resume_rules(DOC), shipped.RESUME) == []
 
 
 def test_the_hold_rule_is_the_contract_sentence() -> None:
@@ -251,18 +260,18 @@ def test_the_hold_rule_is_the_contract_sentence() -> None:
 
 
 def test_the_tables_hold_column_is_the_rule_every_service_applies() -> None:
-    assert all(row.holds_session == decisions.holds_session(row.verdict) for row in table.TABLE)
+    assert all(row.holds_session == decisions.holds_session(row.verdict) for row in shipped.RECOVERY)
 
 
 def test_every_verdict_holds_or_not_in_every_row_alike() -> None:
     # The hold rule is per action, so that services deciding the same action hold alike.
     for verdict in VERDICTS:
-        assert len({row.holds_session for row in table.TABLE if row.verdict == verdict}) <= 1, verdict
+        assert len({row.holds_session for row in shipped.RECOVERY if row.verdict == verdict}) <= 1, verdict
 
 
 def test_the_attempt_budget_and_the_safe_policy_are_the_contract_values() -> None:
     budget = re.search(r"share one budget of (\d+)", flat(section(DOC, "### 4.1 Event")))
-    assert budget is not None and int(budget.group(1)) == table.ATTEMPT_BUDGET
+    assert budget is not None and int(budget.group(1)) == shipped.ATTEMPT_BUDGET
     safe = re.search(r"with no record it is `([a-z_]+)`", flat(section(DOC, "### 4.4 Decision table")))
     assert safe is not None and safe.group(1) == table.SAFE_POLICY
 
@@ -276,11 +285,11 @@ def test_the_fresh_answer_and_the_rules_for_compatibility_none_are_the_contract_
     )
     assert found is not None
     numbers = {int(n) for n in found.group(1).split(", ")}
-    assert numbers == {rule.number for rule in rules.RULES if rule.only_when in (None, "none")}
+    assert numbers == {rule.number for rule in shipped.RESUME if rule.only_when in (None, "none")}
 
 
 def test_every_rule_names_real_fields() -> None:
-    for rule in rules.RULES:
+    for rule in shipped.RESUME:
         if rule.check == "differs":
             assert rule.request_field in REQUEST_FIELDS, rule
         if rule.check in ("differs", "stored_empty"):
@@ -298,16 +307,17 @@ def doctored(old: str, new: str) -> str:
 
 
 ROW_6 = (
-    "| unclassified, policy `allow_replacement_after_resume_failure` | archive, then "
+    "| `4.4.7` | unclassified, policy `allow_replacement_after_resume_failure` | archive, then "
     "`open_replacement` | `native_session_continuity_break` |"
 )
 ROW_7 = (
-    "| unclassified, policy `allow_replacement_after_governed_wait` and `governed_wait_elapsed` | "
+    "| `4.4.8` | unclassified, policy `allow_replacement_after_governed_wait` and `governed_wait_elapsed` | "
     "archive, then `open_replacement` | `native_session_continuity_break` |"
 )
-ROW_EXHAUSTED = "| unclassified, attempt >= 3 | `operator` | `native_session_retry_exhausted` |"
+ROW_EXHAUSTED = "| `4.4.6` | unclassified, attempt >= 3 | `operator` | `native_session_retry_exhausted` |"
 ROW_BREAKER = (
-    "| unclassified, the tenant's recovery budget spent | `operator` | `tenant_recovery_budget_exhausted` |"
+    "| `4.4.5` | unclassified, the tenant's recovery budget spent | `operator` | "
+    "`tenant_recovery_budget_exhausted` |"
 )
 
 
@@ -356,7 +366,7 @@ ROW_BREAKER = (
     ],
 )
 def test_a_doctored_recovery_table_is_reported(old: str, new: str, rows: list[int]) -> None:
-    found = mismatches(recovery_table(doctored(old, new)), table.TABLE)
+    found = mismatches(recovery_table(doctored(old, new)), shipped.RECOVERY)
     assert [int(line.split(":")[0].removeprefix("row ")) for line in found] == rows
 
 
@@ -386,7 +396,11 @@ def test_a_doctored_recovery_table_is_reported(old: str, new: str, rows: list[in
             id="rule 3 for every adapter",
         ),
         pytest.param(
-            "; the two differ →\n   `compatibility_generation_changed`", "", [10, 11], id="clause removed"
+            # Rule 3 left with one clause: its id loses its letter too.
+            "; the two differ →\n   `compatibility_generation_changed`",
+            "",
+            [9, 10, 11],
+            id="clause removed",
         ),
         pytest.param(
             "`missing_cursor`; `latest", "`conversation_advanced`; `latest", [7], id="another reason"
@@ -394,7 +408,7 @@ def test_a_doctored_recovery_table_is_reported(old: str, new: str, rows: list[in
     ],
 )
 def test_a_doctored_resume_rule_is_reported(old: str, new: str, rows: list[int]) -> None:
-    found = mismatches(resume_rules(doctored(old, new)), rules.RULES)
+    found = mismatches(resume_rules(doctored(old, new)), shipped.RESUME)
     assert [int(line.split(":")[0].removeprefix("row ")) for line in found] == rows
 
 
@@ -412,7 +426,8 @@ def test_a_doctored_resume_rule_is_reported(old: str, new: str, rows: list[int])
             "| `event_replay_conflict` | `operator` |",
             "| `event_replay_conflicts` | `operator` |",
         ),
-        (recovery_table, "| class or condition | action | reason |", "| class | action | reason |"),
+        (recovery_table, "| row | class or condition | action | reason |", "| class | action | reason |"),
+        (recovery_table, "| `4.4.6` |", "| 4.4.6 |"),
         (resume_rules, "stored cursor empty", "stored cursor blank"),
         (resume_rules, "the two differ", "they differ"),
         (resume_rules, '"transcript":\n   "incremental"', '"transcript":\n   "full"'),
@@ -426,14 +441,14 @@ def test_wording_the_parser_cannot_read_fails(parse: Callable[[str], object], ol
 
 
 def test_a_changed_code_table_is_reported() -> None:
-    swapped = (*table.TABLE[:6], table.TABLE[7], table.TABLE[6], table.TABLE[8])
+    swapped = (*shipped.RECOVERY[:6], shipped.RECOVERY[7], shipped.RECOVERY[6], shipped.RECOVERY[8])
     assert len(mismatches(recovery_table(DOC), swapped)) == 2
-    no_hold = (dataclasses.replace(table.TABLE[0], holds_session=False), *table.TABLE[1:])
+    no_hold = (dataclasses.replace(shipped.RECOVERY[0], holds_session=False), *shipped.RECOVERY[1:])
     assert len(mismatches(recovery_table(DOC), no_hold)) == 1
-    shorter = rules.RULES[:-1]
-    assert mismatches(resume_rules(DOC), shorter) == [f"row 11: document {rules.RULES[-1]} != code None"]
-    guard = dataclasses.replace(rules.RULES[4], request_field="adapter", stored_field="adapter")
-    assert len(mismatches(resume_rules(DOC), (*rules.RULES[:4], guard, *rules.RULES[5:]))) == 1
+    shorter = shipped.RESUME[:-1]
+    assert mismatches(resume_rules(DOC), shorter) == [f"row 11: document {shipped.RESUME[-1]} != code None"]
+    guard = dataclasses.replace(shipped.RESUME[4], request_field="adapter", stored_field="adapter")
+    assert len(mismatches(resume_rules(DOC), (*shipped.RESUME[:4], guard, *shipped.RESUME[5:]))) == 1
 
 
 # ---- the evaluators read the rows as the contract means them -------------------------------
@@ -489,12 +504,23 @@ FIRES: dict[str | None, tuple[StoredSession | None, DecideRequest]] = {
 }
 
 
-@pytest.mark.parametrize("rule", rules.RULES, ids=lambda rule: str(rule.reason))
+def first(record: StoredSession | None, req: DecideRequest) -> rules.Rule | None:
+    generation = step.generation_check(record, req) if record is not None else "not_compared"
+    return rules.first_rule(shipped.RESUME, step.facts_of(record, req, generation))
+
+
+def decide(record: StoredSession | None, req: DecideRequest) -> Any:
+    generation = step.generation_check(record, req) if record is not None else "not_compared"
+    return step.decide(record, req, SHIPPED, generation)
+
+
+@pytest.mark.parametrize("rule", shipped.RESUME, ids=lambda rule: str(rule.reason))
 def test_each_resume_rule_fires_first_when_its_condition_holds(rule: rules.Rule) -> None:
     record, req = FIRES[rule.reason]
-    assert rules.first_rule(record, req) == rule
-    reply = rules.decide(record, req)
+    assert first(record, req) == rule
+    reply = decide(record, req)
     assert reply.reason == rule.reason
+    assert reply.rule == rule.id and reply.policy == SHIPPED.version
     assert (reply.mode, reply.transcript) == (
         ("resume", "incremental") if rule.reason is None else ("fresh", "full")
     )
@@ -506,11 +532,22 @@ def test_rule_3_applies_only_to_adapters_that_opted_in() -> None:
         (stored(generation=""), request(compatibility="none")),
         (stored(), request(compatibility="none", ready_generation="g2")),
     ):
-        assert rules.first_rule(record, req) == rules.RULES[-1]
+        assert first(record, req) == shipped.RESUME[-1]
+        assert decide(record, req).generation == "not_compared"
+
+
+def test_the_generation_comparison_is_named_never_valued() -> None:
+    assert decide(stored(), request()).generation == "matched"
+    assert decide(stored(), request(ready_generation="g2")).generation == "changed"
+    assert decide(stored(generation=""), request()).generation == "missing"
+    assert decide(stored(), request(ready_generation=None)).generation == "missing"
+    # A declared compatibility (looked up by the store) resumes across the change.
+    declared = step.decide(stored(), request(ready_generation="g2"), SHIPPED, "declared")
+    assert (declared.mode, declared.rule, declared.generation) == ("resume", "3.3.4", "declared")
 
 
 def test_each_recovery_row_fires_first_when_its_condition_holds() -> None:
-    for number, row in enumerate(table.TABLE, start=1):
+    for number, row in enumerate(shipped.RECOVERY, start=1):
         given = table.Facts(
             failure_class=row.classes[-1],
             pending_tool_call=row.or_pending_tool_call,
@@ -519,5 +556,5 @@ def test_each_recovery_row_fires_first_when_its_condition_holds() -> None:
             governed_wait_elapsed=row.governed_wait_elapsed,
             recovery_budget_spent=row.budget_spent,
         )
-        assert table.decide_row(given) is row, number
-        assert table.decide(given) == (row.verdict, row.reason)
+        assert table.decide_row(shipped.RECOVERY, given) is row, number
+        assert row.id == f"4.4.{number}"

@@ -23,17 +23,27 @@ class Layer:
     may_import: frozenset[str]
 
 
+_DOMAIN = frozenset({"contract", "platform", "policy", "records"})
+"""What a service builds on."""
+
 LAYERS: tuple[Layer, ...] = (
     Layer("contract", r"shared\.contract(\..+)?", frozenset()),
     Layer("platform", r"shared\.platform(\..+)?", frozenset({"contract"})),
+    Layer("policy", r"shared\.policy(\..+)?", frozenset({"contract"})),
     Layer("records", r"shared\.records(\..+)?", frozenset({"contract", "platform"})),
-    Layer("registry", r"services\.registry", frozenset({"contract", "platform", "records", "service"})),
-    Layer("service-spec", r"services\.[a-z_]+\.service", frozenset({"contract", "platform", "records"})),
-    Layer("service", r"services\.[a-z_]+(\..+)?", frozenset({"contract", "platform", "records"})),
+    Layer(
+        "registry", r"services\.registry", frozenset({"contract", "platform", "policy", "records", "service"})
+    ),
+    Layer(
+        "service-spec",
+        r"services\.[a-z_]+\.service",
+        frozenset({"contract", "platform", "policy", "records"}),
+    ),
+    Layer("service", r"services\.[a-z_]+(\..+)?", frozenset({"contract", "platform", "policy", "records"})),
     Layer(
         "entrypoints",
         r"continuity(\..+)?",
-        frozenset({"contract", "platform", "records", "registry", "service-spec", "entrypoints"}),
+        frozenset({"contract", "platform", "policy", "records", "registry", "service-spec", "entrypoints"}),
     ),
 )
 """First match wins: `services.registry` and each `services.<name>.service` are read before the

@@ -40,6 +40,7 @@ def expected_rows(name: str) -> list[dict[str, Any]]:
                         "action": "open_replacement" if archive else e.verdict,
                         "archive_first": archive,
                         "reason": e.reason,
+                        "rule": e.rule,
                     }
                 )
     return rows
@@ -114,7 +115,7 @@ def test_each_event_carries_what_the_scenario_says(name: str) -> None:
     assert scenario.dead is None and key in (None, "live")
     # A live key's result is authenticated; the class comes from it or the typed error only.
     classification = event.command_result.classification if event.command_result else None
-    found = classify(Evidence(classification, TypedError.of(event.error)))
+    found, _ = classify(Evidence(classification, TypedError.of(event.error)))
     assert found == scenario.failure_class
     assert (event.pending_tool_call is not None) == scenario.pending_tool_call
     assert ("resend" in fields) == (name == "duplicate")

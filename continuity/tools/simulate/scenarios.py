@@ -195,6 +195,8 @@ class Facts:
 class Expected:
     verdict: Verdict
     reason: DecisionReason
+    rule: str
+    """The contract's row id (4.4), which the decision and its explanation name."""
 
 
 def _unclassified(f: Facts) -> bool:
@@ -204,27 +206,27 @@ def _unclassified(f: Facts) -> bool:
 DECISION_TABLE: tuple[tuple[Callable[[Facts], bool], Expected], ...] = (
     (
         lambda f: f.failure_class == "provider_side_effect_pending" or f.pending_tool_call,
-        Expected("reconcile", "native_provider_side_effect_pending"),
+        Expected("reconcile", "native_provider_side_effect_pending", "4.4.1"),
     ),
     (
         lambda f: f.failure_class in ("provider_attach_refused", "provider_state_incompatible"),
-        Expected("operator", "native_provider_state_incompatible"),
+        Expected("operator", "native_provider_state_incompatible", "4.4.2"),
     ),
     (
         lambda f: f.failure_class == "source_reconciliation_required",
-        Expected("operator", "native_runner_source_reconciliation_required"),
+        Expected("operator", "native_runner_source_reconciliation_required", "4.4.3"),
     ),
     (
         lambda f: f.failure_class == "event_replay_conflict",
-        Expected("operator", "native_event_replay_conflict"),
+        Expected("operator", "native_event_replay_conflict", "4.4.4"),
     ),
     (
         lambda f: _unclassified(f) and f.attempt >= ATTEMPT_BUDGET,
-        Expected("operator", "native_session_retry_exhausted"),
+        Expected("operator", "native_session_retry_exhausted", "4.4.6"),
     ),
     (
         lambda f: _unclassified(f) and f.policy == "allow_replacement_after_resume_failure",
-        Expected("archive", "native_session_continuity_break"),
+        Expected("archive", "native_session_continuity_break", "4.4.7"),
     ),
     (
         lambda f: (
@@ -232,9 +234,9 @@ DECISION_TABLE: tuple[tuple[Callable[[Facts], bool], Expected], ...] = (
             and f.policy == "allow_replacement_after_governed_wait"
             and f.governed_wait_elapsed
         ),
-        Expected("archive", "native_session_continuity_break"),
+        Expected("archive", "native_session_continuity_break", "4.4.8"),
     ),
-    (_unclassified, Expected("retry_same_session", "native_session_interrupted")),
+    (_unclassified, Expected("retry_same_session", "native_session_interrupted", "4.4.9")),
 )
 
 

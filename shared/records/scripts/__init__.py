@@ -141,3 +141,12 @@ SESSION_OWNER = _load("session_owner")
 
 def session_owner_keys(sk: str) -> list[str]:
     return [keys.session(sk), keys.session_ownership(sk)]
+
+
+# Compatibility declarations ------------------------------------------------------------------
+
+COMPATIBILITY_CHANGE = _load("compatibility_change")
+
+
+def compatibility_keys() -> list[str]:
+    return [keys.compatibility_declarations(), keys.compatibility_audit()]

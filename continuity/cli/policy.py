@@ -1,0 +1,224 @@
+"""`continuity policy show|check`: the decision policy as a file and what no policy may break;
+`continuity replay`: the recorded decisions decided again under a candidate policy;
+`continuity compatibility declare|revoke|list`: an adapter's new generation declared to resume
+sessions saved under an older one (docs/policies.md)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from continuity.cli.arguments import actor_of, actor_option, connection_parent, number, token
+from continuity.cli.connect import execute
+from continuity.cli.examples import examples
+from continuity.cli.exits import EXIT_BAD_INPUT, EXIT_OK, Failure
+from continuity.cli.output import aligned, report, to_json
+from continuity.cli.run_filters import duration, runner_id
+from continuity.cli.tables import table
+from shared.contract.limits import REPLAY_MAX_RUNS
+from shared.contract.policy import (
+    Declaration,
+    DeclarationsReply,
+    DeclarationsRequest,
+    DeclareRequest,
+    ReplayReply,
+    ReplayRequest,
+    RevokeRequest,
+)
+from shared.policy import INVARIANTS, SHIPPED, Policy, PolicyRefused, dump, from_file
+
+# Policies ---------------------------------------------------------------------------------
+
+
+def _show(args: argparse.Namespace) -> int:
+    if args.invariants:
+        if args.json:
+            print(to_json([{"name": i.name, "text": i.text} for i in INVARIANTS]))
+        else:
+            print(aligned([(i.name, i.text) for i in INVARIANTS]))
+        return EXIT_OK
+    sys.stdout.write(dump(SHIPPED).decode())
+    return EXIT_OK
+
+
+def _load(path: str) -> Policy:
+    try:
+        return from_file(path)
+    except PolicyRefused as refused:
+        raise Failure(EXIT_BAD_INPUT, "policy_refused", f"{path}: {refused}") from None
+
+
+def _check(args: argparse.Namespace) -> int:
+    try:
+        policy = _load(args.file)
+    except Failure as failure:
+        return report(args, failure)
+    rows = len(policy.recovery) + len(policy.resume)
+    if args.json:
+        print(to_json({"version": policy.version, "rows": rows, "invariants": [i.name for i in INVARIANTS]}))
+    else:
+        print(f"Policy {policy.version}: {rows} rows; every invariant holds.")
+    return EXIT_OK
+
+
+# Replay -----------------------------------------------------------------------------------
+
+
+def render_replay(reply: ReplayReply) -> str:
+    head = (
+        f"Replayed {reply.replayed} recorded decision(s) under {reply.policy} "
+        f"(running: {reply.running_policy}): {reply.unchanged} unchanged, "
+        f"{reply.replayed - reply.unchanged} changed."
+    )
+    notes = []
+    if reply.skipped:
+        notes.append(f"{reply.skipped} decision(s) recorded without an explanation were not replayed.")
+    if reply.truncated:
+        notes.append("Stopped at --max-runs: older matching runs were not read.")
+    if not reply.changes:
+        return "\n".join([head, *notes])
+    rows = [
+        [
+            f"{c.action} ({c.reason})",
+            f"{c.candidate_action} ({c.candidate_reason})",
+            c.rule,
+            c.candidate_rule,
+            str(c.count),
+            " ".join(c.runs),
+        ]
+        for c in reply.changes
+    ]
+    changes = table(["NOW", "UNDER CANDIDATE", "ROW", "CANDIDATE ROW", "RUNS", "EXAMPLES"], rows)
+    return "\n".join([head, *notes, "", changes])
+
+
+def _replay(args: argparse.Namespace) -> int:
+    text: str | None = None
+    if args.policy is not None:
+        try:
+            _load(args.policy)  # refused here, before anything is sent
+            with open(args.policy, encoding="utf-8") as f:
+                text = f.read()
+        except Failure as failure:
+            return report(args, failure)
+    req = ReplayRequest(
+        policy=text,
+        since_s=args.since.total_seconds() if args.since is not None else None,
+        runner_id=args.runner,
+        tenant=args.tenant,
+        max_runs=args.max_runs,
+        examples=args.examples,
+    )
+    return execute(args, lambda c: c.replay(req), render_replay)
+
+
+# Compatibility declarations ----------------------------------------------------------------
+
+
+def render_declaration(d: Declaration) -> str:
+    pairs = [("Declaration", d.id), ("Adapter", d.adapter), ("By", d.declared_by), ("At", d.declared_at)]
+    if d.note:
+        pairs.append(("Note", d.note))
+    return aligned(pairs)
+
+
+def render_declarations(reply: DeclarationsReply) -> str:
+    items = [[d.id, d.adapter, d.declared_by, d.declared_at, d.note or "-"] for d in reply.items]
+    audit = [[a.at, a.kind, a.actor, a.id, a.adapter] for a in reply.audit]
+    text = table(["ID", "ADAPTER", "BY", "AT", "NOTE"], items) if items else "No declarations."
+    return (
+        text
+        + "\n\nAudit trail\n"
+        + (table(["AT", "KIND", "ACTOR", "ID", "ADAPTER"], audit) if audit else "(empty)")
+    )
+
+
+def _declare(args: argparse.Namespace) -> int:
+    req = DeclareRequest(
+        adapter=args.adapter,
+        saved_generation=args.saved_generation,
+        ready_generation=args.ready_generation,
+        actor=actor_of(args),
+        note=args.note,
+    )
+    return execute(args, lambda c: c.declare(req), render_declaration)
+
+
+def _revoke(args: argparse.Namespace) -> int:
+    req = RevokeRequest(id=args.id, actor=actor_of(args))
+    return execute(args, lambda c: c.revoke_declaration(req), lambda d: f"Revoked {d.id} ({d.adapter}).")
+
+
+def _list(args: argparse.Namespace) -> int:
+    req = DeclarationsRequest(adapter=args.adapter)
+    return execute(args, lambda c: c.declarations(req), render_declarations)
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    common = connection_parent()
+
+    policy = sub.add_parser("policy", help="the decision policy as a file, and what no policy may break")
+    verbs = policy.add_subparsers(dest="policy_command", required=True, metavar="COMMAND")
+    p = verbs.add_parser("show", help="print the shipped policy (a candidate starts from a copy)")
+    p.add_argument("--invariants", action="store_true", help="print the invariants instead")
+    p.add_argument("--json", action="store_true", help="with --invariants: print JSON")
+    p.set_defaults(func=_show)
+    examples(p, "continuity policy show > candidate.json", "continuity policy show --invariants")
+    p = verbs.add_parser("check", help="check a policy file against the invariants, as a service would")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--json", action="store_true", help="print JSON (for scripts)")
+    p.set_defaults(func=_check)
+    examples(p, "continuity policy check candidate.json")
+
+    p = sub.add_parser(
+        "replay",
+        parents=[common],
+        help="decide the recorded decisions again under a candidate policy: what would change",
+    )
+    p.add_argument(
+        "--policy", metavar="FILE", default=None, help="the candidate (default: the running policy)"
+    )
+    p.add_argument("--since", type=duration, default=None, help="only runs decided within this (24h, 7d)")
+    p.add_argument("--runner", type=runner_id, default=None, help="only this runner_id")
+    p.add_argument("--tenant", type=token("--tenant"), default=None, help="only this tenant")
+    p.add_argument(
+        "--max-runs",
+        type=number(int, 1, REPLAY_MAX_RUNS),
+        default=REPLAY_MAX_RUNS,
+        help=f"read at most this many runs, newest windows first (default {REPLAY_MAX_RUNS})",
+    )
+    p.add_argument("--examples", type=number(int, 0, 100), default=10, help="run ids shown per change")
+    p.set_defaults(func=_replay, timeout=120.0)
+    examples(
+        p,
+        "continuity replay --policy candidate.json --since 24h",
+        "continuity replay --policy candidate.json --tenant acme --json",
+        "continuity replay   # the running policy: no change expected",
+    )
+
+    compat = sub.add_parser(
+        "compatibility",
+        help="declare that an adapter's new generation resumes sessions saved under an older one",
+    )
+    verbs = compat.add_subparsers(dest="compatibility_command", required=True, metavar="COMMAND")
+    p = verbs.add_parser("declare", parents=[common], help="declare (audited; the values are not stored)")
+    p.add_argument("--adapter", required=True, type=token("--adapter"))
+    p.add_argument("--saved-generation", required=True, type=token("--saved-generation"))
+    p.add_argument("--ready-generation", required=True, type=token("--ready-generation"))
+    p.add_argument("--note", default=None, help="why (recorded)")
+    actor_option(p)
+    p.set_defaults(func=_declare)
+    examples(
+        p,
+        "continuity compatibility declare --adapter codex --saved-generation g-41 --ready-generation g-42 "
+        "--note 'release 4.2 reads 4.1 sessions' --actor release-bot",
+    )
+    p = verbs.add_parser("revoke", parents=[common], help="revoke a declaration by its id")
+    p.add_argument("id", metavar="ID")
+    actor_option(p)
+    p.set_defaults(func=_revoke)
+    examples(p, "continuity compatibility revoke compat-0123456789abcdef --actor alice")
+    p = verbs.add_parser("list", parents=[common], help="the declarations and their audit trail")
+    p.add_argument("--adapter", default=None)
+    p.set_defaults(func=_list)
+    examples(p, "continuity compatibility list --adapter codex")

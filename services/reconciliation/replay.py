@@ -1,0 +1,77 @@
+"""`continuity.policy.replay`: the recorded decisions of the runs the index knows, decided again
+under a candidate policy (shared/policy/replay.py), read a page of runs at a time."""
+
+from __future__ import annotations
+
+import time
+
+import msgspec
+
+from shared.contract.errors import POLICY_REFUSED
+from shared.contract.policy import ReplayReply, ReplayRequest
+from shared.contract.reconciliation import AuditEntry
+from shared.contract.runs import RunsListRequest
+from shared.contract.times import rfc3339_from_epoch
+from shared.platform.redis import Redis
+from shared.policy import Policy, PolicyRefused, load
+from shared.policy.replay import Outcome, Recorded, ordered, replay
+from shared.records import keys
+
+from .runs_index import RunsIndex
+
+PAGE = 500
+"""Runs read per page of the index, and their audit trails per round trip."""
+
+_audit = msgspec.json.Decoder(AuditEntry)
+
+
+def candidate_of(req: ReplayRequest, running: Policy) -> Policy:
+    if req.policy is None:
+        return running
+    try:
+        return load(req.policy.encode())
+    except PolicyRefused as refused:
+        raise POLICY_REFUSED.error(str(refused)) from None
+
+
+async def replay_runs(index: RunsIndex, redis: Redis, running: Policy, req: ReplayRequest) -> ReplayReply:
+    candidate = candidate_of(req, running)
+    after = rfc3339_from_epoch(time.time() - req.since_s) if req.since_s is not None else None
+    page = RunsListRequest(runner_id=req.runner_id, tenant=req.tenant, updated_after=after, limit=PAGE)
+    outcome = Outcome()
+    runs = skipped = 0
+    truncated = False
+    while True:
+        entries, cursor = await index.page(page, max_bytes=1 << 30)
+        take = entries[: req.max_runs - runs]
+        trails = await redis.batch([("LRANGE", keys.run_audit(e.session.key, e.run_id), 0, -1) for e in take])
+        recorded: list[Recorded] = []
+        for entry, trail in zip(take, trails, strict=True):
+            for raw in trail:
+                try:
+                    line = _audit.decode(raw)
+                except msgspec.MsgspecError:
+                    continue  # not an audit entry of this release: nothing to decide again
+                if line.kind != "decision" or line.action is None or line.reason is None:
+                    continue
+                if line.explanation is None:
+                    skipped += 1  # recorded before explanations were
+                    continue
+                recorded.append(Recorded(entry.run_id, line.action, line.reason, line.explanation))
+        replay(recorded, candidate, req.examples, into=outcome)
+        runs += len(take)
+        if cursor is None:
+            break
+        if runs >= req.max_runs:
+            truncated = True
+            break
+        page = msgspec.structs.replace(page, cursor=cursor)
+    return ReplayReply(
+        policy=candidate.version,
+        running_policy=running.version,
+        replayed=outcome.replayed,
+        unchanged=outcome.unchanged,
+        changes=ordered(outcome),
+        skipped=skipped,
+        truncated=truncated,
+    )

@@ -1,0 +1,114 @@
+"""A rollout's preview: what the next turn of every saved session of an adapter decides once its
+runners report a new generation (`continuity.sessions.preview`).
+
+Each record is decided as its next turn would be: the same model, cwd and cursor as stored,
+`profile-ready` with the new generation, by the running policy and the declarations. A turn that
+changes model, cwd or cursor decides fresh for that reason whatever the generation, so these
+counts are for the turns that would otherwise resume.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+
+from shared.contract.policy import PreviewReply, PreviewRequest, TenantPreview
+from shared.contract.sessions import DecideRequest, SessionRef
+from shared.platform.redis import Redis
+from shared.policy import Policy
+from shared.records import keys
+from shared.records.compatibility import Declarations, declaration_id
+from shared.records.session import READ_FIELDS, StoredSession
+
+from . import step
+
+BATCH = 500
+"""Records read per pipelined batch."""
+
+_PREFIX = "continuity:session:{"
+
+
+def session_key_of(key: bytes) -> str | None:
+    """The session key of a session record's Redis key; None for any other key."""
+    text = key.decode("utf-8", "replace")
+    if not (text.startswith(_PREFIX) and text.endswith("}")):
+        return None
+    return text[len(_PREFIX) : -1]
+
+
+def next_turn(sk: str, stored: StoredSession, generation: str) -> DecideRequest:
+    """The decide request of the session's next turn under the new generation."""
+    tenant, conversation_id, agent_id = sk.split("/", 2)
+    v1 = stored.v1
+    return DecideRequest(
+        session=SessionRef(tenant=tenant, conversation_id=conversation_id, agent_id=agent_id),
+        adapter=v1["adapter"],
+        model=v1["model"],
+        cwd=v1["cwd"],
+        latest_cursor=v1["cursor"] or None,
+        compatibility="profile-ready",
+        ready_generation=generation,
+    )
+
+
+async def preview(
+    redis: Redis, declarations: Declarations, policy: Policy, req: PreviewRequest
+) -> PreviewReply:
+    declared = await declarations.ids()
+    counts: dict[str, Counter[str]] = defaultdict(Counter)
+    used: set[str] = set()
+    scanned = 0
+    batch: list[str] = []
+
+    async def flush() -> None:
+        nonlocal scanned
+        replies = await redis.batch([("HMGET", keys.session(sk), *READ_FIELDS) for sk in batch])
+        for sk, values in zip(batch, replies, strict=True):
+            if not any(v is not None for v in values):
+                continue  # expired between the scan and the read
+            stored = StoredSession.from_values(values)
+            if stored.v1["adapter"] != req.adapter:
+                continue
+            scanned += 1
+            turn = next_turn(sk, stored, req.generation)
+            generation = step.generation_check(stored, turn)
+            if generation == "changed":
+                found = declaration_id(req.adapter, stored.generation, req.generation)
+                if found in declared:
+                    generation = "declared"
+                    used.add(found)
+            reply = step.decide(stored, turn, policy, generation)
+            counts[turn.session.tenant][reply.reason or "resume"] += 1
+        batch.clear()
+
+    pattern = _PREFIX + (f"{_glob_escape(req.tenant)}/*" if req.tenant else "*")
+    async for key in redis.scan(pattern):
+        sk = session_key_of(key)
+        if sk is None or sk.count("/") < 2:
+            continue
+        batch.append(sk)
+        if len(batch) >= BATCH:
+            await flush()
+    if batch:
+        await flush()
+    tenants = [
+        TenantPreview(
+            tenant=tenant,
+            resume=c["resume"],
+            fresh=sum(c.values()) - c["resume"],
+            reasons={reason: n for reason, n in sorted(c.items()) if reason != "resume"},
+        )
+        for tenant, c in sorted(counts.items())
+    ]
+    return PreviewReply(
+        adapter=req.adapter,
+        policy=policy.version,
+        scanned=scanned,
+        resume=sum(t.resume for t in tenants),
+        fresh=sum(t.fresh for t in tenants),
+        by_tenant=tenants,
+        declarations=sorted(used),
+    )
+
+
+def _glob_escape(text: str) -> str:
+    return "".join("\\" + c if c in "*?[]\\" else c for c in text)

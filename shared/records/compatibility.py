@@ -1,0 +1,100 @@
+"""Compatibility declarations: an operator's word that an adapter's sessions saved under one
+generation resume under a newer one (docs/contract-v1.md 9.11).
+
+A declaration is keyed by an id derived from the adapter and both generations' digests; the
+generations themselves are never stored, so a record, a reply or a log holds no value. `decide`
+reads one HEXISTS, and only when the generations differ.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import msgspec
+
+from shared.contract.policy import Declaration, DeclarationAudit
+from shared.contract.times import now_rfc3339
+from shared.platform.redis import Redis
+from shared.records import keys
+from shared.records.store import COMPATIBILITY_AUDIT_KEPT, RunStore
+
+_encode = msgspec.json.Encoder().encode
+_decode = msgspec.json.Decoder(Declaration).decode
+_decode_audit = msgspec.json.Decoder(DeclarationAudit).decode
+
+
+def declaration_id(adapter: str, saved_generation: str, ready_generation: str) -> str:
+    """`compat-` and 16 hex digits of the digest of the three, each length-prefixed."""
+    digest = hashlib.sha256()
+    for part in (adapter, saved_generation, ready_generation):
+        data = part.encode()
+        digest.update(len(data).to_bytes(4, "big") + data)
+    return "compat-" + digest.hexdigest()[:16]
+
+
+class Declarations:
+    def __init__(self, redis: Redis, runs: RunStore) -> None:
+        self._redis = redis
+        self._runs = runs
+
+    async def declare(
+        self, adapter: str, saved: str, ready: str, actor: str, note: str | None
+    ) -> tuple[str, Declaration]:
+        """`ok` and the new declaration, or `unchanged` and the one declared before."""
+        found = Declaration(
+            id=declaration_id(adapter, saved, ready),
+            adapter=adapter,
+            declared_by=actor,
+            declared_at=now_rfc3339(),
+            note=note,
+        )
+        code = await self._runs.compatibility_change(
+            "declare", found.id, _encode(found), self._audit("declared", found)
+        )
+        if code == "unchanged":
+            raw = await self._redis.hget(keys.compatibility_declarations(), found.id)
+            if raw is not None:
+                found = _decode(raw)
+        return code, found
+
+    async def revoke(self, declaration_id: str, actor: str) -> Declaration | None:
+        """The revoked declaration, None when there was none."""
+        raw = await self._redis.hget(keys.compatibility_declarations(), declaration_id)
+        if raw is None:
+            return None
+        found = _decode(raw)
+        entry = DeclarationAudit(
+            at=now_rfc3339(), kind="revoked", actor=actor, id=found.id, adapter=found.adapter
+        )
+        code = await self._runs.compatibility_change("revoke", declaration_id, b"", _encode(entry))
+        return found if code == "ok" else None
+
+    async def declared(self, adapter: str, saved: str, ready: str) -> str | None:
+        """The id of the declaration that lets `ready` resume sessions saved under `saved`."""
+        found = declaration_id(adapter, saved, ready)
+        hit = await self._redis.execute("HEXISTS", keys.compatibility_declarations(), found)
+        return found if hit else None
+
+    async def all(self) -> list[Declaration]:
+        raw = await self._redis.hgetall(keys.compatibility_declarations())
+        return sorted((_decode(v) for v in raw.values()), key=lambda d: (d.adapter, d.declared_at, d.id))
+
+    async def ids(self) -> frozenset[str]:
+        raw = await self._redis.hgetall(keys.compatibility_declarations())
+        return frozenset(k.decode() for k in raw)
+
+    async def audit(self) -> list[DeclarationAudit]:
+        raw = await self._redis.lrange(keys.compatibility_audit(), 0, COMPATIBILITY_AUDIT_KEPT - 1)
+        return [_decode_audit(item) for item in raw]
+
+    @staticmethod
+    def _audit(kind: str, declaration: Declaration) -> bytes:
+        return _encode(
+            DeclarationAudit(
+                at=declaration.declared_at,
+                kind=kind,
+                actor=declaration.declared_by,
+                id=declaration.id,
+                adapter=declaration.adapter,
+            )
+        )

@@ -169,10 +169,14 @@ async def test_session_calls_and_their_typed_errors(stack: str) -> None:
             session, "codex", MODEL, CWD, "turn-1", compatibility="profile-ready", ready_generation="gen-1"
         )
         assert (ready.mode, ready.resume_session_id, ready.transcript) == ("resume", "ns-1", "incremental")
+        # The clause of contract 3.3 that answered, the policy's version, and how the
+        # generations compared (never a value).
+        assert (ready.rule, ready.policy, ready.generation) == ("3.3.4", "shipped-1", "matched")
         changed = await runner.decide(
             session, "codex", MODEL, CWD, "turn-1", compatibility="profile-ready", ready_generation="gen-2"
         )
         assert (changed.mode, changed.reason) == ("fresh", "compatibility_generation_changed")
+        assert (changed.rule, changed.policy, changed.generation) == ("3.3.3b", "shipped-1", "changed")
 
         with pytest.raises(RevisionConflict) as conflict:
             await runner.commit(
@@ -191,6 +195,7 @@ async def test_session_calls_and_their_typed_errors(stack: str) -> None:
         assert (await runner.reject(session, "ns-1", "resume_target_corrupt")).cleared is True
         after = await runner.decide(session, "codex", MODEL, CWD, "turn-1")
         assert (after.mode, after.reason, after.transcript) == ("fresh", "resume_target_rejected", "full")
+        assert (after.rule, after.generation) == ("3.3.1d", "not_compared")
     finally:
         await runner.close()
 
@@ -242,10 +247,11 @@ async def test_a_signed_refusal_stops_for_an_operator_and_holds_the_session(stac
         )
         event_id = await runner.report_resume_failure(run_id, 1, session, "ns-1", command_result=signed)
         d = await decisions.first(run_id)
-        assert (d.action, d.reason, d.failure_class) == (
+        assert (d.action, d.reason, d.failure_class, d.rule) == (
             "operator",
             "native_provider_state_incompatible",
             "provider_attach_refused",
+            "4.4.2",
         )
         assert event_id and d.runner_id == runner.runner_id
         assert (await runner.get(session)).state == "held"
@@ -300,6 +306,7 @@ async def test_the_archive_handler_answers_the_archivers_remote_move(stack: str)
         await runner.report_resume_failure(run_id, 1, session, "ns-1", error=transport)
         d = await decisions.first(run_id)
         assert (d.action, d.reason, d.epoch) == ("open_replacement", "native_session_continuity_break", 1)
+        assert d.rule == "4.4.7"  # the row that asked for the archive, carried by the archiver
         assert [(a.run_id, a.session, a.native_session_id) for a in asked] == [(run_id, session, "ns-1")]
         assert (await runner.get(session)).state == "archived"
         # A runner from before the replacement is fenced off; the replacement commits.
@@ -327,6 +334,7 @@ async def test_a_raising_archive_handler_answers_exit_1_without_its_text(stack: 
         await runner.report_resume_failure(run_id, 1, session, "ns-1")
         d = await decisions.first(run_id)
         assert (d.action, d.reason) == ("retry_same_session", "runner_continuity_break_archive_failed")
+        assert d.rule is None  # a failed archive's retry is contract 5's, not a row of the table
         assert d.detail is not None and "exit=1 timedOut=false" in d.detail and "OSError" in d.detail
         assert "secret" not in d.detail and "/home/agent" not in d.detail
         assert (await runner.get(session)).state == "active"

@@ -187,6 +187,7 @@ async def test_an_issued_runners_session_is_its_own(fleet: Fleet) -> None:
     s = acme()
     fresh = await a.decide(s, "codex", MODEL, CWD, "turn-1")
     assert (fresh.mode, fresh.reason) == ("fresh", "no_session")
+    assert (fresh.rule, fresh.policy, fresh.generation) == ("3.3.1a", "shipped-1", "not_compared")
     saved = await _commit(a, s)
     ready = await a.decide(s, "codex", MODEL, CWD, "turn-1")
     assert (ready.mode, ready.resume_session_id, ready.revision) == ("resume", "ns-1", saved.revision)
@@ -206,6 +207,8 @@ async def test_an_issued_runners_session_is_its_own(fleet: Fleet) -> None:
             await other.get(s)
         seen = await other.decide(s, "codex", MODEL, CWD, "turn-1")
         assert (seen.mode, seen.reason, seen.resume_session_id) == ("fresh", "no_session", None)
+        # Explained as a missing session is: nothing tells that a record exists.
+        assert (seen.rule, seen.policy, seen.generation) == (fresh.rule, fresh.policy, fresh.generation)
         assert (await other.reject(s, "ns-1", "resume_target_missing")).cleared is False
     for other in (c, d):
         with pytest.raises(NotFound):

@@ -204,7 +204,8 @@ def _ts_fields(name: str) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    "name", ["Action", "FailureClass", "DecisionReason", "RefusalCode", "QuotaScope", "QuotaKind"]
+    "name",
+    ["Action", "FailureClass", "DecisionReason", "RefusalCode", "QuotaScope", "QuotaKind", "GenerationCheck"],
 )
 def test_the_typescript_sdks_closed_sets_are_the_servers(name: str) -> None:
     assert _ts_union(name) == set(get_args(getattr(server_types, name)))
@@ -214,6 +215,7 @@ def test_the_typescript_sdks_closed_sets_are_the_servers(name: str) -> None:
     ("name", "struct"),
     [
         ("Decision", "Decision"),
+        ("DecideReply", "DecideReply"),
         ("Refusal", "Refusal"),
         ("OwnershipReply", "OwnershipReply"),
         ("SessionView", "SessionView"),
@@ -221,3 +223,37 @@ def test_the_typescript_sdks_closed_sets_are_the_servers(name: str) -> None:
 )
 def test_what_the_typescript_sdk_receives_has_the_servers_fields(name: str, struct: str) -> None:
     assert _ts_fields(name) == list(server_struct(struct).__struct_fields__)
+
+
+def test_messages_of_an_earlier_release_decode_without_their_explanation() -> None:
+    """A decision or a decide reply of services from before explanations (contract 9.11) has no
+    `rule`, `policy` or `generation`: the SDK decodes it with None and `not_compared`."""
+    session = {"tenant": "acme", "conversation_id": "c1", "agent_id": "codex"}
+    decision = {
+        "type": "decision",
+        "decision_id": "d1",
+        "runner_id": "runner-a",
+        "run_id": "run-1",
+        "attempt": 1,
+        "session": session,
+        "action": "retry_same_session",
+        "reason": "native_session_interrupted",
+        "decided_at": "2026-11-30T12:00:00Z",
+    }
+    old = msgspec.json.decode(msgspec.json.encode(decision), type=sdk.Decision)
+    assert old.rule is None
+    new = msgspec.json.decode(msgspec.json.encode({**decision, "rule": "4.4.9"}), type=sdk.Decision)
+    assert new.rule == "4.4.9"
+    reply = {
+        "mode": "fresh",
+        "resume_session_id": None,
+        "transcript": "full",
+        "reason": "no_session",
+        "revision": None,
+        "epoch": None,
+    }
+    before = msgspec.json.decode(msgspec.json.encode(reply), type=sdk.DecideReply)
+    assert (before.rule, before.policy, before.generation) == (None, None, "not_compared")
+    explained = {**reply, "rule": "3.3.1a", "policy": "shipped-1", "generation": "missing"}
+    after = msgspec.json.decode(msgspec.json.encode(explained), type=sdk.DecideReply)
+    assert (after.rule, after.policy, after.generation) == ("3.3.1a", "shipped-1", "missing")

@@ -26,6 +26,7 @@ from continuity_runner.types import (
     DecisionReason,
     ExitCode,
     FailureClass,
+    GenerationCheck,
     Message,
     Mode,
     Name,
@@ -35,6 +36,7 @@ from continuity_runner.types import (
     RecordedOutcome,
     RefusalCode,
     RejectCode,
+    RowId,
     RunnerId,
     SessionReason,
     SessionState,
@@ -95,7 +97,10 @@ class DecideRequest(msgspec.Struct, kw_only=True):
 
 
 class DecideReply(msgspec.Struct, kw_only=True, omit_defaults=False):
-    """`resume` with the stored handle and an incremental turn, or `fresh` with the full one."""
+    """`resume` with the stored handle and an incremental turn, or `fresh` with the full one.
+
+    `rule`, `policy` and `generation` explain the answer (contract 9.11); a reply of services of
+    an earlier release has none of them and decodes with their defaults."""
 
     mode: Mode
     resume_session_id: str | None
@@ -103,6 +108,13 @@ class DecideReply(msgspec.Struct, kw_only=True, omit_defaults=False):
     reason: SessionReason | None
     revision: int | None
     epoch: int | None
+    rule: str | None = None
+    """The id of the contract 3.3 clause that answered (`3.3.1a` to `3.3.4` in the shipped
+    policy); None from services of an earlier release."""
+    policy: str | None = None
+    """The version of the policy that answered (`shipped-1`); None from an earlier release."""
+    generation: GenerationCheck = "not_compared"
+    """How the compatibility generations compared (never a value)."""
 
 
 class RejectRequest(msgspec.Struct, kw_only=True):
@@ -216,6 +228,8 @@ class ResumeFailed(msgspec.Struct, kw_only=True):
 
 
 class Decision(msgspec.Struct, kw_only=True, omit_defaults=False):
+    """A recovery decision (contract 4.5): what to do with the run's saved session, and why."""
+
     type: Literal["decision"] = "decision"
     decision_id: str
     runner_id: RunnerId
@@ -230,6 +244,10 @@ class Decision(msgspec.Struct, kw_only=True, omit_defaults=False):
     detail: str | None = None
     reconciled_outcome: ActionOutcome | None = None
     decided_at: Time
+    rule: RowId | None = None
+    """The id of the contract 4.4 table row that made the decision (`4.4.1` to `4.4.9` in the
+    shipped policy, contract 9.11); None for an operator's or a reconciliation's decision, which
+    no row makes, and for a decision of services of an earlier release."""
 
 
 class Refusal(msgspec.Struct, kw_only=True, omit_defaults=False):

@@ -38,6 +38,8 @@ Cursor = Annotated[str, Meta(max_length=limits.CURSOR_CHARS)]
 Message = Annotated[str, Meta(max_length=limits.MESSAGE_CHARS)]
 Cwd = Annotated[str, Meta(max_length=limits.PATH_CHARS)]
 Output = Annotated[str, Meta(max_length=limits.OUTPUT_CHARS)]
+RowId = Annotated[str, Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,31}\Z")]
+"""The id of a policy's row (`4.4.9`): what a decision's `rule` names."""
 
 
 _TIME = re.compile(TIME_PATTERN)
@@ -69,6 +71,10 @@ CheckpointPolicy = Literal[
 SessionState = Literal["active", "held", "archived", "rejected"]
 Compatibility = Literal["none", "profile-ready"]
 Mode = Literal["resume", "fresh"]
+GenerationCheck = Literal["not_compared", "matched", "changed", "missing", "declared"]
+"""How a `decide` compared the compatibility generations (never a value): `not_compared` under
+compatibility `none` (and from services of an earlier release), `declared` when they differ and
+an operator declared that the newer one resumes the older."""
 Transcript = Literal["incremental", "full"]
 SessionReason = Literal[
     "no_session",

@@ -65,6 +65,14 @@ export interface DecideArgs {
   readyGeneration?: string | null;
 }
 
+/** How a `decide` compared the compatibility generations (never a value): `not_compared` under
+ * compatibility `none`, `declared` when they differ and an operator declared that the newer one
+ * resumes the older (contract 9.11). */
+export type GenerationCheck = "not_compared" | "matched" | "changed" | "missing" | "declared";
+
+/** `resume` with the stored handle and an incremental turn, or `fresh` with the full one. `rule`,
+ * `policy` and `generation` explain the answer (contract 9.11); from services of an earlier release,
+ * which send none of them, `decide` returns null, null and `not_compared`. */
 export interface DecideReply {
   mode: "resume" | "fresh";
   resume_session_id: string | null;
@@ -72,6 +80,11 @@ export interface DecideReply {
   reason: string | null;
   revision: number | null;
   epoch: number | null;
+  /** The id of the contract 3.3 clause that answered (`3.3.1a` to `3.3.4` in the shipped policy). */
+  rule: string | null;
+  /** The version of the policy that answered (`shipped-1`). */
+  policy: string | null;
+  generation: GenerationCheck;
 }
 
 /** `continuity.sessions.<runner_id>.commit` (3.2, 10.1). */
@@ -183,6 +196,10 @@ export interface Decision {
   detail: string | null;
   reconciled_outcome: ActionOutcome | null;
   decided_at: string;
+  /** The id of the contract 4.4 table row that made the decision (`4.4.1` to `4.4.9` in the
+   * shipped policy, contract 9.11); null for an operator's or a reconciliation's decision, which no
+   * row makes, and for a decision of services of an earlier release (which sends none). */
+  rule: string | null;
 }
 
 /**

@@ -206,7 +206,9 @@ export class Runner {
       compatibility: args.compatibility,
       ready_generation: args.readyGeneration,
     }, LIMITS.requestBytes);
-    return this.request<DecideReply>(subjects.sessions(this.runnerId, "decide"), body);
+    const reply = await this.request<DecideReply>(subjects.sessions(this.runnerId, "decide"), body);
+    // Services of an earlier release explain nothing: the explanation's fields read as unknown.
+    return { ...reply, rule: reply.rule ?? null, policy: reply.policy ?? null, generation: reply.generation ?? "not_compared" };
   }
 
   /**
@@ -580,8 +582,8 @@ export class Runner {
 }
 
 /** A message of the decisions subject as its `type` says (a decision of an earlier release may have
- * none), or null when it is neither a decision nor a refusal: a newer kind is skipped, never
- * mistaken for one. */
+ * none, nor a `rule`: read as null), or null when it is neither a decision nor a refusal: a newer
+ * kind is skipped, never mistaken for one. */
 function parseMessage(data: Uint8Array): Decision | Refusal | null {
   let parsed: unknown;
   try {
@@ -593,7 +595,7 @@ function parseMessage(data: Uint8Array): Decision | Refusal | null {
   const m = parsed as Record<string, unknown>;
   const kind = m.type ?? "decision";
   if (kind === "decision" && typeof m.decision_id === "string" && typeof m.run_id === "string") {
-    return { ...m, type: "decision" } as unknown as Decision;
+    return { ...m, type: "decision", rule: m.rule ?? null } as unknown as Decision;
   }
   if (kind === "refusal" && typeof m.event_id === "string" && typeof m.run_id === "string" && typeof m.code === "string") {
     return parsed as Refusal;

@@ -91,8 +91,8 @@ describe("the runner SDK against the services", () => {
     const d = delivery.decision;
     assert.ok(d !== null, "a decision, not a refusal");
     assert.deepEqual(
-      [d.run_id, d.attempt, d.action, d.reason, d.failure_class],
-      [runId, 1, "operator", "native_provider_state_incompatible", "provider_attach_refused"],
+      [d.run_id, d.attempt, d.action, d.reason, d.failure_class, d.rule],
+      [runId, 1, "operator", "native_provider_state_incompatible", "provider_attach_refused", "4.4.2"],
     );
     delivery.ack();
     await deliveries.return(undefined);
@@ -167,6 +167,7 @@ describe("the runner SDK against the services", () => {
     const d = await inbox.next(runId);
     assert.equal(d.action, "open_replacement");
     assert.equal(d.reason, "native_session_continuity_break");
+    assert.equal(d.rule, "4.4.7", "the row that asked for the archive, carried by the archiver's decision");
     assert.equal(d.epoch, before.epoch + 1);
     assert.equal(moves.length, 1);
     assert.equal(moves[0]!.run_id, runId);
@@ -202,9 +203,24 @@ describe("the runner SDK against the services", () => {
     const d = await inbox.next(runId);
     assert.equal(d.action, "retry_same_session");
     assert.equal(d.reason, "runner_continuity_break_archive_failed");
+    assert.equal(d.rule, null, "a failed archive's retry is contract 5's, not a row of the table");
     assert.ok(d.detail?.startsWith("runner_continuity_break_archive_failed: exit=1 timedOut=false"), d.detail ?? "");
     assert.equal(d.detail?.includes("hunter2"), false);
     assert.equal((await r.get(session)).state, "active", "a failed remote move leaves the record");
+  });
+
+  it("reads a decision of an earlier release, without a type or a rule, with rule null", async () => {
+    const r = await runner();
+    const inbox = new Inbox(r);
+    const runId = uniqueId("run");
+    const old = {
+      decision_id: uniqueId("d"), runner_id: r.runnerId, run_id: runId, attempt: 1, session: newSession("old"),
+      action: "retry_same_session", reason: "native_session_interrupted", failure_class: "unclassified",
+      epoch: null, not_before: null, detail: null, reconciled_outcome: null, decided_at: new Date().toISOString(),
+    };
+    await observer.nc.request(subjects.decisions(r.runnerId), JSON.stringify(old)); // JetStream's ack
+    const d = await inbox.next(runId);
+    assert.deepEqual([d.type, d.action, d.rule], ["decision", "retry_same_session", null]);
   });
 
   it("lets a second process of the runner bind the same durable consumer", async () => {

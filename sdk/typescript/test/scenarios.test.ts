@@ -30,6 +30,8 @@ interface Row {
   action: Action;
   archive_first: boolean;
   reason: string;
+  /** The id of the contract 4.4 row that decides it. */
+  rule: string;
 }
 
 interface Scenario {
@@ -127,8 +129,8 @@ async function play(scenario: Scenario, row: Row): Promise<void> {
   const what = `${scenario.name} ${row.policy} attempt ${row.attempt} governed ${row.governed_wait_elapsed}`;
   const d = await inbox.next(runId, 1, 60_000);
   assert.deepEqual(
-    { action: d.action, reason: d.reason, attempt: d.attempt, failure_class: d.failure_class },
-    { action: row.action, reason: row.reason, attempt: row.attempt, failure_class: scenario.failure_class },
+    { action: d.action, reason: d.reason, rule: d.rule, attempt: d.attempt, failure_class: d.failure_class },
+    { action: row.action, reason: row.reason, rule: row.rule, attempt: row.attempt, failure_class: scenario.failure_class },
     what,
   );
   assert.deepEqual(d.session, session, what);

@@ -67,6 +67,8 @@ describe("session requests", () => {
     assert.equal(first.mode, "fresh");
     assert.equal(first.reason, "no_session");
     assert.equal(first.transcript, "full");
+    // The clause of contract 3.3 that answered, the policy's version, how the generations compared.
+    assert.deepEqual([first.rule, first.policy, first.generation], ["3.3.1a", "shipped-1", "not_compared"]);
 
     const committed = await runner.commit(saved(session));
     assert.equal(committed.revision, 1);
@@ -76,6 +78,7 @@ describe("session requests", () => {
       { mode: again.mode, id: again.resume_session_id, transcript: again.transcript, reason: again.reason },
       { mode: "resume", id: "thread-1", transcript: "incremental", reason: null },
     );
+    assert.deepEqual([again.rule, again.policy, again.generation], ["3.3.4", "shipped-1", "matched"]);
 
     const view = await runner.get(session);
     assert.equal(view.native_session_id, "thread-1");
@@ -86,6 +89,7 @@ describe("session requests", () => {
 
     const advanced = await runner.decide(asked(session, "c-11"));
     assert.equal(advanced.reason, "conversation_advanced");
+    assert.equal(advanced.rule, "3.3.2d");
   });
 
   it("names the runner in each request's subject; the session is its own, claims are refused", async () => {
@@ -146,6 +150,7 @@ describe("session requests", () => {
     const reply = await runner.decide(asked(session));
     assert.equal(reply.mode, "fresh");
     assert.equal(reply.reason, "resume_target_rejected");
+    assert.equal(reply.rule, "3.3.1d");
     assert.equal((await runner.get(session)).state, "rejected");
   });
 

@@ -109,6 +109,7 @@ describe("the runner SDK with tenancy enforced", () => {
     const s = acme();
     const fresh = await a.decide(asked(s));
     assert.deepEqual([fresh.mode, fresh.reason], ["fresh", "no_session"]);
+    assert.deepEqual([fresh.rule, fresh.policy, fresh.generation], ["3.3.1a", "shipped-1", "not_compared"]);
     const committed = await a.commit(saved(s));
     const ready = await a.decide(asked(s));
     assert.deepEqual([ready.mode, ready.resume_session_id, ready.revision], ["resume", "thread-1", committed.revision]);
@@ -124,6 +125,8 @@ describe("the runner SDK with tenancy enforced", () => {
       await assert.rejects(other.get(s), rejectsWith(NotFound, 404, "not_found"));
       const seen = await other.decide(asked(s));
       assert.deepEqual([seen.mode, seen.reason, seen.resume_session_id], ["fresh", "no_session", null]);
+      // Explained as a missing session is: nothing tells that a record exists.
+      assert.deepEqual([seen.rule, seen.policy, seen.generation], [fresh.rule, fresh.policy, fresh.generation]);
       assert.deepEqual(await other.reject(s, "thread-1", "resume_target_missing"), { cleared: false });
     }
     assert.deepEqual(await a.get(s), view, "nothing of it changed");

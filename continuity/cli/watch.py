@@ -30,18 +30,19 @@ from shared.records.decisions import STATUS_BY_ACTION
 
 _decision = msgspec.json.Decoder(Decision)
 _COLUMNS = (("DECIDED AT", 24), ("RUNNER", 16), ("RUN ID", 24), ("ATTEMPT", 7), ("ACTION", 18))
-_HEADERS = ("STATUS", "REASON", "TENANT")
+_HEADERS = ("STATUS", "REASON", "TENANT", "ROW")
 
 
 def line(d: Decision) -> str:
     cells = [d.decided_at, d.runner_id, d.run_id, str(d.attempt), d.action]
     fixed = "  ".join(c.ljust(w) for c, (_, w) in zip(cells, _COLUMNS, strict=True))
-    return f"{fixed}  {STATUS_BY_ACTION[d.action].ljust(11)}  {d.reason}  {d.session.tenant}"
+    status = STATUS_BY_ACTION[d.action].ljust(11)
+    return f"{fixed}  {status}  {d.reason}  {d.session.tenant}  {d.rule or '-'}"
 
 
 def header() -> str:
     fixed = "  ".join(h.ljust(w) for h, w in _COLUMNS)
-    return f"{fixed}  {_HEADERS[0].ljust(11)}  {_HEADERS[1]}  {_HEADERS[2]}"
+    return f"{fixed}  {_HEADERS[0].ljust(11)}  {_HEADERS[1]}  {_HEADERS[2]}  {_HEADERS[3]}"
 
 
 async def watch(args: argparse.Namespace) -> None:

@@ -36,6 +36,7 @@ from shared.contract import (
     subjects,
 )
 from shared.contract.client import ContinuityClient, RequestError, RunnerSessions
+from shared.contract.policy import DeclarationsRequest, DeclareRequest, PreviewRequest, ReplayRequest
 from shared.contract.times import now_rfc3339
 from tests.deploy.conftest import (
     DEPLOY,
@@ -561,3 +562,28 @@ async def test_no_service_or_operator_was_refused_anything(
     operator = await connect("operator")
     await operator.nc.flush()
     assert stack.violations_of((*SERVICE_USERS, "operator", "console")) == []
+
+
+async def test_operators_replay_declare_and_preview_and_runners_cannot(
+    services: None, connect: Connect
+) -> None:
+    """The policy and rollout requests (contract 9.11) answer the operator's user; a runner's
+    publication of any of them is a permissions violation, and reaches no service."""
+    operator = await connect("operator")
+    c = ContinuityClient(operator.nc, timeout=30)
+    assert (await c.replay(ReplayRequest())).changes == []
+    declared = await c.declare(
+        DeclareRequest(adapter="codex", saved_generation="g-1", ready_generation="g-2", actor="alice")
+    )
+    assert declared.id in [d.id for d in (await c.declarations(DeclarationsRequest())).items]
+    assert (await c.preview(PreviewRequest(adapter="codex", generation="g-2"))).adapter == "codex"
+    a = await connect("runner-a")
+    for subject in (
+        subjects.POLICY_REPLAY,
+        subjects.COMPATIBILITY_DECLARE,
+        subjects.COMPATIBILITY_REVOKE,
+        subjects.COMPATIBILITY_LIST,
+        subjects.SESSIONS_PREVIEW,
+    ):
+        await a.nc.publish(subject, b"{}")
+    assert len(await a.violations()) == 5

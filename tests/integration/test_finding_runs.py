@@ -463,6 +463,7 @@ async def test_watch_shows_a_decision_as_it_is_made(services: str, nc: Client) -
             "operator",
             tenant,
         )
+        assert shown["rule"] == "4.4.4"  # the row of an event replay conflict
         assert await asyncio.wait_for(proc.wait(), 20) == 0
     finally:
         if proc.returncode is None:

@@ -11,6 +11,7 @@ import threading
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import nats
 import pytest
 
 from continuity.devstack.servers import NatsServer, RedisServer
@@ -19,7 +20,10 @@ from continuity.tools.simulate import run_demo
 from continuity.tools.simulate.fleet import Fleet, Settings
 from continuity.tools.simulate.keys import DEMO_KEYS, DEMO_KEYS_ENV
 from services import registry
-from tests.support import make_config, running
+from shared.contract.client import ContinuityClient, RequestError
+from shared.contract.policy import ReplayRequest
+from shared.contract.runs import RunsListRequest
+from tests.support import make_config, running, wait_for
 
 ARCHIVE_TIMEOUT_S = 1.0
 
@@ -86,6 +90,30 @@ async def test_a_mixed_fleet_finds_no_contradiction_against_the_services(service
     dead = {subject for subject, _ in result.checker.dead_letters}
     assert dead == {"continuity.dead.quarantine", "continuity.dead.invalid"}
     assert all(story.done for story in result.stories) and len(result.stories) == 70
+    await replay_reproduces_the_fleets_decisions(services, {story.run_id for story in result.stories})
+
+
+async def replay_reproduces_the_fleets_decisions(url: str, runs: set[str]) -> None:
+    """The running (shipped) policy, replayed over what the fleet recorded, changes nothing."""
+    nc = await nats.connect(url)
+    c = ContinuityClient(nc, timeout=60)
+    explained = 0
+    for run_id in set(runs):
+        try:
+            trail = await c.audit(run_id)
+        except RequestError:  # a dead-lettered event's run: never recorded
+            runs.discard(run_id)
+            continue
+        explained += sum(1 for e in trail.items if e.explanation is not None)
+
+    async def indexed() -> bool:
+        return runs <= {r.run_id for r in (await c.runs_upto(RunsListRequest(limit=1000))).items}
+
+    await wait_for(indexed, timeout=30, what="the fleet's runs indexed")
+    reply = await c.replay(ReplayRequest())
+    await nc.close()
+    assert explained > 0 and reply.replayed >= explained
+    assert reply.changes == [] and reply.unchanged == reply.replayed
 
 
 @pytest.fixture(scope="module")

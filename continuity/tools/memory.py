@@ -31,17 +31,20 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import cast
 
 import msgspec
 
 from continuity.cli.examples import examples
-from shared.contract.decisions import ArchiveWork, Decision, ReconcileWork
+from shared.contract.decisions import ArchiveWork, Decision, Explanation, ReconcileWork
 from shared.contract.events import ErrorInfo, ResumeFailed, ToolCall
 from shared.contract.reconciliation import Resolution
 from shared.contract.sessions import CommitRequest, SessionRef
 from shared.contract.times import now_rfc3339
-from shared.contract.types import Action, CheckpointPolicy, DecisionReason
+from shared.contract.types import Action, CheckpointPolicy, ClassSource, DecisionReason
 from shared.platform.redis import TRANSIENT_REDIS_ERRORS, Redis
+from shared.policy import SHIPPED
+from shared.policy.recovery import Facts, Row, decide_row, explanation
 from shared.records import decisions, keys, names, reconciliations, steps
 from shared.records.retention import Retention
 from shared.records.session import SavedSession, commit_args, saved_session
@@ -108,19 +111,29 @@ async def _flush(client: Redis, sk: str, step: steps.RunStep) -> None:
         await client.execute("HDEL", keys.outbox(sk), *(e.msg_id for e in step.outbox))
 
 
-_ACTIONS: dict[str, tuple[Action, DecisionReason]] = {
-    # What the classifier's table decides for each journey's event (services/classifier/table.py).
-    "retry": ("retry_same_session", "native_session_interrupted"),
-    "operator": ("operator", "native_provider_state_incompatible"),
-    "reconcile": ("reconcile", "native_provider_side_effect_pending"),
+_FACTS: dict[str, Facts] = {
+    # The classifier's facts for each journey's event; the shipped policy decides them.
+    "retry": Facts("unclassified", False, 1, "same_session_only", False),
+    "operator": Facts("provider_state_incompatible", False, 1, "same_session_only", False),
+    "reconcile": Facts("unclassified", True, 1, "same_session_only", False),
+    "replacement": Facts("unclassified", False, 1, "allow_replacement_after_resume_failure", False),
 }
+_SOURCE: dict[str, ClassSource] = {"operator": "error_code"}
 _REPLACEMENT_REASON: DecisionReason = "native_session_continuity_break"
 _OPERATOR = "alice@example.com"
 
 
+def _decided(journey: str) -> tuple[Row, Explanation]:
+    facts = _FACTS[journey]
+    row = decide_row(SHIPPED.recovery, facts)
+    assert row is not None
+    return row, explanation(row, SHIPPED.version, facts, _SOURCE.get(journey, "none"))
+
+
 def _first_step(event: ResumeFailed, journey: str, saved: SavedSession, now: float) -> steps.RunStep:
-    """The step the classifier records for the journey's event."""
+    """The step the classifier records for the journey's event, with its explanation."""
     slot = names.classifier_slot(event.attempt)
+    row, why = _decided(journey)
     if journey == "replacement":
         work = ArchiveWork(
             archive_id=names.archive_id(event.run_id, event.attempt),
@@ -130,10 +143,15 @@ def _first_step(event: ResumeFailed, journey: str, saved: SavedSession, now: flo
             session=event.session,
             native_session_id=event.native_session_id,
             failure_class="unclassified",
+            rule=row.id,
         )
-        return decisions.archive_step(work, _REPLACEMENT_REASON, "classifier", now, read=saved.read)
-    action, reason = _ACTIONS[journey]
-    decided = decisions.decision(event, action, reason, now, backoff_s=5.0, epoch=saved.epoch)
+        return decisions.archive_step(
+            work, _REPLACEMENT_REASON, "classifier", now, read=saved.read, explanation=why
+        )
+    action = cast(Action, row.verdict)
+    decided = decisions.decision(
+        event, action, row.reason, now, backoff_s=5.0, epoch=saved.epoch, rule=row.id
+    )
     also = []
     if action == "reconcile":
         work_item = ReconcileWork(
@@ -148,7 +166,13 @@ def _first_step(event: ResumeFailed, journey: str, saved: SavedSession, now: flo
         )
         also.append(decisions.reconcile_entry(work_item))
     return decisions.decision_step(
-        decided, slot, "classifier", native_session_id=event.native_session_id, also=also, read=saved.read
+        decided,
+        slot,
+        "classifier",
+        native_session_id=event.native_session_id,
+        also=also,
+        read=saved.read,
+        explanation=why,
     )
 
 
@@ -227,6 +251,7 @@ async def _replace(runs: RunStore, work: ArchiveWork, saved: SavedSession, sampl
         time.time(),
         failure_class=work.failure_class,
         epoch=(saved.epoch or 0) + 1,
+        rule=work.rule,
     )
     step = decisions.decision_step(decided, slot, "archiver")
     progress = {

@@ -7,6 +7,7 @@ from typing import Literal
 import msgspec
 
 from shared.contract.events import ToolCall
+from shared.contract.limits import ATTEMPT_BUDGET
 from shared.contract.sessions import SessionRef
 from shared.contract.types import (
     Action,
@@ -47,25 +48,26 @@ class Decision(msgspec.Struct, kw_only=True, omit_defaults=False):
     operator's or a reconciliation's decision, which no table makes."""
 
 
-class Explanation(msgspec.Struct, kw_only=True):
+class Explanation(msgspec.Struct, kw_only=True, omit_defaults=True):
     """Why a recovery decision was made (an addition, 9.11): the row that matched and every
     input it read. Recorded by the step that records the decision; never a message text, a
-    secret or a generation value."""
+    secret or a generation value. A field at its default is left out of the stored form: an
+    explanation is kept with every run, so its common case is short."""
 
     rule: RowId
     """The matching row's id (`4.4.1` to `4.4.9` in the shipped policy)."""
     policy: PolicyVersion
     """The version of the policy that decided."""
     failure_class: FailureClass
-    class_source: ClassSource
-    pending_tool_call: bool
+    class_source: ClassSource = "none"
+    pending_tool_call: bool = False
     attempt: int
-    budget: int
+    budget: int = ATTEMPT_BUDGET
     """The attempt budget of contract 4.1."""
-    checkpoint_policy: CheckpointPolicy
+    checkpoint_policy: CheckpointPolicy = "same_session_only"
     """The policy read from the session record (`same_session_only` without one)."""
-    governed_wait_elapsed: bool
-    budget_spent: bool
+    governed_wait_elapsed: bool = False
+    budget_spent: bool = False
     """The tenant's recovery budget was spent (the storm breaker, 10.6)."""
 
 

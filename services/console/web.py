@@ -8,6 +8,7 @@ a page that explains it, and counts the request per page and status."""
 from __future__ import annotations
 
 import asyncio
+import math
 import re
 import time
 from collections import Counter
@@ -41,7 +42,8 @@ from services.console.runs_query import CURSOR_MESSAGE, REASONS, RUN_STATUSES, Q
 from services.console.streams import DecisionFeed, recent_dead_letters, recent_decisions
 from shared.contract import GetRequest, ListRequest, ResolveRequest, RetryRequest, SessionRef, SessionView
 from shared.contract.client import ContinuityClient, RequestError
-from shared.contract.limits import EVIDENCE_CHARS
+from shared.contract.limits import EVIDENCE_CHARS, POLICY_MAX_BYTES, REPLAY_MAX_SINCE_S
+from shared.contract.policy import ReplayReply, ReplayRequest
 from shared.contract.runs import RunsListRequest
 from shared.contract.tenancy import RunnerRecord, SessionAuditRequest, TransferRequest
 from shared.contract.types import RUNNER_ID_PATTERN, TOKEN_PATTERN, ActionOutcome
@@ -91,6 +93,7 @@ MESSAGES = {
     "run_changed": "The run changed while the request was handled; look at it again and retry.",
     "unavailable": "A service's store is unavailable; retry in a moment.",
     "internal_error": "A service failed on this request; see its logs.",
+    "invalid_replay": "The reconciliation service refused this replay's filters.",
 }
 REFUSALS = {
     "untrusted_proxy": "The identity header came from an address that is not a trusted proxy.",
@@ -99,6 +102,20 @@ REFUSALS = {
     "csrf_invalid": "The form's anti-forgery token is missing or wrong: reload the page and try again.",
     "not_signed_in": "Sign in first.",
     "bad_token": "That token is not valid.",
+}
+REPLAY_FORM_BYTES = 2 * POLICY_MAX_BYTES + 16 * 1024
+"""The largest replay form read: a multipart form (its text is not percent-encoded) with a pasted
+and an uploaded policy of at most `POLICY_MAX_BYTES` each, the filters and the token."""
+REPLAY_TIMEOUT_S = 120.0
+"""How long the console waits for a replay: it reads every matching run's audit trail."""
+REPLAY_MAX_HOURS = REPLAY_MAX_SINCE_S / 3600
+REFUSAL_SHOWN = 1000
+"""The characters of a refused policy's message shown (the service's message names the
+invariant and never echoes the policy's values)."""
+CLASS_SOURCES = {
+    "command_result": "a signed command result",
+    "error_code": "the error's code",
+    "none": "nothing the runner reported",
 }
 RECONCILE_LINK = "Record what the pending tool call did"
 BACK_TO_SESSION = "Back to the session"
@@ -131,6 +148,57 @@ def transfer_choices(runners: list[RunnerRecord], tenant: str, owner: str | None
     ]
 
 
+class ReplayForm:
+    """What the replay form holds, as typed: shown again with the form when it is refused."""
+
+    def __init__(self, form: MultiDictProxy[Any] | None = None) -> None:
+        self.policy = str(form.get("policy", "")) if form else ""
+        self.since_hours = str(form.get("since_hours", "")).strip() if form else ""
+        self.runner_id = str(form.get("runner_id", "")).strip() if form else ""
+        self.tenant = str(form.get("tenant", "")).strip() if form else ""
+        upload = form.get("policy_file") if form else None
+        self.upload = upload if isinstance(upload, web.FileField) and upload.filename else None
+
+    def request(self) -> ReplayRequest:
+        """The replay it asks for, or `Failure` (400) saying what is wrong with it."""
+        pasted = self.policy if self.policy.strip() else None
+        uploaded = self._uploaded()
+        if pasted is not None and uploaded is not None:
+            raise Failure(400, "Paste a policy or upload one, not both.")
+        policy = pasted if pasted is not None else uploaded
+        if policy is not None and len(policy.encode()) > POLICY_MAX_BYTES:
+            size = len(policy.encode())
+            raise Failure(400, f"The policy is {size} bytes; a policy file holds at most {POLICY_MAX_BYTES}.")
+        since_s = None
+        if self.since_hours:
+            try:
+                hours = float(self.since_hours)
+            except ValueError:
+                hours = math.nan
+            if not (math.isfinite(hours) and 0 < hours <= REPLAY_MAX_HOURS):
+                raise Failure(400, f"Since is a number of hours above 0 and at most {REPLAY_MAX_HOURS:g}.")
+            since_s = min(hours * 3600, REPLAY_MAX_SINCE_S)
+        if self.runner_id and not _RUNNER_ID.match(self.runner_id):
+            raise Failure(400, "A runner id is 1 to 64 letters, digits, '_' or '-'.")
+        if self.tenant and not _TOKEN.match(self.tenant):
+            raise Failure(400, "A tenant is 1 to 128 letters, digits, '.', '_', ':' or '-'.")
+        return ReplayRequest(
+            policy=policy, since_s=since_s, runner_id=self.runner_id or None, tenant=self.tenant or None
+        )
+
+    def _uploaded(self) -> str | None:
+        if self.upload is None:
+            return None
+        data = self.upload.file.read(POLICY_MAX_BYTES + 1)
+        if len(data) > POLICY_MAX_BYTES:
+            raise Failure(400, f"The uploaded file is larger than a policy file ({POLICY_MAX_BYTES} bytes).")
+        try:
+            text = data.decode()
+        except UnicodeDecodeError:
+            raise Failure(400, "The uploaded file is not UTF-8 text.") from None
+        return text if text.strip() else None
+
+
 class Failure(Exception):
     """A page that cannot be shown: an HTTP status and a message for people (never upstream text)."""
 
@@ -153,6 +221,8 @@ class Console:
     ) -> None:
         self.config = config
         self.client = client
+        # A replay reads every matching run's audit trail: it may take longer than a lookup.
+        self.replay_client = ContinuityClient(client.nc, timeout=max(client.timeout, REPLAY_TIMEOUT_S))
         self.js = js
         self.feed = feed
         self.sessions = Sessions(config.session_key, config.session_ttl_s)
@@ -166,7 +236,9 @@ class Console:
             autoescape=True,
             undefined=jinja2.StrictUndefined,
         )
-        self.templates.globals.update(age=age, link=link, session_link=session_link, rule_of=rule_of)
+        self.templates.globals.update(
+            age=age, link=link, session_link=session_link, rule_of=rule_of, class_sources=CLASS_SOURCES
+        )
 
     # The application ----------------------------------------------------------------------
 
@@ -182,6 +254,8 @@ class Console:
         r.add_post("/reconciliation/resolve", self.resolve, name="resolve")
         r.add_get("/session", self.session, name="session")
         r.add_post("/session/transfer", self.transfer, name="transfer")
+        r.add_get("/replay", self.replay_form, name="replay")
+        r.add_post("/replay", self.replay, name="replay_post")
         # The addresses of earlier releases, kept for links people saved: to the query form.
         r.add_get("/runs/{run_id}", self.moved, name="run_moved")
         r.add_get("/reconciliations/{run_id}", self.moved, name="reconciliation_moved")
@@ -270,14 +344,16 @@ class Console:
             expected = expected_origin(cfg, request.scheme, request.host)
             if not origin_allowed(expected, request.headers.get("Origin"), request.headers.get("Referer")):
                 return self._refused(request, Refused("origin_mismatch"))
+            # The replay form carries a policy file: it alone is read up to its own bound.
+            reading = request.clone(client_max_size=REPLAY_FORM_BYTES) if page == "replay_post" else request
             try:
-                form = await request.post()
+                form = await reading.post()
             except web.HTTPRequestEntityTooLarge:
-                if page != "resolve":
+                if page not in ("resolve", "replay_post"):
                     return self._page(request, "error.html", 413, message="The form is too large.")
                 # Nothing of it is acted on: its form is shown again (a read, as its page is),
                 # saying why; a browser's evidence box never sends this much.
-                handler = self._resolve_too_large
+                handler = self._resolve_too_large if page == "resolve" else self._replay_too_large
             else:
                 token = form.get(CSRF_FIELD)
                 if NEW_COOKIE in request or not self.sessions.csrf_valid(session, str(token or "")):
@@ -566,6 +642,58 @@ class Console:
             raise
         done = "unchanged" if reply.previous_owner == reply.owner else "transferred"
         raise web.HTTPSeeOther(session_link(ref, done=done))
+
+    # Replaying the recorded decisions under a candidate policy -------------------------------
+
+    def _replay_page(
+        self,
+        request: web.Request,
+        status: int = 200,
+        typed: ReplayForm | None = None,
+        error: str | None = None,
+        reply: ReplayReply | None = None,
+    ) -> web.Response:
+        return self._page(
+            request,
+            "replay.html",
+            status,
+            typed=typed or ReplayForm(),
+            error=error,
+            reply=reply,
+            max_bytes=POLICY_MAX_BYTES,
+            max_hours=REPLAY_MAX_HOURS,
+        )
+
+    async def replay_form(self, request: web.Request) -> web.Response:
+        return self._replay_page(request)
+
+    async def replay(self, request: web.Request) -> web.Response:
+        """Re-decide the recorded decisions under the pasted or uploaded policy (none: the running
+        one). A read: nothing changes, so nothing is audited; it is a form because a policy
+        does not fit an address."""
+        typed = ReplayForm(request[FORM])
+        try:
+            asked = typed.request()
+        except Failure as bad:
+            return self._replay_page(request, bad.status, typed, error=bad.message)
+        try:
+            reply = await self.replay_client.replay(asked)
+        except RequestError as err:
+            if err.code == "policy_refused":
+                # The service's message names the invariant; shown as text, bounded.
+                message = f"The policy was refused: {err.message[:REFUSAL_SHOWN]}"
+                return self._replay_page(request, err.status, typed, error=message)
+            if err.code == "invalid_field":
+                return self._replay_page(request, err.status, typed, error=MESSAGES["invalid_replay"])
+            raise
+        return self._replay_page(request, typed=typed, reply=reply)
+
+    async def _replay_too_large(self, request: web.Request) -> web.Response:
+        message = (
+            f"The form was larger than the console reads ({REPLAY_FORM_BYTES // 1024} KiB), so nothing of "
+            f"it was kept: a policy file holds at most {POLICY_MAX_BYTES // 1024} KiB."
+        )
+        return self._replay_page(request, 413, error=message)
 
     # Signing in (development) -------------------------------------------------------------
 

@@ -144,6 +144,16 @@ class Runs:
         await self.wait_status(run, "operator")
         return run
 
+    async def interrupted(self, tenant: str | None = None) -> Run:
+        """A run whose transport dropped (unclassified) at its first attempt: retried on the same
+        session by row 4.4.9, listed `retrying` in the runs index."""
+        run = await self._event(
+            tenant, error=ErrorInfo(type="transport", code="stream_closed", message="closed by peer")
+        )
+        await self.wait_status(run, "retrying")
+        await self.indexed(run, "retrying")
+        return run
+
     async def refused(self, count: int) -> Run:
         """`count` events of a runner that was never issued, each refused `runner_not_registered`
         by the classifier, which tells the runner with a refusal on its decisions subject; back

@@ -1,0 +1,188 @@
+"""Explained decisions and the replay page of the console, against the real services: a run's
+page shows the explanation each classifier decision recorded (its row, policy and inputs), and
+nothing for decisions no row made; the replay page replays the recorded decisions under the
+running policy (nothing changes) or under a pasted or uploaded candidate (the changed row's runs
+are listed and linked), shows a refused policy's invariant, and shows hostile policy text as text.
+Behind the console's sign-in and anti-forgery token, as every form."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import uuid
+from collections.abc import AsyncIterator
+
+import aiohttp
+import pytest
+
+from services.console.web import REPLAY_FORM_BYTES, link
+from shared.contract import RetryRequest
+from shared.contract.limits import POLICY_MAX_BYTES
+from shared.policy import SHIPPED, dump
+from tests.support.console import HEADER, Consoles, Runs
+
+pytestmark = pytest.mark.asyncio
+CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
+HOSTILE = '{"version": "x</textarea><script>alert(1)</script>", "recovery": "<img src=x onerror=alert(2)>"}'
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[aiohttp.ClientSession]:
+    async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as session:
+        yield session
+
+
+def candidate(row: str = "4.4.9", **change: str) -> str:
+    """The shipped policy with one row changed (by default 4.4.9 stops for an operator)."""
+    doc = json.loads(dump(SHIPPED))
+    doc["version"] = "candidate-operator-first"
+    next(r for r in doc["recovery"] if r["id"] == row).update(
+        change or {"action": "operator", "reason": "native_session_retry_exhausted"}
+    )
+    return json.dumps(doc, indent=2)
+
+
+def cells(text: str, cls: str) -> list[str]:
+    return [html.unescape(v).strip() for v in re.findall(rf'class="[^"]*\b{cls}\b[^"]*">([^<]*)<', text)]
+
+
+def field(text: str, element_id: str) -> str | None:
+    found = re.search(rf'id="{element_id}">([^<]*)<', text)
+    return html.unescape(found.group(1)).strip() if found else None
+
+
+async def page_text(http: aiohttp.ClientSession, url: str, who: str) -> str:
+    async with http.get(url, headers={HEADER: who}) as r:
+        text = await r.text()
+        assert r.status == 200, text
+        return text
+
+
+async def replay(
+    http: aiohttp.ClientSession,
+    consoles: Consoles,
+    who: str,
+    *,
+    policy: str = "",
+    upload: bytes | None = None,
+    csrf: bool = True,
+    **filters: str,
+) -> tuple[int, str]:
+    """The replay form submitted as a browser does (multipart), after opening its page."""
+    text = await page_text(http, f"{consoles.url}/replay", who)
+    token = CSRF.search(text)
+    assert token
+    fields = {"csrf_token": token.group(1) if csrf else "0" * 64, "policy": policy, **filters}
+    with aiohttp.MultipartWriter("form-data") as form:
+        for name, value in fields.items():
+            form.append(value).set_content_disposition("form-data", name=name)
+        if upload is not None:
+            part = form.append(upload, {"Content-Type": "application/json"})
+            part.set_content_disposition("form-data", name="policy_file", filename="policy.json")
+    async with http.post(
+        f"{consoles.url}/replay", data=form, headers={HEADER: who, "Origin": consoles.url}
+    ) as r:
+        return r.status, await r.text()
+
+
+async def test_a_classified_run_shows_the_row_and_inputs_that_decided_it(
+    consoles: Consoles, http: aiohttp.ClientSession, runs: Runs
+) -> None:
+    run = await runs.stopped()
+    text = await page_text(http, f"{consoles.url}{link('run', run.run_id)}", "proxy-ann")
+    assert cells(text, "explain-rule") == ["4.4.4"]
+    assert cells(text, "explain-policy") == ["shipped-1"]
+    assert cells(text, "explain-class") == ["event_replay_conflict, from the error's code"]
+    assert cells(text, "explain-attempt") == ["1 of 3"]
+    assert cells(text, "explain-pending") == ["no"]
+    assert cells(text, "explain-checkpoint") == ["same_session_only"]
+    assert cells(text, "explain-wait") == ["not elapsed"]
+    assert cells(text, "explain-budget") == ["not spent"]
+
+    # An operator's retry is made by no row: its entry explains nothing more.
+    await runs.client.retry(RetryRequest(run_id=run.run_id, actor="proxy-ann"))
+    await runs.wait_status(run, "continued")
+    text = await page_text(http, f"{consoles.url}{link('run', run.run_id)}", "proxy-ann")
+    assert "operator_retry" in text
+    assert text.count('class="fields explanation"') == 1 and cells(text, "explain-rule") == ["4.4.4"]
+
+
+async def test_the_running_policy_replays_every_decision_unchanged(
+    consoles: Consoles, http: aiohttp.ClientSession, runs: Runs
+) -> None:
+    run = await runs.interrupted()
+    status, text = await replay(http, consoles, "proxy-bea", runner_id=run.runner_id)
+    assert status == 200, text
+    assert field(text, "replay-policy") == field(text, "replay-running") == "shipped-1"
+    assert (field(text, "replay-replayed"), field(text, "replay-unchanged")) == ("1", "1")
+    assert 'id="replay-no-change"' in text and 'id="replay-changes"' not in text
+
+
+async def test_a_candidate_changing_one_row_lists_that_rows_runs(
+    consoles: Consoles, http: aiohttp.ClientSession, runs: Runs
+) -> None:
+    tenant = f"t-{uuid.uuid4().hex[:10]}"
+    run = await runs.interrupted(tenant)
+    stopped = await runs.stopped(tenant)  # row 4.4.4: the candidate keeps it
+    await runs.indexed(stopped, "operator")
+    for how in ({"policy": candidate()}, {"upload": candidate().encode()}):
+        status, text = await replay(http, consoles, "proxy-cid", tenant=run.session.tenant, **how)  # type: ignore[arg-type]
+        assert status == 200, text
+        assert field(text, "replay-policy") == "candidate-operator-first"
+        assert (field(text, "replay-replayed"), field(text, "replay-unchanged")) == ("2", "1")
+        assert cells(text, "change-rule") == ["4.4.9"] and cells(text, "change-candidate-rule") == ["4.4.9"]
+        assert cells(text, "change-count") == ["1"]
+        assert "retry_same_session</span> (native_session_interrupted)" in text
+        assert "operator</span> (native_session_retry_exhausted)" in text
+        links = re.findall(r'<a class="change-run" href="([^"]+)">([^<]+)</a>', text)
+        assert [(html.unescape(h), t) for h, t in links] == [(link("run", run.run_id), run.run_id)]
+    # The example run's link opens its page.
+    assert run.run_id in await page_text(http, f"{consoles.url}{link('run', run.run_id)}", "proxy-cid")
+
+
+async def test_a_refused_policy_names_its_invariant_and_hostile_text_stays_text(
+    consoles: Consoles, http: aiohttp.ClientSession
+) -> None:
+    breaks = candidate("4.4.2", action="archive", reason="native_session_continuity_break")
+    status, text = await replay(http, consoles, "proxy-dov", policy=breaks)
+    assert status == 400, text
+    assert "closed_refusal_never_replaced" in (field(text, "form-error") or "")
+    assert 'id="replay-result"' not in text
+
+    status, text = await replay(http, consoles, "proxy-dov", policy=HOSTILE)
+    assert status == 400 and "format" in (field(text, "form-error") or "")
+    assert "<script>" not in text and "<img" not in text
+    typed = re.search(r'<textarea id="policy"[^>]*>([^<]*)</textarea>', text)
+    assert typed and html.unescape(typed.group(1)) == HOSTILE  # kept, as text, to be fixed
+
+
+async def test_the_replay_form_is_bounded_checked_and_needs_its_token(
+    consoles: Consoles, http: aiohttp.ClientSession
+) -> None:
+    status, text = await replay(http, consoles, "proxy-eve", policy=candidate(), csrf=False)
+    assert status == 403 and 'id="replay-result"' not in text
+    big = '{"version": "big", "padding": "' + "x" * POLICY_MAX_BYTES + '"}'
+    status, text = await replay(http, consoles, "proxy-eve", policy=big)
+    assert status == 400 and "at most 65536" in (field(text, "form-error") or ""), text[:2000]
+    status, text = await replay(http, consoles, "proxy-eve", upload=big.encode())
+    assert status == 400 and "larger than a policy file" in (field(text, "form-error") or ""), text[:2000]
+    status, text = await replay(http, consoles, "proxy-eve", policy="x" * REPLAY_FORM_BYTES)
+    assert status == 413 and "at most 64 KiB" in (field(text, "form-error") or ""), text[:2000]
+    assert "x" * 100 not in text  # nothing of a form that large is read or shown
+    status, text = await replay(http, consoles, "proxy-eve", policy=candidate(), upload=candidate().encode())
+    assert status == 400 and "not both" in (field(text, "form-error") or "")
+    status, text = await replay(http, consoles, "proxy-eve", upload=b"\xff\xfe{}")
+    assert status == 400 and "not UTF-8" in (field(text, "form-error") or "")
+    for name, value, says in (
+        ("since_hours", "-1", "Since is a number"),
+        ("since_hours", "nan", "Since is a number"),
+        ("runner_id", "<b>r</b>", "A runner id is"),
+        ("tenant", "a b", "A tenant is"),
+    ):
+        status, text = await replay(http, consoles, "proxy-eve", **{name: value})
+        assert status == 400 and says in (field(text, "form-error") or ""), (name, value)
+        assert "<b>r</b>" not in text
+    async with aiohttp.ClientSession() as anonymous:
+        async with anonymous.post(f"{consoles.url}/replay", headers={"Origin": consoles.url}) as r:
+            assert r.status == 403  # no session's token, and no identity

@@ -3,7 +3,9 @@ classifier, the session-store and the reconciliation service on real NATS and Re
 
 from __future__ import annotations
 
+import asyncio
 import json
+import sys
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -313,3 +315,62 @@ async def test_the_preview_counts_what_the_next_decides_do(c: ContinuityClient, 
     assert (preview.resume, preview.fresh) == (2, 4)
     only = await c.preview(PreviewRequest(adapter=adapter, generation=new, tenant="globex"))
     assert [t.tenant for t in only.by_tenant] == ["globex"] and only.scanned == 3
+
+
+# ---- the command ------------------------------------------------------------------------------
+
+
+async def cli(url: str, *args: str) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "continuity",
+        *args,
+        "--nats-url",
+        url,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def test_the_command_explains_replays_declares_and_previews(
+    own_nats: NatsServer, tmp_path: Path
+) -> None:
+    run_id = next(run for run, (rule, _) in RECORDED.items() if rule == "4.4.2")
+    code, out, err = await cli(own_nats.url, "runs", "explain", run_id)
+    assert code == 0, err
+    assert "Row                    4.4.2 of policy shipped-1" in out
+    assert "(from the signed command result)" in out or "(from the typed error code)" in out
+
+    doc = json.loads(dump(SHIPPED))
+    doc["version"] = "cli-candidate"
+    next(row for row in doc["recovery"] if row["id"] == "4.4.9").update(
+        action="operator", reason="native_session_retry_exhausted"
+    )
+    candidate = tmp_path / "candidate.json"
+    candidate.write_text(json.dumps(doc))
+    code, out, err = await cli(own_nats.url, "replay", "--policy", str(candidate), "--json")
+    assert code == 0, err
+    changes = json.loads(out)["changes"]
+    assert [(c["rule"], c["candidate_action"]) for c in changes] == [("4.4.9", "operator")]
+    code, out, err = await cli(own_nats.url, "replay")
+    assert code == 0 and "0 changed" in out, err
+
+    code, out, err = await cli(
+        own_nats.url,
+        "compatibility", "declare", "--adapter", "cli-harness", "--saved-generation", "g-a",
+        "--ready-generation", "g-b", "--actor", "alice", "--json",
+    )  # fmt: skip
+    assert code == 0, err
+    declared = json.loads(out)["id"]
+    code, out, err = await cli(own_nats.url, "compatibility", "list", "--adapter", "cli-harness")
+    assert code == 0 and declared in out and "declared" in out, err
+    code, out, err = await cli(
+        own_nats.url, "sessions", "preview", "--adapter", "preview-harness", "--generation", "gen-p-2"
+    )
+    assert code == 0 and "would resume" in out, err
+    code, out, err = await cli(own_nats.url, "compatibility", "revoke", declared, "--actor", "alice")
+    assert code == 0 and f"Revoked {declared}" in out, err

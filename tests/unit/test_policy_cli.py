@@ -1,0 +1,42 @@
+"""`continuity policy show|check`: the shipped policy as its file, and a file checked as a service
+checks it at start (exit 0, or 2 naming the invariant)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from continuity.cli.main import main
+from shared.policy import SHIPPED, load
+
+
+def test_show_prints_the_shipped_policy_which_loads_back(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["policy", "show"]) == 0
+    assert load(capsys.readouterr().out.encode()) == SHIPPED
+
+
+def test_show_invariants_names_each(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["policy", "show", "--invariants", "--json"]) == 0
+    names = [i["name"] for i in json.loads(capsys.readouterr().out)]
+    assert "closed_refusal_never_replaced" in names and len(names) == 5
+
+
+def test_check_passes_a_good_file_and_refuses_a_broken_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    main(["policy", "show"])
+    doc = json.loads(capsys.readouterr().out)
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(doc))
+    assert main(["policy", "check", str(good)]) == 0
+    assert "every invariant holds" in capsys.readouterr().out
+    next(r for r in doc["recovery"] if r["id"] == "4.4.1").update(action="retry_same_session")
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    assert main(["policy", "check", str(bad), "--json"]) == 2
+    error = json.loads(capsys.readouterr().out)["error"]
+    assert error["code"] == "policy_refused" and "pending_side_effect_never_retried" in error["message"]
+    assert main(["policy", "check", str(tmp_path / "missing.json")]) == 2
+    assert "cannot read the policy file" in capsys.readouterr().err

@@ -2,11 +2,13 @@
 services: an operator signs in, resolves a reconciliation and retries a stopped run, and the
 runner reads `continue_fresh` from CONTINUITY_DECISIONS; a decision appears live on the
 overview; the runs page filters the runs index and pages through it; a session is transferred
-to another runner of its tenant; hostile session ids open and are shown as text. A screenshot of
-every page is kept under tests/artifacts/console/."""
+to another runner of its tenant; hostile session ids open and are shown as text; a run shows the
+row that decided it, and a replay lists a candidate's changes and shows hostile policy text as
+text. A screenshot of every page is kept under tests/artifacts/console/."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -18,6 +20,7 @@ from playwright.async_api import Browser, Page, expect
 from services.console.web import link, session_link
 from shared.contract import GetRequest, SessionRef, subjects
 from shared.contract.tenancy import RunnerRevokeRequest, SessionAuditRequest
+from shared.policy import SHIPPED, dump
 from tests.support import wait_for
 from tests.support.console import DEV_ACTOR, DEV_TOKEN, GENERATION, ISSUER, Consoles, Run, Runs
 
@@ -441,3 +444,49 @@ async def test_hostile_session_ids_are_escaped_and_their_page_opens_in_the_brows
     await expect(page.get_by_role("alert")).to_contain_text("That is not a session")
     content = await page.content()
     assert "alert(1)" not in content and "onerror" not in content and dialogs == []
+
+
+async def test_replay_in_the_browser_lists_changes_and_keeps_hostile_policy_text_as_text(
+    page: Page, runs: Runs, artifacts: Path, tmp_path: Path
+) -> None:
+    run = await runs.interrupted()
+    await page.goto(link("run", run.run_id))
+    await expect(page.locator(".explain-rule")).to_have_text("4.4.9")
+    await expect(page.locator(".explain-attempt")).to_have_text("1 of 3")
+
+    await page.get_by_role("link", name="Replay").click()
+    await expect(page.get_by_role("heading", level=1)).to_have_text("Replay the recorded decisions")
+    await page.get_by_label("Runner").fill(run.runner_id)
+    await page.get_by_role("button", name="Replay").click()
+    await expect(page.locator("#replay-no-change")).to_be_visible()
+    await expect(page.locator("#replay-replayed")).to_have_text("1")
+
+    doc = json.loads(dump(SHIPPED))
+    doc["version"] = "candidate-operator-first"
+    next(r for r in doc["recovery"] if r["id"] == "4.4.9").update(
+        action="operator", reason="native_session_retry_exhausted"
+    )
+    upload = tmp_path / "candidate.json"
+    upload.write_text(json.dumps(doc))
+    await page.get_by_label("Or upload it").set_input_files(str(upload))
+    await page.get_by_role("button", name="Replay").click()
+    await expect(page.locator("#replay-policy")).to_have_text("candidate-operator-first")
+    await expect(page.locator(".change-count")).to_have_text("1")
+    await shot(page, artifacts, "replay-changes")
+    await page.locator("#replay-changes").get_by_role("link", name=run.run_id).click()
+    await expect(page.get_by_role("heading", level=1)).to_contain_text(run.run_id)
+
+    # Markup in a pasted policy is refused as not a policy and shown back as text: no script runs.
+    dialogs: list[str] = []
+    page.on("dialog", lambda dialog: dialogs.append(dialog.message))
+    hostile = (
+        '{"version": "x</textarea><script>alert(1)</script>", "recovery": "<img src=x onerror=alert(2)>"}'
+    )
+    await page.goto("/replay")
+    await page.get_by_label("Paste the policy file").fill(hostile)
+    await page.get_by_role("button", name="Replay").click()
+    await expect(page.get_by_role("alert")).to_contain_text("format")
+    await expect(page.get_by_label("Paste the policy file")).to_have_value(hostile)
+    assert await page.locator("script").count() == 0 and await page.locator("main img").count() == 0
+    assert dialogs == []
+    await shot(page, artifacts, "replay-refused")

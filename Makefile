@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: runtime install tools run up test test-system system lint typecheck unit sdk-ts bench lock clean
+.PHONY: runtime install tools run up test test-system system chaos lint typecheck unit sdk-ts bench lock clean
 
 # `make run` installs the runtime alone (deploy/requirements-runtime.lock); `make test` adds the
 # development tools (requirements.lock, a superset with the same pins). The project is installed
@@ -68,6 +68,15 @@ system: install tools
 # the four services (node and npm on PATH; npm ci installs from the lock file).
 sdk-ts: install
 	cd sdk/typescript && npm ci --no-audit --no-fund --loglevel=error && npm test
+
+# The partition suite (tests/chaos, docs/protocol.md "Under partitions"): NATS, Redis and the
+# services on hosts in network namespaces, faults under load, a table per fault. As root; needs
+# iptables and redis-cli (Debian's packages, installed when missing).
+chaos: install tools
+	@{ command -v iptables && command -v redis-cli; } >/dev/null 2>&1 || { \
+	  apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends iptables redis-tools >/dev/null; }
+	$(BIN)/pytest tests/chaos -m chaos -s
 
 test: lint typecheck unit sdk-ts
 

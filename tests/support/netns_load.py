@@ -1,0 +1,361 @@
+"""The partition suite's runner load and what it measures: resume failures published as runners
+publish them (again with the same id until JetStream acknowledges), the decisions they get, and
+session commits, decides, rejects and gets recorded as a history for the linearizability
+checker (continuity/tools/linearizability.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import itertools
+import random
+import time
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+import msgspec
+import nats.errors
+from nats.aio.client import Client
+
+from continuity.tools.linearizability import (
+    UNKNOWN,
+    Answer,
+    Call,
+    Commit,
+    Committed,
+    Decide,
+    Decided,
+    Get,
+    Op,
+    Record,
+    Refused,
+    Reject,
+    Rejected,
+    Seen,
+    check,
+)
+from shared.contract import SessionRef, subjects
+from shared.contract.client import ContinuityClient, RequestError
+from shared.contract.sessions import CommitRequest, DecideRequest, GetRequest, RejectRequest
+from tests.support.cluster import event, read_settled
+from tests.support.waiting import wait_for
+
+REFUSALS = frozenset({"revision_conflict", "stale_epoch", "session_held"})
+"""Commit refusals: definite answers, nothing written. Any other error is an unknown outcome."""
+CWD = "/workspaces/chaos"
+SEARCH_BUDGET = 100_000
+"""States the linearizability search visits per session before it gives up (undecided)."""
+PUBLISH_GIVE_UP_S = 90.0
+"""A runner stops re-sending an event this long after its first try (then it was not stored)."""
+
+
+# Events and decisions ------------------------------------------------------------------------
+
+
+class EventLoad:
+    """`rate` events a second of one runner, each of a run of its own, spread over `conns`."""
+
+    def __init__(self, conns: list[Client], runner: str, rate: float) -> None:
+        self.conns = conns
+        self.runner = runner
+        self.rate = rate
+        self.sent: list[str] = []
+        self.acked: set[str] = set()
+        self._publishers: set[asyncio.Task[None]] = set()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        started = time.monotonic()
+        while not stop.is_set():
+            run_id = f"run-{uuid.uuid4().hex[:16]}"
+            self.sent.append(run_id)
+            task = asyncio.create_task(self._publish(run_id, len(self.sent)))
+            self._publishers.add(task)
+            task.add_done_callback(self._publishers.discard)
+            # The load's own pace: the next event is due at its slot, whatever the last cost.
+            await asyncio.sleep(max(0.0, started + len(self.sent) / self.rate - time.monotonic()))
+        await asyncio.gather(*list(self._publishers))
+
+    async def _publish(self, run_id: str, n: int) -> None:
+        e = event(self.runner, run_id)
+        data = msgspec.json.encode(e)
+        subject = subjects.event(self.runner, "resume_failed")
+        deadline = time.monotonic() + PUBLISH_GIVE_UP_S
+        tries = 0
+        while time.monotonic() < deadline:
+            js = self.conns[(n + tries) % len(self.conns)].jetstream()
+            tries += 1
+            try:
+                await js.publish(subject, data, timeout=2, headers={"Nats-Msg-Id": e.event_id})
+            except (nats.errors.Error, TimeoutError, OSError):
+                await asyncio.sleep(0.2)  # a runner's backoff before it sends again
+                continue
+            self.acked.add(run_id)
+            return
+
+
+@dataclass
+class Decisions:
+    per_run: Counter[tuple[str, int]]
+    stored_at: list[float]
+    """When the decisions stream stored each decision (epoch seconds), sorted."""
+
+
+async def read_decisions(nc: Client, runner: str) -> Decisions:
+    msgs = await read_settled(nc.jetstream(), subjects.DECISIONS_STREAM, subjects.decisions(runner))
+    per_run: Counter[tuple[str, int]] = Counter()
+    times = []
+    for m in msgs:
+        d = msgspec.json.decode(m.data)
+        per_run[(d["run_id"], d["attempt"])] += 1
+        if m.time is not None:
+            times.append(m.time.timestamp())
+    return Decisions(per_run, sorted(times))
+
+
+async def wait_all_decided(nc: Client, runner: str, runs: set[str], timeout: float) -> Decisions:
+    got: list[Decisions] = []
+
+    async def decided() -> bool:
+        got[:] = [await read_decisions(nc, runner)]
+        return all((r, 1) in got[0].per_run for r in runs)
+
+    try:
+        await wait_for(decided, timeout=timeout, interval=1.0, what=f"decisions of {len(runs)} runs")
+    except AssertionError:
+        pass  # what is missing is counted as lost by the caller
+    return got[0] if got else await read_decisions(nc, runner)
+
+
+async def stored_runs(nc: Client, runner: str) -> set[str]:
+    """The run ids of `runner`'s events the events stream holds."""
+    msgs = await read_settled(nc.jetstream(), subjects.EVENTS_STREAM, subjects.event(runner, "resume_failed"))
+    return {msgspec.json.decode(m.data)["run_id"] for m in msgs}
+
+
+def longest_pause(stored_at: list[float], since: float) -> float:
+    """The longest time without a new decision from `since` (the fault) to the last decision."""
+    later = [since, *(t for t in stored_at if t >= since)]
+    return max((b - a for a, b in itertools.pairwise(later)), default=0.0)
+
+
+# Sessions ---------------------------------------------------------------------------------
+
+
+def session_on(slot_of: Callable[[SessionRef], bool], tag: str, count: int) -> list[SessionRef]:
+    """`count` sessions for which `slot_of` holds (those on one Redis master, say)."""
+    found = []
+    for i in range(100_000):
+        s = SessionRef(tenant="acme", conversation_id=f"chaos-{tag}-{i}", agent_id="codex")
+        if slot_of(s):
+            found.append(s)
+            if len(found) == count:
+                return found
+    raise AssertionError("no such sessions")
+
+
+Reader = Callable[[SessionRef], Awaitable[Record | None]]
+"""A get of one session that bypasses the session-store (the planted stale read)."""
+
+
+class SessionLoad:
+    """`workers` concurrent clients per session, each a loop of commits, decides, rejects and
+    gets, every operation recorded with its invocation, its answer and the answer's time."""
+
+    def __init__(
+        self,
+        clients: list[ContinuityClient],
+        sessions: list[SessionRef],
+        workers: int = 3,
+        *,
+        reader: Reader | None = None,
+        seed: int = 1,
+    ) -> None:
+        self.clients = clients
+        self.sessions = sessions
+        self.workers = workers
+        self.reader = reader
+        self.history: dict[str, list[Op]] = defaultdict(list)
+        self.rng = random.Random(seed)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        await asyncio.gather(
+            *(
+                self._worker(s, w, self.clients[(i * self.workers + w) % len(self.clients)], stop)
+                for i, s in enumerate(self.sessions)
+                for w in range(self.workers)
+            )
+        )
+
+    async def _worker(
+        self, session: SessionRef, w: int, client: ContinuityClient, stop: asyncio.Event
+    ) -> None:
+        rng = random.Random(self.rng.random())
+        last: Record | None = None
+        n = 0
+        while not stop.is_set():
+            n += 1
+            roll = rng.random()
+            call: Call
+            if roll < 0.4:
+                expected = last.revision if (last is not None and rng.random() < 0.5) else None
+                call = Commit(f"h-{w}-{n}-{uuid.uuid4().hex[:6]}", expected_revision=expected)
+            elif roll < 0.5 and last is not None:
+                call = Reject(last.handle)
+            elif roll < 0.75:
+                call = Get()
+            else:
+                call = Decide()
+            invoked = time.monotonic()
+            answer = await self._send(client, session, call)
+            completed = time.monotonic()
+            self.history[session.key].append(Op(call, answer, invoked, completed, client=f"w{w}"))
+            if isinstance(answer, Seen):
+                last = answer.record
+            elif isinstance(answer, Committed) and isinstance(call, Commit):
+                last = Record(call.handle, answer.revision, answer.epoch)
+            await asyncio.sleep(rng.uniform(0.01, 0.05))  # a runner's think time between requests
+
+    async def _send(self, client: ContinuityClient, session: SessionRef, call: Call) -> Answer:
+        try:
+            if isinstance(call, Commit):
+                reply = await client.commit(
+                    CommitRequest(
+                        session=session,
+                        native_session_id=call.handle,
+                        adapter="codex",
+                        model="gpt-5-codex",
+                        cwd=CWD,
+                        cursor="c-1",
+                        checkpoint_policy="same_session_only",
+                        expected_revision=call.expected_revision,
+                    )
+                )
+                return Committed(reply.revision, reply.epoch)
+            if isinstance(call, Reject):
+                cleared = await client.reject(
+                    RejectRequest(
+                        session=session, native_session_id=call.handle, code="resume_target_missing"
+                    )
+                )
+                return Rejected(cleared.cleared)
+            if isinstance(call, Decide):
+                d = await client.decide(
+                    DecideRequest(
+                        session=session, adapter="codex", model="gpt-5-codex", cwd=CWD, latest_cursor="c-1"
+                    )
+                )
+                return Decided(d.mode, d.resume_session_id, d.revision, d.epoch)
+            if self.reader is not None:
+                return Seen(await self.reader(session))
+            view = await client.get(GetRequest(session=session))
+            return Seen(Record(view.native_session_id, view.revision, view.epoch, view.state))
+        except RequestError as err:
+            if isinstance(call, Commit) and err.code in REFUSALS:
+                return Refused(err.code)
+            if isinstance(call, Get) and err.code == "not_found":
+                return Seen(None)
+            return UNKNOWN
+        except Exception:  # a timeout, a lost connection, a read that failed: no answer seen
+            return UNKNOWN
+
+
+def observed_revision(op: Op) -> int | None:
+    a = op.answer
+    if isinstance(a, Committed):
+        return a.revision
+    if isinstance(a, Seen):
+        return a.record.revision if a.record else 0
+    if isinstance(a, Decided):
+        return a.revision or 0
+    return None
+
+
+def reverted_reads(ops: list[Op]) -> int:
+    """Answers showing a revision below one an answer completed before their invocation showed:
+    the record went back to an older revision."""
+    seen = sorted((op.completed, r) for op in ops if (r := observed_revision(op)) is not None)
+    ends = [c for c, _ in seen]
+    highest: list[int] = []
+    for _, r in seen:
+        highest.append(max(r, highest[-1]) if highest else r)
+    count = 0
+    for op in ops:
+        r = observed_revision(op)
+        i = bisect.bisect_left(ends, op.invoked)
+        if r is not None and i > 0 and r < highest[i - 1]:
+            count += 1
+    return count
+
+
+def lost_commits(ops: list[Op]) -> int:
+    """Acknowledged commits whose revision was acknowledged again later for another commit: the
+    first was written where a failover forgot it."""
+    by_revision: dict[int, list[Op]] = defaultdict(list)
+    for op in ops:
+        if isinstance(op.answer, Committed):
+            by_revision[op.answer.revision].append(op)
+    return sum(len(group) - 1 for group in by_revision.values())
+
+
+# One fault, measured ------------------------------------------------------------------------
+
+
+@dataclass
+class Measured:
+    fault: str
+    sent: int = 0
+    acked: int = 0
+    decided: int = 0
+    lost: int = 0
+    doubled: int = 0
+    pause_s: float = 0.0
+    resumed_s: float = 0.0
+    """From the heal to the first decision stored after it."""
+    ops: int = 0
+    unknown: int = 0
+    sessions_not_linearizable: int = 0
+    reverted: int = 0
+    lost_commits: int = 0
+    details: list[str] = field(default_factory=list)
+
+    HEADER = (
+        f"{'fault':<34}{'sent':>6}{'acked':>7}{'decided':>8}{'lost':>6}{'doubled':>8}{'pause s':>9}"
+        f"{'resume s':>9}{'ops':>7}{'unknown':>8}{'non-lin':>8}{'reverted':>9}{'lost commits':>13}"
+    )
+
+    def row(self) -> str:
+        return (
+            f"{self.fault:<34}{self.sent:>6}{self.acked:>7}{self.decided:>8}{self.lost:>6}{self.doubled:>8}"
+            f"{self.pause_s:>9.1f}{self.resumed_s:>9.1f}{self.ops:>7}{self.unknown:>8}"
+            f"{self.sessions_not_linearizable:>8}{self.reverted:>9}{self.lost_commits:>13}"
+        )
+
+
+def measure_sessions(m: Measured, history: dict[str, list[Op]]) -> None:
+    m.ops = sum(len(ops) for ops in history.values())
+    m.unknown = sum(1 for ops in history.values() for op in ops if op.answer is UNKNOWN)
+    # A history that is not linearizable makes the search try every order up to its budget:
+    # a smaller budget keeps a run short, and an undecided session counts as not linearizable.
+    verdicts = {k: check(ops, budget=SEARCH_BUDGET) for k, ops in history.items()}
+    bad = {k: v for k, v in verdicts.items() if v.linearizable is not True}
+    m.sessions_not_linearizable = len(bad)
+    m.details += [f"{k}: {v.detail}" for k, v in bad.items()]
+    m.reverted = sum(reverted_reads(ops) for ops in history.values())
+    m.lost_commits = sum(lost_commits(ops) for ops in history.values())
+
+
+def measure_events(
+    m: Measured, load: EventLoad, decisions: Decisions, fault_at: float, healed_at: float
+) -> None:
+    m.sent, m.acked = len(load.sent), len(load.acked)
+    m.decided = sum(1 for r in load.sent if (r, 1) in decisions.per_run)
+    lost = [r for r in load.acked if (r, 1) not in decisions.per_run]
+    m.lost = len(lost)
+    if lost:
+        m.details.append(f"acknowledged, undecided: {lost}")
+    m.doubled = sum(n - 1 for n in decisions.per_run.values() if n > 1)
+    m.pause_s = longest_pause(decisions.stored_at, fault_at)
+    after = [t for t in decisions.stored_at if t >= healed_at]
+    m.resumed_s = (after[0] - healed_at) if after else float("inf")

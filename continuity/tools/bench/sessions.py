@@ -11,6 +11,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ import nats
 import redis.asyncio as aioredis
 
 from continuity.cli.examples import examples
+from continuity.devstack.servers import RedisServer
 from continuity.tools.bench.deployment import Deployment, add_arguments, deployment, describe, machine
 from continuity.tools.bench.stats import Figures, cost_line, costs, costs_around, load, median, ratio
 from shared.contract import CommitRequest, DecideRequest, SessionRef, subjects
@@ -38,9 +40,22 @@ def register(kinds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--sessions", type=int, default=2000, help="session records to decide on")
     p.add_argument("--rounds", type=int, default=5, help="rounds; the median round is reported (default 5)")
     add_arguments(p)
+    p.add_argument(
+        "--wait-replicas",
+        type=int,
+        default=0,
+        metavar="N",
+        help="give the bench's Redis N replicas, and measure commits again with "
+        "CONTINUITY_REDIS_WAIT_REPLICAS=N: the two throughputs and their ratio (default 0: not measured)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=main)
-    examples(p, "continuity bench sessions", "continuity bench sessions --json")
+    examples(
+        p,
+        "continuity bench sessions",
+        "continuity bench sessions --json",
+        "continuity bench sessions --wait-replicas 1",
+    )
 
 
 def session(i: int) -> SessionRef:
@@ -169,6 +184,9 @@ async def measure(d: Deployment, args: argparse.Namespace, echo_pid: int) -> dic
                 )
         first = steps[0]["decide_per_s"] if steps else 0.0
         steps.append(step_figures(replicas, rounds, first))
+    waited: dict[str, Any] = {}
+    if args.wait_replicas:
+        waited = await _commits_with_wait(d, args, commit, steps[0]["commit_per_s"])
     sizes = [
         int(await r.memory_usage(keys.session(session(i).key), samples=0) or 0)
         for i in range(0, sessions, 97)
@@ -186,6 +204,38 @@ async def measure(d: Deployment, args: argparse.Namespace, echo_pid: int) -> dic
         "bytes_per_session": round(statistics.mean(sizes)),
         "nats_version": nats_version,
         "steps": steps,
+        **waited,
+    }
+
+
+async def _commits_with_wait(
+    d: Deployment, args: argparse.Namespace, commit: Any, commit_per_s: float
+) -> dict[str, Any]:
+    """Commits through one session-store that waits for `--wait-replicas` replicas (Redis WAIT
+    after each commit script), against the same servers as the commits measured without."""
+    for service in d.replicas("session-store"):
+        service.proc.terminate()
+        await asyncio.to_thread(service.proc.wait, 30)
+        d.stack.services.remove(service)
+    env = {
+        **SERVICE_ENV,
+        "CONTINUITY_REDIS_WAIT_REPLICAS": str(args.wait_replicas),
+        "CONTINUITY_REDIS_WAIT_TIMEOUT_MS": "1000",
+    }
+    await d.scale_async("session-store", 1, env)
+    pids = d.pids("session-store")
+    await load("warmup", commit, total=min(2000, args.requests), concurrency=args.concurrency)
+    rounds = [
+        await load("commit", commit, total=args.requests, concurrency=args.concurrency, pids=pids)
+        for _ in range(args.rounds)
+    ]
+    figures = median(rounds)
+    return {
+        "wait_replicas": args.wait_replicas,
+        "commit_wait_per_s": round(figures.per_s),
+        "commit_wait_p50_ms": round(figures.p50_ms, 3),
+        "commit_wait_p99_ms": round(figures.p99_ms, 3),
+        "commit_wait_ratio": ratio(figures.per_s, commit_per_s),
     }
 
 
@@ -215,6 +265,16 @@ def report(result: dict[str, Any]) -> str:
         f"  decide / echo p99          {result['decide_p99_ratio']:.3f}  (target <= 3)",
         f"  commit / EVALSHA           {result['commit_ratio']:.3f}  (target >= 0.5)",
         f"  Redis bytes per session    {result['bytes_per_session']}  (target <= 512)",
+        *(
+            [
+                f"  commit with WAIT {result['wait_replicas']}: {result['commit_wait_per_s']} per second, "
+                f"p50 {result['commit_wait_p50_ms']} ms, p99 {result['commit_wait_p99_ms']} ms; "
+                f"with / without WAIT {result['commit_wait_ratio']:.3f} "
+                f"(CONTINUITY_REDIS_WAIT_REPLICAS; both with the replicas attached)"
+            ]
+            if "wait_replicas" in result
+            else []
+        ),
         "  CPU ms/req: utime+stime of the session-store processes (or the echo process) per request",
         *describe(result),
     ]
@@ -226,13 +286,24 @@ def main(args: argparse.Namespace) -> int:
         print("error: --requests, --concurrency, --sessions, --rounds and --replicas must be at least 1",
               file=sys.stderr)  # fmt: skip
         return 2
+    if args.wait_replicas < 0:
+        print("error: --wait-replicas must be 0 or more", file=sys.stderr)
+        return 2
     started = machine()
     with (
         tempfile.TemporaryDirectory(prefix="continuity-bench-") as tmp,
         deployment(Path(tmp), args.production) as d,
     ):
         echo: subprocess.Popen[bytes] | None = None
+        replicas: list[RedisServer] = []
         try:
+            if args.wait_replicas:
+                if d.stack.redis is None:
+                    print(
+                        "error: --wait-replicas needs the bench's own Redis: unset REDIS_URL", file=sys.stderr
+                    )
+                    return 2
+                replicas = _start_replicas(d.stack.redis, args.wait_replicas, Path(tmp))
             d.scale("session-store", 1, SERVICE_ENV)
             echo = subprocess.Popen(
                 [sys.executable, "-m", "continuity.tools.bench.echo", d.stack.nats_url],
@@ -247,6 +318,8 @@ def main(args: argparse.Namespace) -> int:
             if echo is not None:
                 echo.terminate()
                 echo.wait()
+            for replica in replicas:
+                replica.stop()
         result["servers"] = d.facts
     ended = machine()
     result.update(
@@ -256,3 +329,20 @@ def main(args: argparse.Namespace) -> int:
     )
     print(msgspec.json.encode(result).decode() if args.json else report(result))
     return 0
+
+
+def _start_replicas(primary: RedisServer, count: int, data_dir: Path) -> list[RedisServer]:
+    """`count` replicas of `primary`, once each is online (synchronised)."""
+    replicas = []
+    for i in range(count):
+        replica = RedisServer(
+            data_dir / f"redis-replica-{i}", extra_args=("--replicaof", "127.0.0.1", str(primary.port))
+        )
+        replica.start()
+        replicas.append(replica)
+    deadline = time.monotonic() + 30
+    while primary.cli("INFO", "replication").count("state=online") < count:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{count} Redis replica(s) did not come online within 30 s")
+        time.sleep(0.1)  # polling the primary's replication state with a deadline
+    return replicas

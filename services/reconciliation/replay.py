@@ -1,5 +1,5 @@
 """`continuity.policy.replay`: the recorded decisions of the runs the index knows, decided again
-under a candidate policy (shared/policy/replay.py), read a page of runs at a time."""
+under a candidate policy (shared/policy/replay.py), read a slice of the index at a time."""
 
 from __future__ import annotations
 
@@ -37,12 +37,11 @@ def candidate_of(req: ReplayRequest, running: Policy) -> Policy:
 async def replay_runs(index: RunsIndex, redis: Redis, running: Policy, req: ReplayRequest) -> ReplayReply:
     candidate = candidate_of(req, running)
     after = rfc3339_from_epoch(time.time() - req.since_s) if req.since_s is not None else None
-    page = RunsListRequest(runner_id=req.runner_id, tenant=req.tenant, updated_after=after, limit=PAGE)
+    wanted = RunsListRequest(runner_id=req.runner_id, tenant=req.tenant, updated_after=after)
     outcome = Outcome()
     runs = skipped = 0
     truncated = False
-    while True:
-        entries, cursor = await index.page(page, max_bytes=1 << 30)
+    async for entries in index.scan(wanted, PAGE):
         take = entries[: req.max_runs - runs]
         trails = await redis.batch([("LRANGE", keys.run_audit(e.session.key, e.run_id), 0, -1) for e in take])
         recorded: list[Recorded] = []
@@ -60,12 +59,9 @@ async def replay_runs(index: RunsIndex, redis: Redis, running: Policy, req: Repl
                 recorded.append(Recorded(entry.run_id, line.action, line.reason, line.explanation))
         replay(recorded, candidate, req.examples, into=outcome)
         runs += len(take)
-        if cursor is None:
-            break
-        if runs >= req.max_runs:
+        if len(take) < len(entries):
             truncated = True
             break
-        page = msgspec.structs.replace(page, cursor=cursor)
     return ReplayReply(
         policy=candidate.version,
         running_policy=running.version,

@@ -167,6 +167,13 @@ async def test_replaying_the_running_policy_reproduces_every_recorded_decision(c
     assert reply.changes == [] and reply.skipped == 0 and not reply.truncated
 
 
+async def test_a_replay_reads_at_most_max_runs_and_says_so(c: ContinuityClient) -> None:
+    reply = await c.replay(ReplayRequest(max_runs=3))
+    assert reply.truncated and 1 <= reply.replayed <= 3
+    everything = await c.replay(ReplayRequest())
+    assert not everything.truncated and everything.replayed > 3
+
+
 async def test_a_candidate_changing_one_row_reports_exactly_its_runs(c: ContinuityClient) -> None:
     doc = json.loads(dump(SHIPPED))
     doc["version"] = "candidate-operator-first"

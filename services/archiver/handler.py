@@ -168,8 +168,26 @@ class ArchiveHandler:
             if status == "duplicate":
                 await self._finish_recorded(work, value)
                 return
+            if status == "session_held":
+                await self._held(work, result, epoch, started)
+                return
             # A commit changed the epoch between our read and the script: build it again.
         raise EpochContention(work.archive_id)
+
+    async def _held(self, work: ArchiveWork, result: MoveResult, epoch: int | None, started: float) -> None:
+        """The saved record is held for an operator: it is never archived (I5); the run stops
+        for an operator as well."""
+        chosen = step.held(work, epoch, self._clock())
+        existing = await self._store.record_step(work, chosen.step)
+        if existing is not None:
+            await self._finish_recorded(work, existing)
+            return
+        decided = chosen.decision
+        await self._store.mark_done(work, decided.decision_id, decided.decided_at)
+        log.warning(
+            "archive_session_held", run_id=work.run_id, attempt=work.attempt, archive_id=work.archive_id
+        )
+        await self._published(work, decided, chosen.step.outbox[0], result, started)
 
     async def _refuse(self, work: ArchiveWork, result: MoveResult, started: float) -> None:
         """A failed move: the local record stays as it is; retry while the budget lasts."""

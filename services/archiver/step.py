@@ -113,3 +113,27 @@ def refusal(
         decided, names.archive_slot(work.attempt), ACTOR, native_session_id=work.native_session_id
     )
     return ArchiveStep(decision=decided, step=step)
+
+
+HELD_DETAIL = (
+    "the runner moved the session, but its saved record is held for an operator by another "
+    "run's decision: the record was not archived"
+)
+
+
+def held(work: ArchiveWork, epoch: int | None, now: float) -> ArchiveStep:
+    """After a successful remote move whose local move found the saved record held (I5): the
+    record is kept as it is, for the operator another run's decision called, and this run
+    stops for an operator too, saying why."""
+    decided = decisions.decision(
+        work,
+        "operator",
+        FAILED_REASON,
+        now,
+        failure_class=work.failure_class,
+        epoch=epoch,
+        detail=HELD_DETAIL,
+        rule=work.rule,
+    )
+    step = decisions.decision_step(decided, names.archive_slot(work.attempt), ACTOR)
+    return ArchiveStep(decision=decided, step=step)

@@ -359,3 +359,29 @@ async def test_an_undecodable_work_item_is_dead_lettered(archiver: Config, nc: C
 
     await wait_for(dead, what="the work item in continuity.dead.invalid")
     await sub.unsubscribe()
+
+
+async def test_a_held_record_is_never_archived_and_the_run_stops_for_an_operator(
+    archiver: Config, nc: Client, redis_client: aioredis.Redis
+) -> None:
+    """Another run's decision held the saved session after this run's archive was asked for: the
+    runner's move is answered, the record stays exactly as it is, and this run stops too."""
+    js = nc.jetstream()
+    runner_id, session = new_runner_id(), new_session()
+    await save_session(redis_client, session, epoch=2)
+    await redis_client.hset(keys.session(session.key), "state", "held")  # type: ignore[misc]
+    before = await redis_client.hgetall(keys.session(session.key))  # type: ignore[misc]
+    work = work_item(runner_id, session)
+
+    async def answer(command: ArchiveCommand) -> ArchiveResult:
+        return ArchiveResult(exit_code=0, timed_out=False, output="moved")
+
+    async with answering_runner(nc, runner_id, answer) as (runner, decisions):
+        await publish_work(js, work, msg_id=f"work:{work.run_id}:1:archive")
+        [decision] = await decisions.wait(1)
+        assert len(runner.commands) == 1
+        assert (decision.action, decision.reason, decision.epoch) == ("operator", FAILED_REASON, 2)
+        assert decision.detail is not None and "held for an operator" in decision.detail
+        assert await redis_client.hgetall(keys.session(session.key)) == before  # type: ignore[misc]
+        assert not await redis_client.exists(keys.archive_copy(session.key, work.archive_id))
+        await wait_idle(js)

@@ -177,22 +177,22 @@ class ArchiveHandler:
     async def _held(self, work: ArchiveWork, result: MoveResult, epoch: int | None, started: float) -> None:
         """The saved record is held for an operator: it is never archived (I5); the run stops
         for an operator as well."""
-        chosen = step.held(work, epoch, self._clock())
-        existing = await self._store.record_step(work, chosen.step)
-        if existing is not None:
-            await self._finish_recorded(work, existing)
-            return
-        decided = chosen.decision
-        await self._store.mark_done(work, decided.decision_id, decided.decided_at)
         log.warning(
             "archive_session_held", run_id=work.run_id, attempt=work.attempt, archive_id=work.archive_id
         )
-        await self._published(work, decided, chosen.step.outbox[0], result, started)
+        await self._record(work, step.held(work, epoch, self._clock()), result, started)
 
     async def _refuse(self, work: ArchiveWork, result: MoveResult, started: float) -> None:
         """A failed move: the local record stays as it is; retry while the budget lasts."""
-        sk = work.session.key
-        chosen = step.refusal(work, result, await self._epoch(sk), self._clock(), backoff_s=self._backoff_s)
+        epoch = await self._epoch(work.session.key)
+        chosen = step.refusal(work, result, epoch, self._clock(), backoff_s=self._backoff_s)
+        await self._record(work, chosen, result, started)
+
+    async def _record(
+        self, work: ArchiveWork, chosen: step.ArchiveStep, result: MoveResult, started: float
+    ) -> None:
+        """Record a decision that leaves the session record as it is, then publish it (or, when
+        an earlier delivery recorded one, finish that one)."""
         existing = await self._store.record_step(work, chosen.step)
         if existing is not None:
             await self._finish_recorded(work, existing)

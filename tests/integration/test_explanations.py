@@ -351,6 +351,8 @@ async def test_the_command_explains_replays_declares_and_previews(
     assert code == 0, err
     assert "Row                    4.4.2 of policy shipped-1" in out
     assert "(from the signed command result)" in out or "(from the typed error code)" in out
+    code, out, err = await cli(own_nats.url, "runs", "show", run_id)
+    assert code == 0 and "ROW" in out and " 4.4.2 " in out, err
 
     doc = json.loads(dump(SHIPPED))
     doc["version"] = "cli-candidate"

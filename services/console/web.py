@@ -42,8 +42,8 @@ from services.console.runs_query import CURSOR_MESSAGE, REASONS, RUN_STATUSES, Q
 from services.console.streams import DecisionFeed, recent_dead_letters, recent_decisions
 from shared.contract import GetRequest, ListRequest, ResolveRequest, RetryRequest, SessionRef, SessionView
 from shared.contract.client import ContinuityClient, RequestError
-from shared.contract.limits import EVIDENCE_CHARS, POLICY_MAX_BYTES, REPLAY_MAX_SINCE_S
-from shared.contract.policy import ReplayReply, ReplayRequest
+from shared.contract.limits import EVIDENCE_CHARS, NAME_CHARS, POLICY_MAX_BYTES, REPLAY_MAX_SINCE_S
+from shared.contract.policy import PreviewReply, PreviewRequest, ReplayReply, ReplayRequest
 from shared.contract.runs import RunsListRequest
 from shared.contract.tenancy import RunnerRecord, SessionAuditRequest, TransferRequest
 from shared.contract.types import RUNNER_ID_PATTERN, TOKEN_PATTERN, ActionOutcome
@@ -94,6 +94,7 @@ MESSAGES = {
     "unavailable": "A service's store is unavailable; retry in a moment.",
     "internal_error": "A service failed on this request; see its logs.",
     "invalid_replay": "The reconciliation service refused this replay's filters.",
+    "invalid_preview": "The session-store refused this preview's fields.",
 }
 REFUSALS = {
     "untrusted_proxy": "The identity header came from an address that is not a trusted proxy.",
@@ -109,6 +110,8 @@ and an uploaded policy of at most `POLICY_MAX_BYTES` each, the filters and the t
 REPLAY_TIMEOUT_S = 120.0
 """How long the console waits for a replay: it reads every matching run's audit trail."""
 REPLAY_MAX_HOURS = REPLAY_MAX_SINCE_S / 3600
+PREVIEW_TIMEOUT_S = 60.0
+"""How long the console waits for a rollout preview: it reads every saved session."""
 REFUSAL_SHOWN = 1000
 """The characters of a refused policy's message shown (the service's message names the
 invariant and never echoes the policy's values)."""
@@ -199,6 +202,32 @@ class ReplayForm:
         return text if text.strip() else None
 
 
+class PreviewForm:
+    """What the preview form holds. The adapter and the tenant are shown again as typed; the
+    generation is a compatibility generation value, read only to be sent and never shown back:
+    the form comes back with its box empty, whatever happened."""
+
+    def __init__(self, form: MultiDictProxy[Any] | None = None) -> None:
+        self.adapter = str(form.get("adapter", "")).strip() if form else ""
+        self.tenant = str(form.get("tenant", "")).strip() if form else ""
+        self._generation = str(form.get("generation", "")).strip() if form else ""
+
+    def request(self) -> PreviewRequest:
+        """The preview it asks for, or `Failure` (400) saying which field is wrong (never with
+        the generation's value)."""
+        if not 0 < len(self.adapter) <= NAME_CHARS:
+            raise Failure(400, f"An adapter is 1 to {NAME_CHARS} characters.")
+        if not _TOKEN.match(self._generation):
+            raise Failure(
+                400,
+                "A generation is 1 to 128 letters, digits, '.', '_', ':' or '-'; type it again "
+                "(the console never shows a generation back).",
+            )
+        if self.tenant and not _TOKEN.match(self.tenant):
+            raise Failure(400, "A tenant is 1 to 128 letters, digits, '.', '_', ':' or '-'.")
+        return PreviewRequest(adapter=self.adapter, generation=self._generation, tenant=self.tenant or None)
+
+
 class Failure(Exception):
     """A page that cannot be shown: an HTTP status and a message for people (never upstream text)."""
 
@@ -223,6 +252,8 @@ class Console:
         self.client = client
         # A replay reads every matching run's audit trail: it may take longer than a lookup.
         self.replay_client = ContinuityClient(client.nc, timeout=max(client.timeout, REPLAY_TIMEOUT_S))
+        # So does a preview: it reads every saved session of the adapter.
+        self.preview_client = ContinuityClient(client.nc, timeout=max(client.timeout, PREVIEW_TIMEOUT_S))
         self.js = js
         self.feed = feed
         self.sessions = Sessions(config.session_key, config.session_ttl_s)
@@ -256,6 +287,8 @@ class Console:
         r.add_post("/session/transfer", self.transfer, name="transfer")
         r.add_get("/replay", self.replay_form, name="replay")
         r.add_post("/replay", self.replay, name="replay_post")
+        r.add_get("/preview", self.preview_form, name="preview")
+        r.add_post("/preview", self.preview, name="preview_post")
         # The addresses of earlier releases, kept for links people saved: to the query form.
         r.add_get("/runs/{run_id}", self.moved, name="run_moved")
         r.add_get("/reconciliations/{run_id}", self.moved, name="reconciliation_moved")
@@ -694,6 +727,47 @@ class Console:
             f"it was kept: a policy file holds at most {POLICY_MAX_BYTES // 1024} KiB."
         )
         return self._replay_page(request, 413, error=message)
+
+    # Previewing a harness release's generation over the saved sessions -----------------------
+
+    def _preview_page(
+        self,
+        request: web.Request,
+        status: int = 200,
+        typed: PreviewForm | None = None,
+        error: str | None = None,
+        reply: PreviewReply | None = None,
+    ) -> web.Response:
+        return self._page(
+            request,
+            "preview.html",
+            status,
+            typed=typed or PreviewForm(),
+            error=error,
+            reply=reply,
+            name_chars=NAME_CHARS,
+        )
+
+    async def preview_form(self, request: web.Request) -> web.Response:
+        return self._preview_page(request)
+
+    async def preview(self, request: web.Request) -> web.Response:
+        """What a rollout of a new generation of an adapter does to its saved sessions at their
+        next turn. A read: nothing changes; it is a form so that the generation travels in no
+        address (nor a browser's history, nor an access log), and it is never shown back."""
+        typed = PreviewForm(request[FORM])
+        try:
+            asked = typed.request()
+        except Failure as bad:
+            return self._preview_page(request, bad.status, typed, error=bad.message)
+        try:
+            reply = await self.preview_client.preview(asked)
+        except RequestError as err:
+            if err.code == "invalid_field":
+                # Its message names the field; the console's own words quote no value.
+                return self._preview_page(request, err.status, typed, error=MESSAGES["invalid_preview"])
+            raise
+        return self._preview_page(request, typed=typed, reply=reply)
 
     # Signing in (development) -------------------------------------------------------------
 

@@ -1,6 +1,7 @@
 """What the console's tests share: the consoles started, runs made as runners make them (by
-runners issued for their session's tenant, which own the session they commit), and what the
-tests configured (imported by the fixtures of conftest.py and by the tests)."""
+runners issued for their session's tenant, which own the session they commit), saved sessions
+of a harness about to roll out a new generation, and what the tests configured (imported by the
+fixtures of conftest.py and by the tests)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from nats.aio.client import Client
 
 from shared.contract import Decision, ErrorInfo, ResumeFailed, RunsListRequest, SessionRef, ToolCall, subjects
 from shared.contract.client import ContinuityClient, RunnerSessions
+from shared.contract.policy import DeclareRequest
 from shared.contract.tenancy import RunnerPutRequest
 from shared.contract.times import now_rfc3339
 from tests.support import read_stream, wait_for
@@ -193,3 +195,42 @@ class Runs:
         """What the runner reads from CONTINUITY_DECISIONS."""
         msgs = await read_stream(self.js, subjects.DECISIONS_STREAM, subjects.decisions(run.runner_id))
         return [msgspec.json.decode(m.data, type=Decision) for m in msgs]
+
+
+class Rollout:
+    """Saved sessions of one adapter of its own in two tenants of their own: each generation
+    string unique to the test, so its absence from a page or a log line means something."""
+
+    def __init__(self) -> None:
+        tag = uuid.uuid4().hex[:10]
+        self.adapter = f"harness-{tag}"
+        self.tenants = (f"ta-{tag}", f"tb-{tag}")
+        self.saved = f"gen-saved-{tag}"
+        self.declared = f"gen-declared-{tag}"
+        self.new = f"gen-typed-{tag}"
+
+    def generations(self) -> tuple[str, str, str]:
+        return self.saved, self.declared, self.new
+
+    async def commit(self, runs: Runs) -> None:
+        """The sessions, committed on the services' own subject (as an operator's tool would; no
+        runner owns them), and the declaration.
+
+        Tenant a: two saved under the older generation (fresh), one already under the new one
+        (resumes). Tenant b: one under a generation declared to resume under the new one
+        (resumes), one under the older one (fresh), one saved without a cursor (fresh, another
+        reason)."""
+        a, b = self.tenants
+        saved: list[tuple[str, str, str | None]] = [(a, self.saved, "c-1"), (a, self.saved, "c-1")]
+        saved += [(a, self.new, "c-1")]
+        saved += [(b, self.declared, "c-1"), (b, self.saved, "c-1"), (b, self.saved, None)]
+        for i, (tenant, generation, cursor) in enumerate(saved):
+            ref = SessionRef(tenant=tenant, conversation_id=f"conv-{i}", agent_id="codex")
+            await runs.client.commit(
+                commit_req(ref, adapter=self.adapter, compatibility_generation=generation, cursor=cursor)
+            )
+        await runs.client.declare(
+            DeclareRequest(
+                adapter=self.adapter, saved_generation=self.declared, ready_generation=self.new, actor="ops"
+            )
+        )

@@ -4,7 +4,8 @@ runner reads `continue_fresh` from CONTINUITY_DECISIONS; a decision appears live
 overview; the runs page filters the runs index and pages through it; a session is transferred
 to another runner of its tenant; hostile session ids open and are shown as text; a run shows the
 row that decided it, and a replay lists a candidate's changes and shows hostile policy text as
-text. A screenshot of every page is kept under tests/artifacts/console/."""
+text; a rollout preview shows its counts by tenant and never the generation typed. A screenshot
+of every page is kept under tests/artifacts/console/."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from shared.contract import GetRequest, SessionRef, subjects
 from shared.contract.tenancy import RunnerRevokeRequest, SessionAuditRequest
 from shared.policy import SHIPPED, dump
 from tests.support import wait_for
-from tests.support.console import DEV_ACTOR, DEV_TOKEN, GENERATION, ISSUER, Consoles, Run, Runs
+from tests.support.console import DEV_ACTOR, DEV_TOKEN, GENERATION, ISSUER, Consoles, Rollout, Run, Runs
 
 pytestmark = pytest.mark.asyncio
 
@@ -490,3 +491,41 @@ async def test_replay_in_the_browser_lists_changes_and_keeps_hostile_policy_text
     assert await page.locator("script").count() == 0 and await page.locator("main img").count() == 0
     assert dialogs == []
     await shot(page, artifacts, "replay-refused")
+
+
+async def test_a_rollout_preview_in_the_browser_counts_by_tenant_and_never_shows_the_generation(
+    page: Page, runs: Runs, artifacts: Path
+) -> None:
+    rollout = Rollout()
+    await rollout.commit(runs)
+    a, b = rollout.tenants
+    await page.goto("/")
+    await page.get_by_role("link", name="Preview").click()
+    await expect(page.get_by_role("heading", level=1)).to_have_text("Preview a harness release")
+    await page.get_by_label("Adapter").fill(rollout.adapter)
+    await page.get_by_label("New generation").fill(rollout.new)
+    await page.get_by_role("button", name="Preview").click()
+    await expect(page.locator("#preview-scanned")).to_have_text("6")
+    await expect(page.locator("#preview-resume")).to_have_text("2")
+    await expect(page.locator("#preview-fresh")).to_contain_text("4")
+    await expect(page.locator(".tenant-name")).to_have_text([a, b])
+    await expect(page.locator(".tenant-resume")).to_have_text(["1", "1"])
+    await expect(page.locator(".tenant-fresh")).to_have_text(["2", "2"])
+    await expect(page.locator(".tenant-reasons").first).to_have_text("compatibility_generation_changed: 2")
+    await expect(page.locator(".declaration")).to_have_count(1)
+    # The adapter is kept; the generation's box is empty, and the generation is nowhere.
+    await expect(page.get_by_label("Adapter")).to_have_value(rollout.adapter)
+    await expect(page.get_by_label("New generation")).to_have_value("")
+    content = await page.content()
+    assert all(generation not in content for generation in rollout.generations())
+    await shot(page, artifacts, "preview")
+
+    # A refused tenant: the form again, saying why, without the generation.
+    await page.get_by_label("New generation").fill(rollout.new)
+    await page.get_by_label("Tenant (optional)").fill("<img src=x onerror=alert(1)>")
+    await page.get_by_role("button", name="Preview").click()
+    await expect(page.get_by_role("alert")).to_contain_text("A tenant is")
+    await expect(page.get_by_label("New generation")).to_have_value("")
+    assert rollout.new not in await page.content()
+    assert await page.locator("main img").count() == 0
+    await shot(page, artifacts, "preview-refused")

@@ -134,6 +134,19 @@ async def stored_runs(nc: Client, runner: str) -> set[str]:
     return {msgspec.json.decode(m.data)["run_id"] for m in msgs}
 
 
+async def recorded_runs(nc: Client, run_ids: list[str]) -> set[str]:
+    """Those of `run_ids` whose run the services recorded (`continuity.runs.audit` answers)."""
+    client = ContinuityClient(nc, timeout=5)
+    found: set[str] = set()
+    for run_id in run_ids:
+        try:
+            await client.audit(run_id)
+        except (RequestError, TimeoutError, nats.errors.Error):
+            continue
+        found.add(run_id)
+    return found
+
+
 def longest_pause(stored_at: list[float], since: float) -> float:
     """The longest time without a new decision from `since` (the fault) to the last decision."""
     later = [since, *(t for t in stored_at if t >= since)]
@@ -318,6 +331,8 @@ class Measured:
     sessions_not_linearizable: int = 0
     reverted: int = 0
     lost_commits: int = 0
+    stored_undecided: int = 0
+    """Of the acknowledged events with no decision, those the events stream still holds."""
     details: list[str] = field(default_factory=list)
 
     HEADER = (

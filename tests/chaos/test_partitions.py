@@ -54,8 +54,8 @@ HOLD_S = 10.0
 """How long each fault is held (deliberate)."""
 AFTER_S = 6.0
 """Load after the heal (deliberate), so that decisions are seen to resume."""
-RESUME_BOUND_S = 20.0
-"""Decisions resume within this after the heal (the longest seen here was well below it)."""
+RESUME_BOUND_S = 30.0
+"""Decisions resume within this after the heal: the longest seen here was 18.1 s (fault 2)."""
 SESSIONS = 4
 WORKERS = 3
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -138,9 +137,12 @@ async def run_fault(
     return m
 
 
-def assert_clean(m: Measured, *, sessions: bool = True) -> None:
+def assert_clean(m: Measured, *, sessions: bool = True, undecided_known: bool = False) -> None:
+    """Every check of a fault's figures; `undecided_known`: acknowledged events left without a
+    decision are the known failure of fault 2, reported apart, and not asserted here."""
     assert m.acked > 0 and m.decided >= m.acked - m.lost
-    assert m.lost == 0, f"{m.lost} acknowledged events got no decision: {m.details}"
+    if not undecided_known:
+        assert m.lost == 0, f"{m.lost} acknowledged events got no decision: {m.details}"
     assert m.doubled == 0, f"{m.doubled} decisions doubled"
     assert m.resumed_s <= RESUME_BOUND_S, f"decisions resumed {m.resumed_s:.1f} s after the heal"
     if sessions:
@@ -187,7 +189,7 @@ async def test_2_an_asymmetric_partition(lab: Lab, conns: list[Client], table: l
         # acknowledged events, still stored in the events stream, get no decision. Every other
         # check must hold, and the events themselves must not be gone.
         assert m.stored_undecided == m.lost, m.details
-        assert_clean(dataclasses.replace(m, lost=0))
+        assert_clean(m, undecided_known=True)
         pytest.xfail(f"{m.lost} acknowledged events stored in the events stream got no decision: {m.details}")
     assert_clean(m)
 

@@ -130,14 +130,18 @@ class SessionRequests:
             if not await self._visible(runner_id, req.session, stored):
                 stored = None
         generation: GenerationCheck = "not_compared"
+        declaration: str | None = None
         if stored is not None:
             generation = step.generation_check(stored, req)
             if generation == "changed" and stored.v1["adapter"] == req.adapter:
                 # Generations differ: an operator may have declared the new one compatible.
                 assert req.ready_generation is not None
-                if await self.declarations.declared(req.adapter, stored.generation, req.ready_generation):
+                declaration = await self.declarations.declared(
+                    req.adapter, stored.generation, req.ready_generation
+                )
+                if declaration is not None:
                     generation = "declared"
-        reply = step.decide(stored, req, self.policy, generation)
+        reply = step.decide(stored, req, self.policy, generation, declaration)
         metrics.adder(metrics.SESSION_DECISIONS, reply.mode, reply.reason or "none")()
         return reply
 

@@ -54,6 +54,7 @@ def decide(
     req: DecideRequest,
     policy: Policy,
     generation: GenerationCheck = "not_compared",
+    declaration: str | None = None,
 ) -> DecideReply:
     """Resume or start fresh: the policy's first clause that matches (`stored` None: no record,
     or one the runner may not see)."""
@@ -71,6 +72,7 @@ def decide(
             rule=rule.id,
             policy=policy.version,
             generation=generation,
+            declaration=declaration if generation == "declared" else None,
         )
     return DecideReply(
         mode="fresh",

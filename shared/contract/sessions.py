@@ -78,6 +78,9 @@ class DecideReply(msgspec.Struct, kw_only=True, omit_defaults=False):
     """The version of the policy that answered."""
     generation: GenerationCheck = "not_compared"
     """How the generations compared: never a value (9.11)."""
+    declaration: str | None = None
+    """The id of the declaration that let it resume across a changed generation (`generation`
+    is `declared`); null otherwise."""
 
 
 class RejectRequest(msgspec.Struct, kw_only=True):

@@ -245,6 +245,7 @@ async def test_a_declared_compatibility_resumes_across_a_changed_generation_and_
         )
     )
     after = await c.decide(decide_req(session, new))
+    assert after.declaration == declared.id and before.declaration is None  # the explanation names it
     assert (after.mode, after.resume_session_id, after.rule, after.generation) == (
         "resume",
         "ns-1",

@@ -542,8 +542,12 @@ def test_the_generation_comparison_is_named_never_valued() -> None:
     assert decide(stored(generation=""), request()).generation == "missing"
     assert decide(stored(), request(ready_generation=None)).generation == "missing"
     # A declared compatibility (looked up by the store) resumes across the change.
-    declared = step.decide(stored(), request(ready_generation="g2"), SHIPPED, "declared")
+    declared = step.decide(
+        stored(), request(ready_generation="g2"), SHIPPED, "declared", "compat-0123456789abcdef"
+    )
     assert (declared.mode, declared.rule, declared.generation) == ("resume", "3.3.4", "declared")
+    assert declared.declaration == "compat-0123456789abcdef"
+    assert decide(stored(), request(ready_generation="g2")).declaration is None
 
 
 def test_each_recovery_row_fires_first_when_its_condition_holds() -> None:

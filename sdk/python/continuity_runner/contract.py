@@ -115,6 +115,9 @@ class DecideReply(msgspec.Struct, kw_only=True, omit_defaults=False):
     """The version of the policy that answered (`shipped-1`); None from an earlier release."""
     generation: GenerationCheck = "not_compared"
     """How the compatibility generations compared (never a value)."""
+    declaration: str | None = None
+    """The id of the operator's declaration that let it resume across a changed generation
+    (`generation` is `declared`); None otherwise, and from an earlier release."""
 
 
 class RejectRequest(msgspec.Struct, kw_only=True):

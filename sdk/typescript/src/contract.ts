@@ -85,6 +85,8 @@ export interface DecideReply {
   /** The version of the policy that answered (`shipped-1`). */
   policy: string | null;
   generation: GenerationCheck;
+  /** The id of the operator's declaration that let it resume across a changed generation. */
+  declaration: string | null;
 }
 
 /** `continuity.sessions.<runner_id>.commit` (3.2, 10.1). */

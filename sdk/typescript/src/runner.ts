@@ -208,7 +208,13 @@ export class Runner {
     }, LIMITS.requestBytes);
     const reply = await this.request<DecideReply>(subjects.sessions(this.runnerId, "decide"), body);
     // Services of an earlier release explain nothing: the explanation's fields read as unknown.
-    return { ...reply, rule: reply.rule ?? null, policy: reply.policy ?? null, generation: reply.generation ?? "not_compared" };
+    return {
+      ...reply,
+      rule: reply.rule ?? null,
+      policy: reply.policy ?? null,
+      generation: reply.generation ?? "not_compared",
+      declaration: reply.declaration ?? null,
+    };
   }
 
   /**

@@ -35,6 +35,7 @@ from tests.support.netns_load import (
     EventLoad,
     Measured,
     SessionLoad,
+    classifier_consumer_state,
     measure_events,
     measure_sessions,
     recorded_runs,
@@ -131,6 +132,8 @@ async def run_fault(
             f"of the {m.lost} undecided, {m.stored_undecided} are in the events stream and "
             f"{len(recorded)} have a decision recorded in Redis"
         )
+        m.details.append(f"their stream sequences: {sorted(stored[r] for r in missing if r in stored)}")
+        m.details.append(await classifier_consumer_state(conns[0]))
     measure_sessions(m, requests.history)
     histories[name] = requests.history
     decisions_seen[name] = decisions

@@ -128,10 +128,25 @@ async def wait_all_decided(nc: Client, runner: str, runs: set[str], timeout: flo
     return got[0] if got else await read_decisions(nc, runner)
 
 
-async def stored_runs(nc: Client, runner: str) -> set[str]:
-    """The run ids of `runner`'s events the events stream holds."""
+async def stored_runs(nc: Client, runner: str) -> dict[str, int]:
+    """The run ids of `runner`'s events the events stream holds, each with its sequence."""
     msgs = await read_settled(nc.jetstream(), subjects.EVENTS_STREAM, subjects.event(runner, "resume_failed"))
-    return {msgspec.json.decode(m.data)["run_id"] for m in msgs}
+    return {msgspec.json.decode(m.data)["run_id"]: int(m.seq or 0) for m in msgs}
+
+
+async def classifier_consumer_state(nc: Client) -> str:
+    """What the classifier's consumer says of itself: where its deliveries and acknowledgements
+    stand, and what it still holds (for an undecided event's report)."""
+    try:
+        info = await nc.jetstream().consumer_info(subjects.EVENTS_STREAM, subjects.CLASSIFIER_CONSUMER)
+    except (nats.errors.Error, TimeoutError) as exc:
+        return f"consumer info unavailable ({type(exc).__name__})"
+    delivered = info.delivered.stream_seq if info.delivered else None
+    floor = info.ack_floor.stream_seq if info.ack_floor else None
+    return (
+        f"consumer: delivered up to {delivered}, ack floor {floor}, pending {info.num_pending}, "
+        f"ack pending {info.num_ack_pending}, redelivered {info.num_redelivered}"
+    )
 
 
 async def recorded_runs(nc: Client, run_ids: list[str]) -> set[str]:

@@ -44,7 +44,8 @@ from shared.contract.times import now_rfc3339
 from shared.contract.types import Action, CheckpointPolicy, ClassSource, DecisionReason
 from shared.platform.redis import TRANSIENT_REDIS_ERRORS, Redis
 from shared.policy import SHIPPED
-from shared.policy.recovery import Facts, Row, decide_row, explanation
+from shared.policy.policy import decide_recovery
+from shared.policy.recovery import Facts, Row
 from shared.records import decisions, keys, names, reconciliations, steps
 from shared.records.retention import Retention
 from shared.records.session import SavedSession, commit_args, saved_session
@@ -124,10 +125,7 @@ _OPERATOR = "alice@example.com"
 
 
 def _decided(journey: str) -> tuple[Row, Explanation]:
-    facts = _FACTS[journey]
-    row = decide_row(SHIPPED.recovery, facts)
-    assert row is not None
-    return row, explanation(row, SHIPPED.version, facts, _SOURCE.get(journey, "none"))
+    return decide_recovery(SHIPPED, _FACTS[journey], _SOURCE.get(journey, "none"))
 
 
 def _first_step(event: ResumeFailed, journey: str, saved: SavedSession, now: float) -> steps.RunStep:

@@ -16,7 +16,8 @@ from shared.contract.events import ResumeFailed
 from shared.contract.types import ClassSource, DecisionReason, FailureClass
 from shared.platform.bus.consumer import Reject
 from shared.policy import Policy
-from shared.policy.recovery import Facts, Row, Verdict, decide_row, effective_policy, explanation
+from shared.policy.policy import decide_recovery
+from shared.policy.recovery import Facts, Verdict, effective_policy
 from shared.records import decisions, names
 from shared.records.session import SavedSession
 from shared.records.steps import RunStep
@@ -76,9 +77,8 @@ def choose(
         governed_wait_elapsed=event.governed_wait_elapsed,
         recovery_budget_spent=budget_spent,
     )
-    row = matching_row(policy, facts)
+    row, why = decide_recovery(policy, facts, source)
     verdict, reason = row.verdict, row.reason
-    why = explanation(row, policy.version, facts, source)
     # Recorded only while the run and the session are the event's runner's (contract 10.4).
     if verdict == "archive":
         step = decisions.archive_step(
@@ -118,13 +118,6 @@ def choose(
             explanation=why,
         )
     return Choice(verdict=verdict, reason=reason, step=step, explanation=why)
-
-
-def matching_row(policy: Policy, facts: Facts) -> Row:
-    row = decide_row(policy.recovery, facts)
-    if row is None:  # a loaded policy is total (its invariants were checked)
-        raise ValueError(f"no row of policy {policy.version} for failure class {facts.failure_class}")
-    return row
 
 
 def _reconcile_work(event: ResumeFailed, decision_id: str, opened_at: str) -> ReconcileWork:

@@ -80,7 +80,8 @@ async def preview(
             counts[turn.session.tenant][reply.reason or "resume"] += 1
         batch.clear()
 
-    pattern = _PREFIX + (f"{_glob_escape(req.tenant)}/*" if req.tenant else "*")
+    # A tenant is a TOKEN (contract 1): no glob character can be in it.
+    pattern = _PREFIX + (f"{req.tenant}/*" if req.tenant else "*")
     async for key in redis.scan(pattern):
         sk = session_key_of(key)
         if sk is None or sk.count("/") < 2:
@@ -108,7 +109,3 @@ async def preview(
         by_tenant=tenants,
         declarations=sorted(used),
     )
-
-
-def _glob_escape(text: str) -> str:
-    return "".join("\\" + c if c in "*?[]\\" else c for c in text)

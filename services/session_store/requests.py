@@ -52,7 +52,6 @@ from shared.platform import metrics
 from shared.platform.logs import Log
 from shared.policy import SHIPPED, Policy
 from shared.records import runners as identity
-from shared.records.compatibility import Declarations
 from shared.records.runners import Access, RunnerDirectory
 from shared.records.session import StoredSession
 
@@ -78,7 +77,7 @@ class SessionRequests:
         self.store = store
         self.directory = directory
         self.policy = policy
-        self.declarations = Declarations(store.redis, store.runs)
+        self.declarations = store.declarations
         self._enforced = enforced
         self._claims_allowed = claims_allowed
 

@@ -12,6 +12,7 @@ from shared.contract.tenancy import OwnershipEntry, OwnershipReply
 from shared.contract.times import now_rfc3339
 from shared.platform.redis import Redis
 from shared.records import keys
+from shared.records.compatibility import Declarations
 from shared.records.retention import DEFAULT, Retention
 from shared.records.session import READ_FIELDS, StoredSession, commit_args
 from shared.records.store import RunStore
@@ -48,6 +49,8 @@ class SessionStore:
     ) -> None:
         self.redis = client
         self.runs = RunStore(client, retention)
+        self.declarations = Declarations(client, self.runs)
+        """Compatibility declarations: read by a decide across a changed generation."""
         self._archive_ms = retention.archive_ms
         # CONTINUITY_REDIS_WAIT_*: replicas that must hold a commit before it is acknowledged.
         self._wait = (wait_replicas, wait_timeout_ms)

@@ -10,8 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from shared.contract import limits
+from shared.contract.decisions import Explanation
+from shared.contract.types import ClassSource
 
-from .recovery import Row
+from .recovery import Facts, Row, decide_row, explanation
 from .resume import Rule
 
 ATTEMPT_BUDGET = limits.ATTEMPT_BUDGET
@@ -119,3 +121,11 @@ RESUME: tuple[Rule, ...] = (
 
 SHIPPED = Policy(version=SHIPPED_VERSION, recovery=RECOVERY, resume=RESUME)
 """The contract's tables: what every service decides by unless configured otherwise."""
+
+
+def decide_recovery(policy: Policy, facts: Facts, source: ClassSource) -> tuple[Row, Explanation]:
+    """The policy's row for `facts`, and the explanation that records it with its inputs."""
+    row = decide_row(policy.recovery, facts)
+    if row is None:  # a loaded policy is total (its invariants were checked)
+        raise ValueError(f"no row of policy {policy.version} for failure class {facts.failure_class}")
+    return row, explanation(row, policy.version, facts, source)

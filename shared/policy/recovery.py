@@ -20,8 +20,6 @@ SAFE_POLICY: CheckpointPolicy = "same_session_only"
 Verdict = Literal["reconcile", "operator", "retry_same_session", "archive"]
 """A runner action, or `archive`: archive first, then `open_replacement` (the archiver's)."""
 
-VERDICTS: tuple[Verdict, ...] = get_args(Verdict)
-
 CLOSED_CLASSES: frozenset[FailureClass] = frozenset(get_args(FailureClass)) - {"unclassified"}
 """The classes read from a deterministic refusal or a pending side effect (contract 4.3)."""
 

@@ -9,7 +9,7 @@ record say once compared: never a generation value, only the comparison's result
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Literal
 
 from shared.contract.types import Compatibility, GenerationCheck, SessionReason, SessionState, Transcript
 
@@ -22,8 +22,6 @@ Check = Literal[
     "generation_changed",  # the stored generation and `ready_generation` differ, undeclared
     "otherwise",  # always: the resume rule
 ]
-
-CHECKS: tuple[Check, ...] = get_args(Check)
 
 FRESH_TRANSCRIPT: Transcript = "full"
 RESUME_TRANSCRIPT: Transcript = "incremental"
@@ -99,6 +97,3 @@ def first_rule(rules: tuple[Rule, ...], facts: ResumeFacts) -> Rule | None:
 def resumes(rule: Rule) -> bool:
     """Whether the rule's answer resumes the stored session."""
     return rule.reason is None
-
-
-GENERATION_CHECKS: tuple[GenerationCheck, ...] = get_args(GenerationCheck)

@@ -4,7 +4,6 @@ services (`continuity serve <name>`), all reached from the test process at the b
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import sys
@@ -182,7 +181,6 @@ class Lab:
                     return False
             return True
 
-        await asyncio.sleep(0)
         await wait_for(ready, timeout=timeout, interval=0.3, what=f"{', '.join(names)} ready")
 
     async def connect(self) -> Client:

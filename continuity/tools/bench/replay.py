@@ -32,7 +32,8 @@ from shared.contract.types import Action, ClassSource
 from shared.platform.redis import Redis
 from shared.policy import SHIPPED, dump, load
 from shared.policy.invariants import recovery_facts
-from shared.policy.recovery import Facts, Row, decide_row, explanation
+from shared.policy.policy import decide_recovery
+from shared.policy.recovery import Facts, Row
 from shared.policy.replay import Recorded, replay
 from shared.records import decisions, keys, names
 from shared.records.store import RunStore
@@ -60,10 +61,8 @@ class _Run(msgspec.Struct):
 
 
 def _decided(facts: Facts) -> tuple[Row, Explanation]:
-    row = decide_row(SHIPPED.recovery, facts)
-    assert row is not None
     source: ClassSource = "none" if facts.failure_class == "unclassified" else "error_code"
-    return row, explanation(row, SHIPPED.version, facts, source)
+    return decide_recovery(SHIPPED, facts, source)
 
 
 async def record(redis_url: str, nats_url: str, count: int) -> None:

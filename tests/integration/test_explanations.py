@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import time
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -18,7 +19,7 @@ import redis.asyncio as aioredis
 
 from continuity.devstack.servers import NatsServer, RedisServer
 from services import registry
-from shared.contract import DecideRequest, ErrorInfo, GetRequest, SessionRef
+from shared.contract import DecideRequest, ErrorInfo, GetRequest, SessionRef, subjects
 from shared.contract.client import ContinuityClient, RequestError
 from shared.contract.policy import (
     DeclarationsRequest,
@@ -28,8 +29,12 @@ from shared.contract.policy import (
     RevokeRequest,
 )
 from shared.contract.runs import RunsListRequest
+from shared.platform.redis import Redis
 from shared.policy import SHIPPED, PolicyRefused, dump
 from shared.policy.configured import configured_policy
+from shared.records import decisions, names
+from shared.records.compatibility import Declarations, declaration_id
+from shared.records.store import COMPATIBILITY_AUDIT_KEPT, RunStore
 from tests.support import (
     KEYS,
     Bus,
@@ -261,7 +266,16 @@ async def test_a_declared_compatibility_resumes_across_a_changed_generation_and_
     # Neither generation value is kept or shown, anywhere the declaration is.
     raw = msgspec.json.encode(listed) + msgspec.json.encode(declared) + msgspec.json.encode(after)
     assert b"gen-secret" not in raw
+    # The same pair declared again changes nothing and answers the first declaration.
+    again = await c.declare(
+        DeclareRequest(adapter="deepseek-harness", saved_generation=old, ready_generation=new, actor="bob")
+    )
+    assert again == declared
+    assert len((await c.declarations(DeclarationsRequest(adapter="deepseek-harness"))).audit) == 1
     await c.revoke_declaration(RevokeRequest(id=declared.id, actor="alice"))
+    with pytest.raises(RequestError) as unknown:
+        await c.revoke_declaration(RevokeRequest(id=declared.id, actor="alice"))
+    assert unknown.value.code == "not_found"
     revoked = await c.decide(decide_req(session, new))
     assert (revoked.mode, revoked.reason) == ("fresh", "compatibility_generation_changed")
     trail = (await c.declarations(DeclarationsRequest())).audit
@@ -384,3 +398,45 @@ async def test_the_command_explains_replays_declares_and_previews(
     assert code == 0 and "would resume" in out, err
     code, out, err = await cli(own_nats.url, "compatibility", "revoke", declared, "--actor", "alice")
     assert code == 0 and f"Revoked {declared}" in out, err
+
+
+async def test_the_declarations_audit_keeps_its_last_entries(own_redis: RedisServer) -> None:
+    client = Redis(own_redis.url)
+    declarations = Declarations(client, RunStore(client))
+    for n in range(COMPATIBILITY_AUDIT_KEPT + 5):
+        await declarations.declare("audit-harness", f"g-{n}", f"g-{n + 1}", "alice", None)
+    trail = await declarations.audit()
+    await client.aclose()
+    assert len(trail) == COMPATIBILITY_AUDIT_KEPT
+    # Newest first: the five oldest were let go.
+    assert trail[0].id == declaration_id(
+        "audit-harness", f"g-{COMPATIBILITY_AUDIT_KEPT + 4}", f"g-{COMPATIBILITY_AUDIT_KEPT + 5}"
+    )
+    assert trail[-1].id == declaration_id("audit-harness", "g-5", "g-6")
+
+
+async def test_a_replay_counts_decisions_recorded_without_an_explanation(
+    c: ContinuityClient, own_redis: RedisServer, own_nats: NatsServer
+) -> None:
+    """A decision of an earlier release has no explanation: it is skipped, and counted."""
+    client = Redis(own_redis.url)
+    session = SessionRef(tenant="acme", conversation_id="conv-unexplained", agent_id="codex")
+    run = resume_failed("r-old", session=session)
+    decided = decisions.decision(run, "operator", "native_event_replay_conflict", time.time())
+    step = decisions.decision_step(decided, names.classifier_slot(1), "classifier")
+    await RunStore(client).record_step(session.key, run.run_id, msgspec.structs.replace(step, outbox=[]))
+    await client.aclose()
+    before = (await c.replay(ReplayRequest())).skipped
+    nc = await nats.connect(own_nats.url)
+    await nc.jetstream().publish(
+        subjects.decisions(decided.runner_id),
+        msgspec.json.encode(decided),
+        headers={"Nats-Msg-Id": decided.decision_id},
+    )
+    await nc.close()
+
+    async def skipped() -> bool:
+        return (await c.replay(ReplayRequest())).skipped == before + 1
+
+    await wait_for(skipped, timeout=30, what="the unexplained decision indexed and skipped")
+    assert (await c.replay(ReplayRequest())).changes == []

@@ -40,3 +40,20 @@ def test_check_passes_a_good_file_and_refuses_a_broken_one(
     assert error["code"] == "policy_refused" and "pending_side_effect_never_retried" in error["message"]
     assert main(["policy", "check", str(tmp_path / "missing.json")]) == 2
     assert "cannot read the policy file" in capsys.readouterr().err
+
+
+def test_serve_refuses_to_start_with_a_policy_that_breaks_an_invariant(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    main(["policy", "show"])
+    doc = json.loads(capsys.readouterr().out)
+    doc["resume"] = [c for c in doc["resume"] if c["id"] != "3.3.3b"]
+    bad = tmp_path / "policy.json"
+    bad.write_text(json.dumps(doc))
+    monkeypatch.setenv("CONTINUITY_POLICY_FILE", str(bad))
+    # The check comes before any connection: nothing listens on these.
+    monkeypatch.setenv("NATS_URL", "nats://127.0.0.1:1")
+    monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:1/0")
+    assert main(["serve", "classifier"]) == 2
+    err = capsys.readouterr().err
+    assert "continuity: policy refused: CONTINUITY_POLICY_FILE: no_resume_across_generation:" in err

@@ -20,8 +20,8 @@ import asyncio
 import functools
 import hashlib
 import ssl
-from collections.abc import AsyncIterator, Awaitable, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 from urllib.parse import urlparse
 
 from redis.exceptions import (
@@ -40,6 +40,8 @@ from shared.platform import metrics, tls
 from shared.platform.config import Config, ConfigError
 from shared.platform.redis.pipeline import PipelinedRedis
 from shared.platform.redis.slots import SLOTS
+
+T = TypeVar("T")
 
 
 class NotReplicated(RedisError):
@@ -203,29 +205,30 @@ class Redis:
 
     async def script(self, script: Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
         """Run `script` on `keys` (all of one hash tag) with `args`."""
-        try:
-            try:
-                return await self._pipe.send("EVALSHA", script.sha, len(keys), *keys, *args)
-            except NoScriptError:  # a restarted server forgot its scripts
-                return await self._pipe.send("EVAL", script.source, len(keys), *keys, *args)
-        except TRANSIENT_REDIS_ERRORS:
-            metrics.REDIS_ERRORS.inc()
-            raise
+        return await self._evaluate(script, keys, args, lambda command: self._pipe.send(*command))
 
     async def script_acked(
         self, script: Script, keys: Sequence[str], args: Sequence[Any], replicas: int, timeout_ms: int
     ) -> tuple[Any, int]:
         """`script`, then Redis `WAIT replicas timeout_ms` on its connection: its reply, and how
         many replicas hold its writes."""
+        return await self._evaluate(
+            script, keys, args, lambda command: self._pipe.send_acked(command, replicas, timeout_ms)
+        )
+
+    @staticmethod
+    async def _evaluate(
+        script: Script,
+        keys: Sequence[str],
+        args: Sequence[Any],
+        send: Callable[[tuple[Any, ...]], Awaitable[T]],
+    ) -> T:
+        """EVALSHA through `send`, EVAL when a restarted server forgot the script."""
         try:
             try:
-                return await self._pipe.send_acked(
-                    ("EVALSHA", script.sha, len(keys), *keys, *args), replicas, timeout_ms
-                )
-            except NoScriptError:  # a restarted server forgot its scripts
-                return await self._pipe.send_acked(
-                    ("EVAL", script.source, len(keys), *keys, *args), replicas, timeout_ms
-                )
+                return await send(("EVALSHA", script.sha, len(keys), *keys, *args))
+            except NoScriptError:
+                return await send(("EVAL", script.source, len(keys), *keys, *args))
         except TRANSIENT_REDIS_ERRORS:
             metrics.REDIS_ERRORS.inc()
             raise

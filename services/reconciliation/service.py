@@ -10,6 +10,7 @@ from nats.aio.msg import Msg
 
 from shared.contract import subjects
 from shared.contract.decisions import ReconcileWork
+from shared.contract.limits import MAX_REPLAY_REQUEST_BYTES
 from shared.contract.policy import ReplayReply, ReplayRequest
 from shared.contract.reconciliation import (
     DeliveredReply,
@@ -53,7 +54,13 @@ SPEC = ServiceSpec(
         EndpointSpec("runs-audit", wire.RUNS_AUDIT, RunRequest, wire.AuditReply),
         EndpointSpec("operator-retry", subjects.OPERATOR_RETRY, RetryRequest, DeliveredReply),
         EndpointSpec("runs-list", subjects.RUNS_LIST, RunsListRequest, RunsListReply),
-        EndpointSpec("policy-replay", subjects.POLICY_REPLAY, ReplayRequest, ReplayReply),
+        EndpointSpec(
+            "policy-replay",
+            subjects.POLICY_REPLAY,
+            ReplayRequest,
+            ReplayReply,
+            max_bytes=MAX_REPLAY_REQUEST_BYTES,
+        ),
     ),
     consumers=(
         ConsumerSpec(

@@ -77,6 +77,10 @@ ATTEMPT_BUDGET = 3
 POLICY_MAX_BYTES = 64 * KIB
 """A decision policy's file (docs/policies.md)."""
 
+MAX_REPLAY_REQUEST_BYTES = 2 * POLICY_MAX_BYTES + 4 * KIB
+"""A replay request (operators only), which carries a policy file's text: JSON escapes at most
+double a valid policy file's bytes (a quote, a backslash or a line break becomes two)."""
+
 REPLAY_MAX_RUNS = 1_000_000
 """Runs one replay reads at most."""
 

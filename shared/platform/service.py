@@ -25,6 +25,7 @@ from typing import Any, Generic, TypeVar
 
 from nats.aio.msg import Msg
 
+from shared.contract.limits import MAX_REQUEST_BYTES
 from shared.platform.bus.consumer import Handler, PullConsumer, decoding
 from shared.platform.bus.endpoints import Endpoints
 from shared.platform.bus.streams import DurableConsumer, durable_config
@@ -57,6 +58,8 @@ class EndpointSpec(Generic[Req, Rep]):
     runner_token: int | None = None
     """The position of `*` in `subject` that the server fills with the requesting runner's id
     (contract section 10): the handler gets it as its second argument."""
+    max_bytes: int = MAX_REQUEST_BYTES
+    """The largest request body decoded; a larger one is answered `payload_too_large`."""
 
 
 @dataclass(frozen=True)
@@ -208,6 +211,7 @@ class Service:
                     wiring.handlers[e.name],
                     pipelined=e.pipelined,
                     runner_token=e.runner_token,
+                    max_bytes=e.max_bytes,
                 )
             parts.append(endpoints)
         elif spec.endpoints:

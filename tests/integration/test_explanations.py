@@ -21,6 +21,7 @@ from continuity.devstack.servers import NatsServer, RedisServer
 from services import registry
 from shared.contract import DecideRequest, ErrorInfo, GetRequest, SessionRef, subjects
 from shared.contract.client import ContinuityClient, RequestError
+from shared.contract.limits import POLICY_MAX_BYTES
 from shared.contract.policy import (
     DeclarationsRequest,
     DeclareRequest,
@@ -440,3 +441,16 @@ async def test_a_replay_counts_decisions_recorded_without_an_explanation(
 
     await wait_for(skipped, timeout=30, what="the unexplained decision indexed and skipped")
     assert (await c.replay(ReplayRequest())).changes == []
+
+
+async def test_a_policy_file_at_its_size_bound_is_replayed(c: ContinuityClient) -> None:
+    """A policy file of up to 64 KiB travels in a replay request, escaped, whatever its layout:
+    the replay endpoint reads more than an ordinary request for it."""
+    doc = json.loads(dump(SHIPPED))
+    doc["version"] = "padded"
+    text = json.dumps(doc, indent=2)
+    # Line breaks and quotes are escaped in the request: the most expensive padding there is.
+    text += "\n" * (POLICY_MAX_BYTES - len(text.encode()))
+    assert len(text.encode()) == POLICY_MAX_BYTES
+    reply = await c.replay(ReplayRequest(policy=text))
+    assert reply.policy == "padded" and reply.changes == []

@@ -46,6 +46,7 @@ from shared.contract.errors import (
     ErrorDetail,
     ServiceError,
 )
+from shared.contract.limits import MAX_REQUEST_BYTES
 from shared.contract.types import RUNNER_ID_PATTERN
 from shared.platform import metrics
 from shared.platform.bus import nats_private
@@ -131,6 +132,7 @@ class Endpoints:
         *,
         pipelined: bool = False,
         runner_token: int | None = None,
+        max_bytes: int = MAX_REQUEST_BYTES,
     ) -> None:
         """With `runner_token`, `subject` has a `*` at that position: the runner_id the server
         put there (contract section 10) is passed to the handler after the request."""
@@ -143,7 +145,7 @@ class Endpoints:
             await self._slots.acquire()
             started = time.perf_counter()
             if runner_token is None:
-                pending = _start(request.data, decoder, handler)
+                pending = _start(request.data, decoder, handler, max_bytes)
             else:
                 runner = request.subject.split(".")[runner_token]
                 if _RUNNER_ID.match(runner) is None:
@@ -151,7 +153,8 @@ class Endpoints:
                     # runner_id of the contract's pattern reaches a handler, a key or a record.
                     pending = _raise(InvalidInput("invalid_field", "the subject's runner_id is not valid"))
                 else:
-                    pending = _start(request.data, decoder, functools.partial(_with_runner, handler, runner))
+                    handle = functools.partial(_with_runner, handler, runner)
+                    pending = _start(request.data, decoder, handle, max_bytes)
             if pipelined:
                 self._batch.append((route, request, started, pending))
                 if not self._batch_open:
@@ -256,12 +259,15 @@ class Endpoints:
 
 
 def _start(
-    data: bytes, decoder: msgspec.json.Decoder[Any], handler: Callable[[Any], Awaitable[Any]]
+    data: bytes,
+    decoder: msgspec.json.Decoder[Any],
+    handler: Callable[[Any], Awaitable[Any]],
+    max_bytes: int = MAX_REQUEST_BYTES,
 ) -> Awaitable[Any]:
     """Decode the request and call its handler; what either raises is raised again where the
     reply is awaited, so that every failure is answered in one place (`_answer`)."""
     try:
-        return handler(decode(data, decoder))
+        return handler(decode(data, decoder, max_bytes=max_bytes))
     except Exception as err:
         return _raise(err)
 

@@ -102,6 +102,11 @@ class _Server:
         log.close()
         _wait_port(self.port, self.proc, 15, self.name)
 
+    def terminate(self) -> None:
+        """Ask the server to stop without waiting (`stop` then waits for it)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+
     def stop(self) -> None:
         if self.proc is None:
             return

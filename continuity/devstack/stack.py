@@ -161,12 +161,21 @@ class Stack:
             except subprocess.TimeoutExpired:
                 service.proc.kill()
                 service.proc.wait()
+                print(
+                    f"{service.name} did not stop within {wait:g}s and was killed",
+                    file=sys.stderr,
+                    flush=True,
+                )
         self.services.clear()
         self.ready_services.clear()
-        for server in (self.nats, self.redis):
-            if server is not None:
-                with contextlib.suppress(Exception):
-                    server.stop()
+        # Both servers are told at once and waited for together: their stops overlap.
+        servers = [server for server in (self.nats, self.redis) if server is not None]
+        for server in servers:
+            with contextlib.suppress(Exception):
+                server.terminate()
+        for server in servers:
+            with contextlib.suppress(Exception):
+                server.stop()
 
 
 async def _check_servers(

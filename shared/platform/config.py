@@ -114,7 +114,9 @@ class Config:
     """CONTINUITY_RETRY_BACKOFF_S: base of `not_before` for `retry_same_session` (doubles per attempt)."""
 
     drain_timeout_s: float = 10.0
-    """CONTINUITY_DRAIN_TIMEOUT_S: how long a SIGTERM drain may take before the process exits."""
+    """CONTINUITY_DRAIN_TIMEOUT_S: how long a SIGTERM drain may take before the process exits,
+    all of it: the service's parts share it, and closing the NATS connection gets what they
+    left, at least one second."""
 
     request_concurrency: int = 256
     """CONTINUITY_REQUEST_CONCURRENCY: requests one replica handles at once."""

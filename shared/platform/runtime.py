@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import gc
 import signal
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
@@ -213,11 +214,14 @@ async def serve(
 
     log.info("service_draining")
     metrics.READY.set(0)
+    # CONTINUITY_DRAIN_TIMEOUT_S bounds the whole drain: the parts share it, and the
+    # connection's own drain gets what they left (at least a second to flush and close).
+    deadline = time.monotonic() + config.drain_timeout_s
     with contextlib.suppress(Exception):
         await service.drain(config.drain_timeout_s)
     if not nc.is_closed:
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(nc.drain(), config.drain_timeout_s)
+            await asyncio.wait_for(nc.drain(), max(deadline - time.monotonic(), 1.0))
     for task in (health_task, watch_task):
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):

@@ -18,6 +18,7 @@ recorded last. `shared.platform.runtime.serve` runs a `Service` in a process.
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from types import ModuleType
@@ -235,11 +236,13 @@ class Service:
         self._started = True
 
     async def drain(self, timeout: float) -> None:
-        """Each part in order, each within `timeout`; a part that fails to drain does not keep
-        the ones after it (a closer among them) from draining."""
+        """Each part in order, all of them within `timeout` together (what an orchestrator's
+        grace period allows for the whole process); a part that fails to drain, or uses up the
+        time, does not keep the ones after it (a closer among them) from being told to stop."""
+        deadline = time.monotonic() + timeout
         for part in self.parts:
             try:
-                await part.drain(timeout)
+                await part.drain(max(deadline - time.monotonic(), 0.0))
             except Exception as exc:
                 log.warning("part_drain_failed", part=type(part).__name__, error_type=type(exc).__name__)
 

@@ -72,9 +72,20 @@ class Up:
             self.lines.append(line)
         return "".join(self.lines)
 
-    def finish(self, timeout: float = 30) -> int:
+    def _collect(self) -> None:
+        """What it has printed so far, without waiting for more."""
+        with contextlib.suppress(queue.Empty):
+            while (line := self._queue.get_nowait()) is not None:
+                self.lines.append(line)
+
+    def finish(self, timeout: float = 45) -> int:
+        """Its exit code; `up` bounds its own stop (15 s for the services' drain, 10 s for the
+        servers, which stop together), so a longer wait is a failure, told with what it said."""
         try:
             return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self._collect()
+            raise AssertionError(f"`up` did not stop within {timeout}s: {''.join(self.lines)}") from None
         finally:
             if self.proc.poll() is None:
                 self.proc.kill()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -163,22 +164,23 @@ class PullConsumer:
 
     async def drain(self, timeout: float) -> None:
         """Stop pulling; messages in hand finish (or are redelivered to another replica)."""
+        deadline = time.monotonic() + timeout  # one budget for the three waits below
         self._stopping.set()
         if self._puller is not None:
             self._puller.wake()
-        await self._finish(self._task, timeout)
+        await self._finish(self._task, deadline)
         await self._return_held()
         if self._inflight:
-            await asyncio.wait(set(self._inflight), timeout=timeout)
-        await self._finish(self._pending_task, timeout)
+            await asyncio.wait(set(self._inflight), timeout=max(deadline - time.monotonic(), 0.0))
+        await self._finish(self._pending_task, deadline)
         self.bound = False
 
     @staticmethod
-    async def _finish(task: asyncio.Task[None] | None, timeout: float) -> None:
+    async def _finish(task: asyncio.Task[None] | None, deadline: float) -> None:
         if task is None:
             return
         try:
-            await asyncio.wait_for(asyncio.shield(task), timeout)
+            await asyncio.wait_for(asyncio.shield(task), max(deadline - time.monotonic(), 0.0))
         except TimeoutError:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -43,6 +43,10 @@ def _on_path_outside_venv(name: str) -> str | None:
 
 
 def nats_server_binary() -> str:
+    """CONTINUITY_NATS_SERVER_BIN when set (a given release to run against), else as above."""
+    chosen = os.environ.get("CONTINUITY_NATS_SERVER_BIN")
+    if chosen:
+        return chosen
     found = _on_path_outside_venv("nats-server")
     if found:
         return found

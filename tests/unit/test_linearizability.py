@@ -217,3 +217,18 @@ def test_a_simulated_history_with_one_read_made_stale_fails() -> None:
     )  # type: ignore[union-attr, attr-defined]
     assert check(ops).linearizable
     assert check([*ops, planted]).linearizable is False
+
+
+def test_unanswered_reads_do_not_multiply_the_search() -> None:
+    """A partition times out many gets and decides: such a read fits anywhere and changes
+    nothing, so it is left out of the search; what was answered is still checked."""
+    rng = random.Random(11)
+    ops = _simulated(3, clients=4, per_client=60, unknown_rate=0.0)
+    # Every client also issued reads that were never answered, spread over the whole history.
+    end = max(op.completed for op in ops)
+    reads = [Op(rng.choice([Get(), Decide()]), UNKNOWN, rng.random() * end, client="r") for _ in range(300)]
+    verdict = check([*ops, *reads], budget=20_000)
+    assert verdict.linearizable, verdict.detail
+    answered = [op for op in ops if isinstance(op.answer, Committed)]
+    stale = Op(Get(), Seen(None), answered[-1].completed + 1, answered[-1].completed + 2)
+    assert check([*ops, *reads, stale], budget=20_000).linearizable is False

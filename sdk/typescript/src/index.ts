@@ -2,6 +2,7 @@ export * from "./contract.js";
 export * from "./errors.js";
 export { sign, signingInput, SIGNING_DOMAIN, type SignedFields } from "./signing.js";
 export { type ConnectOptions } from "./options.js";
+export { childTraceparent, isTraceparent, newTraceparent, traceIdOf, TRACEPARENT_HEADER } from "./tracing.js";
 export {
   connect,
   Delivery,
@@ -17,4 +18,6 @@ export {
   type SessionOp,
   type ResumeFailureArgs,
   type SignArgs,
+  type TraceContext,
+  type TraceOptions,
 } from "./runner.js";

@@ -50,6 +50,16 @@ export interface ConnectOptions {
   onPublishRetry?: (eventId: string, attempt: number, error: Error) => void;
   /** Client name shown by the NATS server; default `continuity-runner-<runnerId>`. */
   name?: string;
+  /**
+   * The trace context of what the runner is doing, as a W3C `traceparent` (see tracing.ts): each
+   * request and event that is given no `traceparent` of its own carries this hook's value, so
+   * that the services' spans join the runner's trace. Wire it to your tracer; with OpenTelemetry
+   * JS: `() => { const carrier: Record<string, string> = {}; propagation.inject(context.active(),
+   * carrier); return carrier.traceparent; }`. Called once per message sent; a value that is not
+   * a valid traceparent, or a hook that throws, is ignored and the message starts a new trace
+   * instead (a tracer's bug must not stop a recovery).
+   */
+  traceContext?: () => string | undefined;
 }
 
 export interface Settings {
@@ -64,6 +74,7 @@ export interface Settings {
   ackWaitMs: number;
   createConsumer: boolean;
   onPublishRetry: ((eventId: string, attempt: number, error: Error) => void) | null;
+  traceContext: (() => unknown) | null;
 }
 
 /** An option `connect` cannot use: named, its value never repeated (it may be a secret). */
@@ -90,6 +101,9 @@ export function settingsOf(options: ConnectOptions): Settings {
   if (options.signingKeyId !== undefined && !(options.signingKeyId in signingKeys)) {
     throw refused("signingKeyId", "names no key of signingKeys");
   }
+  if (options.traceContext !== undefined && typeof options.traceContext !== "function") {
+    throw refused("traceContext", "must be a function returning a traceparent");
+  }
   return {
     runnerId: options.runnerId,
     signingKeys,
@@ -102,6 +116,7 @@ export function settingsOf(options: ConnectOptions): Settings {
     ackWaitMs: positive(options.ackWait, 30, "ackWait") * 1000,
     createConsumer: options.createConsumer ?? true,
     onPublishRetry: options.onPublishRetry ?? null,
+    traceContext: options.traceContext ?? null,
   };
 }
 

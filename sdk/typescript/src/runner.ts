@@ -4,10 +4,13 @@ import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import {
   connect as natsConnect,
+  headers as natsHeaders,
+  Match,
   NoRespondersError,
   RequestError,
   TimeoutError,
   type Msg,
+  type MsgHdrs,
   type NatsConnection,
   type Subscription,
 } from "@nats-io/transport-node";
@@ -18,6 +21,7 @@ import {
   jetstreamManager,
   JetStreamApiCodes,
   JetStreamApiError,
+  PubHeaders,
   type Consumer,
   type ConsumerInfo,
   type ConsumerMessages,
@@ -62,6 +66,7 @@ import { denied, Denials, permissionViolation } from "./denials.js";
 import { ContinuityError, errorFor, InvalidRequest, NotFound, RequestTimeout, Unavailable } from "./errors.js";
 import { natsOptions, settingsOf, type ConnectOptions, type Settings } from "./options.js";
 import { sign } from "./signing.js";
+import { checkTraceparent, childTraceparent, isTraceparent, newTraceparent, TRACEPARENT_HEADER } from "./tracing.js";
 
 export const DECISIONS_STREAM = "CONTINUITY_DECISIONS";
 export const EVENTS_STREAM = "CONTINUITY_EVENTS";
@@ -88,7 +93,20 @@ export const REPORTS_KEPT = 1024;
 /** The longest single timer node allows (a longer one fires at once). */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
-export interface ResumeFailureArgs {
+/** A call's own trace context: the W3C `traceparent` its message carries, ahead of the
+ * `traceContext` hook's (refused with `InvalidRequest`, field `traceparent`, when not valid). */
+export interface TraceOptions {
+  traceparent?: string;
+}
+
+/** The trace context a message from the services came with: its `traceparent` header when it
+ * is a valid W3C traceparent, else undefined (a malformed or hostile header is never passed on).
+ * Continue the trace from it (`childTraceparent`, or your tracer's `propagation.extract`). */
+export interface TraceContext {
+  readonly traceparent?: string;
+}
+
+export interface ResumeFailureArgs extends TraceOptions {
   runId: string;
   attempt: number;
   session: SessionRef;
@@ -132,6 +150,11 @@ export class Delivery {
     return this.message.type === "refusal" ? this.message : null;
   }
 
+  /** The `traceparent` the services published this message with, when it is a valid one. */
+  get traceparent(): string | undefined {
+    return traceparentOf(() => this.msg.headers);
+  }
+
   /** How many times JetStream has delivered this decision (1 the first time). */
   get deliveryCount(): number {
     return this.msg.info.deliveryCount;
@@ -157,8 +180,9 @@ export class Delivery {
   }
 }
 
-export type DecisionHandler = (decision: Decision) => unknown | Promise<unknown>;
-export type RefusalHandler = (refusal: Refusal) => unknown | Promise<unknown>;
+/** `context.traceparent`: the delivery's (see `TraceContext`). */
+export type DecisionHandler = (decision: Decision, context: TraceContext) => unknown | Promise<unknown>;
+export type RefusalHandler = (refusal: Refusal, context: TraceContext) => unknown | Promise<unknown>;
 
 export interface HandleOptions {
   /** Runs for each refusal of the runner's events, as `handler` does for decisions. Without it a
@@ -166,7 +190,8 @@ export interface HandleOptions {
    * learns that its report got no decision: pass one (with `quota_exceeded`, `reportAgain`). */
   onRefusal?: RefusalHandler;
 }
-export type ArchiveHandler = (request: ArchiveRequest) => ArchiveResult | Promise<ArchiveResult>;
+/** `context.traceparent`: the archiver's request's (see `TraceContext`). */
+export type ArchiveHandler = (request: ArchiveRequest, context: TraceContext) => ArchiveResult | Promise<ArchiveResult>;
 
 export class Runner {
   readonly runnerId: string;
@@ -177,6 +202,7 @@ export class Runner {
   /** The latest reports by event id, encoded as sent (for `reportAgain`). */
   private readonly reported = new Map<string, Uint8Array>();
   private closing = false;
+  private sentTraceparent: string | null = null;
 
   constructor(
     readonly nc: NatsConnection,
@@ -187,16 +213,30 @@ export class Runner {
     this.denials = new Denials(nc);
   }
 
+  /**
+   * The `traceparent` of the latest request or event this runner sent (or began to send: a
+   * request that timed out had it too), null before the first. After `await
+   * runner.reportResumeFailure(...)` with nothing else sending meanwhile it is the report's, and
+   * the services' spans for it are in its trace. Calls made concurrently overwrite it: give each
+   * its own `traceparent` instead. Archive answers do not change it.
+   */
+  get lastTraceparent(): string | null {
+    return this.sentTraceparent;
+  }
+
   // ---- session-store requests (contract 3 and 10) ----------------------------------------------
 
   // Each request is checked against the contract before it is sent (`InvalidRequest`, naming the
   // field), as the session-store checks it: see checks.ts. Each goes to
   // `continuity.sessions.<runnerId>.<op>`; a session outside the runner's tenants, or owned by
-  // another runner, is answered as one that does not exist (contract 10.2, 10.3).
+  // another runner, is answered as one that does not exist (contract 10.2, 10.3). Each carries a
+  // `traceparent` header: the call's own (`traceparent` in its arguments or its trailing
+  // options), else the `traceContext` hook's, else a new trace's (`lastTraceparent` tells).
 
   /** Whether to resume the saved session or start fresh, asked at the provider's `ready` frame. A
    * session the runner may not see is `fresh` with `no_session`. */
-  async decide(args: DecideArgs): Promise<DecideReply> {
+  async decide(args: DecideArgs & TraceOptions): Promise<DecideReply> {
+    optionalTraceparent(args.traceparent);
     const body = encodeChecked(DECIDE_REQUEST, {
       session: args.session,
       adapter: args.adapter,
@@ -206,7 +246,7 @@ export class Runner {
       compatibility: args.compatibility,
       ready_generation: args.readyGeneration,
     }, LIMITS.requestBytes);
-    const reply = await this.request<DecideReply>(subjects.sessions(this.runnerId, "decide"), body);
+    const reply = await this.request<DecideReply>(subjects.sessions(this.runnerId, "decide"), body, args.traceparent);
     // Services of an earlier release explain nothing: the explanation's fields read as unknown.
     return {
       ...reply,
@@ -222,7 +262,8 @@ export class Runner {
    * to this runner. `RevisionConflict`, `StaleEpoch`, `SessionHeld` or `SessionNotOwned` (another
    * runner of the tenant owns it) when nothing was written; `NotFound` outside the runner's tenants.
    */
-  async commit(args: CommitArgs): Promise<CommitReply> {
+  async commit(args: CommitArgs & TraceOptions): Promise<CommitReply> {
+    optionalTraceparent(args.traceparent);
     const body = encodeChecked(COMMIT_REQUEST, {
       session: args.session,
       native_session_id: args.nativeSessionId,
@@ -237,19 +278,26 @@ export class Runner {
       epoch: args.epoch,
       cancelled: args.cancelled,
     }, LIMITS.requestBytes);
-    return this.request<CommitReply>(subjects.sessions(this.runnerId, "commit"), body);
+    return this.request<CommitReply>(subjects.sessions(this.runnerId, "commit"), body, args.traceparent);
   }
 
   /** The resume target is missing or corrupt: the next decision reseeds with the full transcript. */
-  async reject(session: SessionRef, nativeSessionId: string, code: RejectCode): Promise<RejectReply> {
+  async reject(
+    session: SessionRef,
+    nativeSessionId: string,
+    code: RejectCode,
+    options: TraceOptions = {},
+  ): Promise<RejectReply> {
+    optionalTraceparent(options.traceparent);
     const body = encodeChecked(REJECT_REQUEST, { session, native_session_id: nativeSessionId, code }, LIMITS.requestBytes);
-    return this.request<RejectReply>(subjects.sessions(this.runnerId, "reject"), body);
+    return this.request<RejectReply>(subjects.sessions(this.runnerId, "reject"), body, options.traceparent);
   }
 
   /** The saved record, without secrets; `NotFound` when there is none, or the runner may not see it. */
-  async get(session: SessionRef): Promise<SessionView> {
+  async get(session: SessionRef, options: TraceOptions = {}): Promise<SessionView> {
+    optionalTraceparent(options.traceparent);
     const body = encodeChecked(GET_REQUEST, { session }, LIMITS.requestBytes);
-    return this.request<SessionView>(subjects.sessions(this.runnerId, "get"), body);
+    return this.request<SessionView>(subjects.sessions(this.runnerId, "get"), body, options.traceparent);
   }
 
   /**
@@ -260,15 +308,55 @@ export class Runner {
    * it), `NotFound` without a record or outside the runner's tenants. The owner's claim changes
    * nothing.
    */
-  async claim(session: SessionRef): Promise<OwnershipReply> {
+  async claim(session: SessionRef, options: TraceOptions = {}): Promise<OwnershipReply> {
+    optionalTraceparent(options.traceparent);
     const body = encodeChecked(CLAIM_REQUEST, { session }, LIMITS.requestBytes);
-    return this.request<OwnershipReply>(subjects.sessions(this.runnerId, "claim"), body);
+    return this.request<OwnershipReply>(subjects.sessions(this.runnerId, "claim"), body, options.traceparent);
   }
 
-  private async request<R>(subject: string, body: Uint8Array): Promise<R> {
+  /** `given` (checked by the caller), else the `traceContext` hook's value when it is a valid
+   * traceparent, else a new trace's root. A hook that throws or answers anything else is ignored:
+   * a tracer's bug must not stop a recovery. */
+  private traceparentFor(given: string | undefined): string {
+    return given ?? this.hooked() ?? newTraceparent();
+  }
+
+  /** The `traceContext` hook's value when it is a valid traceparent, else undefined. */
+  private hooked(): string | undefined {
+    const hook = this.settings.traceContext;
+    if (hook === null) return undefined;
+    try {
+      const value = hook();
+      return isTraceparent(value) ? value : undefined;
+    } catch {
+      return undefined; // ignored, as an invalid value is
+    }
+  }
+
+  /**
+   * Refuses, sending nothing, a message the server would refuse for its size: the server counts
+   * the header block into `max_payload` (1 MiB unless configured), so a body within the
+   * contract's 64 KiB limit may still not fit one set lower. (The client would throw, and an
+   * event be retried for nothing; the services measure the body alone against the contract's
+   * limit, which `encodeChecked` has checked.)
+   */
+  private checkFits(data: Uint8Array, headers: MsgHdrs): void {
+    const limit = this.nc.info?.max_payload;
+    const size = data.length + headerBytes(headers);
+    if (limit !== undefined && size > limit) {
+      const why = `the message with its headers (${size} bytes) is larger than the server's max_payload of ${limit} bytes`;
+      throw new InvalidRequest(400, "payload_too_large", why);
+    }
+  }
+
+  private async request<R>(subject: string, body: Uint8Array, traceparent: string | undefined): Promise<R> {
+    const headers = natsHeaders();
+    headers.set(TRACEPARENT_HEADER, this.traceparentFor(traceparent));
+    this.checkFits(body, headers);
+    this.sentTraceparent = headers.get(TRACEPARENT_HEADER);
     let reply: Msg;
     try {
-      reply = await this.nc.request(subject, body, { timeout: this.settings.requestTimeoutMs });
+      reply = await this.nc.request(subject, body, { timeout: this.settings.requestTimeoutMs, headers });
     } catch (err) {
       throw requestFailure(subject, err);
     }
@@ -322,9 +410,12 @@ export class Runner {
   /**
    * Publishes a `resume_failed` event with `Nats-Msg-Id` = its event id, retrying with the same id
    * (so that the stream keeps it once) until acknowledged, within `publishAttempts` and
-   * `publishDeadline`. Returns the event id.
+   * `publishDeadline`. Returns the event id; `lastTraceparent` is then the event's `traceparent`
+   * (`args.traceparent`, else the `traceContext` hook's, else a new trace's), the same on every
+   * retry.
    */
   async reportResumeFailure(args: ResumeFailureArgs): Promise<string> {
+    optionalTraceparent(args.traceparent);
     const eventId = args.eventId ?? `evt-${randomUUID()}`;
     // The classifier only dead-letters an event that breaks the contract: refused here instead.
     const data = encodeChecked(RESUME_FAILED, {
@@ -341,7 +432,7 @@ export class Runner {
       pending_tool_call: args.pendingToolCall,
       governed_wait_elapsed: args.governedWaitElapsed,
     }, LIMITS.eventBytes);
-    return this.report(eventId, data);
+    return this.report(eventId, data, args.traceparent);
   }
 
   /**
@@ -351,9 +442,12 @@ export class Runner {
    * final). The report must be one of the last `REPORTS_KEPT` this runner made since it connected
    * (`NotFound` otherwise: report it again with the same arguments). For `quota` `event_rate` the
    * wait is seconds at most; for `stored_runs` it lasts until the oldest run leaves the run
-   * retention, which may be days: a runner may rather stop the run then.
+   * retention, which may be days: a runner may rather stop the run then. The report sent again
+   * carries `options.traceparent`, else the hook's (asked when it is sent), else a new trace's
+   * (`lastTraceparent`).
    */
-  async reportAgain(refusal: Refusal): Promise<string> {
+  async reportAgain(refusal: Refusal, options: TraceOptions = {}): Promise<string> {
+    optionalTraceparent(options.traceparent);
     if (refusal.code !== "quota_exceeded") {
       const why = `a ${refusal.code} refusal is final: only quota_exceeded is sent again`;
       throw new InvalidRequest(400, "invalid_field", why, "code");
@@ -365,11 +459,11 @@ export class Runner {
     // The same report: the failure, its time and its signed result; only the id is new.
     const eventId = `evt-${randomUUID()}`;
     const event = { ...(JSON.parse(decoder.decode(sent)) as Record<string, unknown>), event_id: eventId };
-    return this.report(eventId, encodeChecked(RESUME_FAILED, event, LIMITS.eventBytes));
+    return this.report(eventId, encodeChecked(RESUME_FAILED, event, LIMITS.eventBytes), options.traceparent);
   }
 
-  private async report(eventId: string, data: Uint8Array): Promise<string> {
-    await this.publishOnce(subjects.event(this.runnerId, "resume_failed"), eventId, data);
+  private async report(eventId: string, data: Uint8Array, traceparent: string | undefined): Promise<string> {
+    await this.publishOnce(subjects.event(this.runnerId, "resume_failed"), eventId, data, traceparent);
     this.reported.set(eventId, data);
     for (const oldest of this.reported.keys()) {
       if (this.reported.size <= REPORTS_KEPT) break;
@@ -378,13 +472,22 @@ export class Runner {
     return eventId;
   }
 
-  private async publishOnce(subject: string, msgId: string, data: Uint8Array): Promise<void> {
+  private async publishOnce(subject: string, msgId: string, data: Uint8Array, traceparent: string | undefined): Promise<void> {
     const { publishAttempts, publishDeadlineMs, requestTimeoutMs } = this.settings;
+    // Every header the client will send, so that the size checked is the size sent; one trace
+    // context for every retry of the same message.
+    const headers = natsHeaders();
+    headers.set(TRACEPARENT_HEADER, this.traceparentFor(traceparent));
+    headers.set(PubHeaders.MsgIdHdr, msgId);
+    headers.set(PubHeaders.ExpectedStreamHdr, EVENTS_STREAM);
+    this.checkFits(data, headers);
+    this.sentTraceparent = headers.get(TRACEPARENT_HEADER);
     const deadline = Date.now() + publishDeadlineMs;
     let backoff = 200;
     for (let attempt = 1; ; attempt++) {
       try {
         await this.js.publish(subject, data, {
+          headers,
           msgID: msgId,
           timeout: Math.max(1, Math.min(requestTimeoutMs, deadline - Date.now())),
           expect: { streamName: EVENTS_STREAM },
@@ -467,8 +570,9 @@ export class Runner {
       const keepAlive = setInterval(() => delivery.working(), Math.max(100, this.settings.ackWaitMs / 3));
       try {
         const message = delivery.message;
-        if (message.type === "decision") await handler(message);
-        else if (options.onRefusal !== undefined) await options.onRefusal(message);
+        const context: TraceContext = { traceparent: delivery.traceparent };
+        if (message.type === "decision") await handler(message, context);
+        else if (options.onRefusal !== undefined) await options.onRefusal(message, context);
         else {
           const { run_id, attempt, event_id, code } = message;
           process.emitWarning(`event ${event_id} of run ${run_id} attempt ${attempt} refused: ${code}`, "ContinuityRefusal");
@@ -532,7 +636,10 @@ export class Runner {
 
   /**
    * Answers the archiver's remote move on `continuity.runner.<runnerId>.archive`. A handler that
-   * raises answers exit code 1 with an output that does not repeat the error.
+   * raises answers exit code 1 with an output that does not repeat the error. The handler's
+   * second argument carries the request's `traceparent` (valid, else undefined). The answer's
+   * `traceparent` is the `traceContext` hook's, else a child of the request's (the same trace),
+   * else a new trace's.
    */
   serveArchive(handler: ArchiveHandler): Subscription {
     const sub = this.nc.subscribe(subjects.archive(this.runnerId), {
@@ -548,21 +655,30 @@ export class Runner {
   private async answerArchive(handler: ArchiveHandler, msg: Msg): Promise<void> {
     let result: ArchiveResult;
     const request = parseArchiveRequest(msg.data);
+    const traceparent = traceparentOf(() => msg.headers);
     if (request === null) {
       result = { exit_code: 2, timed_out: false, output: "invalid archive request" };
     } else {
       try {
-        result = archiveAnswer(await handler(request));
+        result = archiveAnswer(await handler(request, { traceparent }));
       } catch (err) {
         const kind = err instanceof Error ? err.name.replace(/[^A-Za-z0-9_]/g, "").slice(0, 64) : "error";
         result = { exit_code: 1, timed_out: false, output: `archive handler failed (${kind})` };
       }
     }
+    const headers = natsHeaders();
+    headers.set(TRACEPARENT_HEADER, this.archiveTraceparent(traceparent));
     try {
-      msg.respond(encoder.encode(JSON.stringify(result)));
+      msg.respond(encoder.encode(JSON.stringify(result)), { headers });
     } catch {
-      // the connection closed meanwhile: the archiver counts a missing answer as a timeout
+      // the connection closed meanwhile (or the answer is over a tiny max_payload): the archiver
+      // counts a missing answer as a timeout
     }
+  }
+
+  /** The hook's trace context when it gives a valid one, else a span of the request's trace. */
+  private archiveTraceparent(requested: string | undefined): string {
+    return this.hooked() ?? (requested === undefined ? newTraceparent() : childTraceparent(requested));
   }
 
   // ---- life ------------------------------------------------------------------------------------
@@ -607,6 +723,35 @@ function parseMessage(data: Uint8Array): Decision | Refusal | null {
     return parsed as Refusal;
   }
   return null;
+}
+
+/** The size of the header block the client writes for `headers` (`NATS/1.0`, a `key: value` line
+ * each, an empty line), which the server counts into the message's size. */
+function headerBytes(headers: MsgHdrs): number {
+  let size = encoder.encode("NATS/1.0\r\n\r\n").length;
+  for (const key of headers.keys()) {
+    for (const value of headers.values(key)) size += encoder.encode(`\r\n${key}: ${value}`).length;
+  }
+  return size;
+}
+
+/** A per-call `traceparent`: absent, or a valid one (`InvalidRequest` naming `traceparent`). */
+function optionalTraceparent(value: unknown): void {
+  if (value !== undefined) checkTraceparent(value);
+}
+
+/**
+ * The message's one `traceparent` header (its name in any case) when it is a valid traceparent,
+ * else undefined: a missing, repeated, malformed or hostile one, or a header block the client
+ * cannot read, is never passed on nor thrown.
+ */
+function traceparentOf(read: () => MsgHdrs | undefined): string | undefined {
+  try {
+    const values = read()?.values(TRACEPARENT_HEADER, Match.IgnoreCase) ?? [];
+    return values.length === 1 && isTraceparent(values[0]) ? values[0] : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** Waits until `notBefore` (RFC 3339; null or unreadable: at once), in timers node can hold. */

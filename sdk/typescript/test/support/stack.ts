@@ -162,6 +162,8 @@ export interface StackOptions {
   authorization?: { runners: string[] };
   /** false: only the NATS and Redis servers, no service (nothing answers a request). */
   services?: boolean;
+  /** The NATS server's `max_payload` in bytes (its default: 1 MiB); not with `authorization`. */
+  maxPayload?: number;
 }
 
 export class Stack {
@@ -246,6 +248,12 @@ export class Stack {
     const natsArgs = authorized
       ? this.authorizedServer(options.authorization?.runners ?? [])
       : ["-a", "127.0.0.1", "-p", String(this.natsPort), "-js", "-sd", join(this.dir, "jetstream")];
+    if (options.maxPayload !== undefined) {
+      // No command-line flag sets it: a file does, beside the flags.
+      const conf = join(this.dir, "max-payload.conf");
+      writeFileSync(conf, `max_payload: ${options.maxPayload}\n`);
+      natsArgs.unshift("-c", conf);
+    }
     const natsEnv = authorized
       ? { ...process.env, ...Object.fromEntries(PASSWORD_USERS.map((u) => [passwordVariable(u), passwordOf(u)])) }
       : process.env;

@@ -12,7 +12,7 @@ import re
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from shared.contract.types import TOKEN_PATTERN
 from shared.platform.config import ConfigError
@@ -21,6 +21,13 @@ Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 _HEADER_NAME = re.compile(r"^[A-Za-z0-9-]{1,64}\Z")
 _TOKEN = re.compile(TOKEN_PATTERN)
 MIN_KEY_BYTES = 32
+TRACE_URL_VARIABLE = "CONTINUITY_CONSOLE_TRACE_URL"
+RUN_ID_PLACEHOLDER = "{run_id}"
+TRACE_URL_MAX_CHARS = 2048
+"""The longest trace URL template accepted (2 KiB)."""
+_URL_CHARACTERS = re.compile(r"^[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%{}]*\Z")
+"""The characters of a URL (RFC 3986: unreserved, reserved and `%`) and the placeholder's braces:
+no space, quote, `<`, `>`, backslash or non-ASCII letter, which a URL percent-encodes."""
 
 
 def variables() -> frozenset[str]:
@@ -77,6 +84,17 @@ class ConsoleConfig:
     login_window_s: int = 60
     """CONTINUITY_CONSOLE_LOGIN_WINDOW_S: the window of those counts, in seconds."""
 
+    trace_url: str = ""
+    """CONTINUITY_CONSOLE_TRACE_URL: a URL template of a run's traces; the run page then links
+    to it ("Traces", opened in a new tab) with `{run_id}` replaced by the run id, percent-encoded
+    (every character but letters, digits and `_.-~`). An http:// or https:// URL with a host, at
+    most 2,048 characters, of those a URL allows (percent-encode spaces, quotes, `<`, `>`,
+    non-ASCII letters), with `{run_id}` outside the host and no other `{...}` (write other
+    braces as `%7B` and `%7D`); a bad value stops the start. Unset, the run page has no such
+    link. For Jaeger's search by the span attribute `continuity.run_id`
+    (docs/operations/tracing.md):
+    `http://localhost:16686/search?service=continuity-classifier&tags=%7B%22continuity.run_id%22%3A%22{run_id}%22%7D`"""
+
     @property
     def secure_cookies(self) -> bool:
         """Cookies are `Secure` whenever the public origin is HTTPS."""
@@ -110,6 +128,7 @@ class ConsoleConfig:
             parts = urlsplit(origin)
             if parts.scheme not in ("http", "https") or not parts.netloc or parts.path:
                 raise ConfigError("CONTINUITY_CONSOLE_ORIGIN: scheme://host[:port], nothing more")
+        trace_url = parse_trace_url(env.get(TRACE_URL_VARIABLE, ""))
         return cls(
             host=env.get("CONTINUITY_CONSOLE_HOST", d.host),
             port=_int(env, "CONTINUITY_CONSOLE_PORT", d.port, 0, 65535),
@@ -126,6 +145,7 @@ class ConsoleConfig:
                 env, "CONTINUITY_CONSOLE_LOGIN_FAILURES_TOTAL", d.login_failures_total, 1, 100_000
             ),
             login_window_s=_int(env, "CONTINUITY_CONSOLE_LOGIN_WINDOW_S", d.login_window_s, 1, 86400),
+            trace_url=trace_url,
         )
 
     def with_key(self) -> ConsoleConfig:
@@ -135,6 +155,42 @@ class ConsoleConfig:
         from dataclasses import replace
 
         return replace(self, session_key=secrets.token_bytes(MIN_KEY_BYTES))
+
+
+def parse_trace_url(raw: str) -> str:
+    """The trace URL template `raw` (surrounding whitespace dropped; empty: no link), or a
+    `ConfigError` that says what is wrong with it without repeating it."""
+    name = TRACE_URL_VARIABLE
+    template = raw.strip()
+    if not template:
+        return ""
+    if len(template) > TRACE_URL_MAX_CHARS:
+        raise ConfigError(f"{name}: at most {TRACE_URL_MAX_CHARS} characters")
+    if not _URL_CHARACTERS.match(template):
+        raise ConfigError(f"{name}: only the characters of a URL (percent-encode the others)")
+    if RUN_ID_PLACEHOLDER not in template:
+        raise ConfigError(f"{name}: must contain {RUN_ID_PLACEHOLDER}, where the run id goes")
+    rest = template.replace(RUN_ID_PLACEHOLDER, "")
+    if "{" in rest or "}" in rest:
+        raise ConfigError(
+            f"{name}: {RUN_ID_PLACEHOLDER} is the only placeholder (write other braces as %7B and %7D)"
+        )
+    try:
+        parts = urlsplit(template)
+    except ValueError:
+        raise ConfigError(f"{name}: not a URL") from None
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ConfigError(f"{name}: an http:// or https:// URL with a host")
+    if "{" in parts.netloc:
+        raise ConfigError(f"{name}: {RUN_ID_PLACEHOLDER} may not be part of the host")
+    return template
+
+
+def trace_link(template: str, run_id: str) -> str:
+    """`template` (a valid `trace_url`) with `{run_id}` replaced by `run_id` percent-encoded,
+    every character but letters, digits and `_.-~`: a run id cannot end the query or the
+    path, add a parameter, or name another placeholder."""
+    return template.replace(RUN_ID_PLACEHOLDER, quote(run_id, safe=""))
 
 
 def parse_networks(raw: str) -> tuple[Network, ...]:

@@ -22,7 +22,7 @@ import nats.errors
 from aiohttp import web
 from multidict import MultiDictProxy
 
-from services.console.config import ConsoleConfig
+from services.console.config import ConsoleConfig, trace_link
 from services.console.identity import (
     COOKIE,
     CSRF_FIELD,
@@ -518,8 +518,15 @@ class Console:
         run_id = self._run_id(request)
         run, audit = await asyncio.gather(self.client.run(run_id), self.client.audit(run_id))
         session = await self._record(run.session)
+        template = self.config.trace_url
         return self._page(
-            request, "run.html", run=run, audit=audit.items, session=session, done=request.query.get("done")
+            request,
+            "run.html",
+            run=run,
+            audit=audit.items,
+            session=session,
+            done=request.query.get("done"),
+            trace_url=trace_link(template, run.run_id) if template else None,
         )
 
     async def _record(self, ref: SessionRef) -> SessionView | None:

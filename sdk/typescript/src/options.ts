@@ -55,8 +55,8 @@ export interface ConnectOptions {
    * request and event that is given no `traceparent` of its own carries this hook's value, so
    * that the services' spans join the runner's trace. Wire it to your tracer; with OpenTelemetry
    * JS: `() => { const carrier: Record<string, string> = {}; propagation.inject(context.active(),
-   * carrier); return carrier.traceparent; }`. Called once per message sent; a value that is not
-   * a valid traceparent, or a hook that throws, is ignored and the message starts a new trace
+   * carrier); return carrier.traceparent; }`. Called once for each message sent without a
+   * `traceparent` of its own; a value that is not a valid traceparent, or a hook that throws, is ignored and the message starts a new trace
    * instead (a tracer's bug must not stop a recovery).
    */
   traceContext?: () => string | undefined;

@@ -5,7 +5,8 @@
  * the tenant sees nothing; a claim (allowed here) moves the session and fences its previous owner;
  * an event on another runner's session comes back to its runner as a refusal, acknowledged (with a
  * process warning when the runner passed no `onRefusal`); and a report over the runner's quota is
- * sent again at `not_before` by `reportAgain`, then decided once.
+ * sent again at `not_before` by `reportAgain` (with the `traceparent` it was given), then decided
+ * once.
  */
 
 import assert from "node:assert/strict";
@@ -14,6 +15,7 @@ import {
   connect,
   ContinuityError,
   InvalidRequest,
+  newTraceparent,
   NotFound,
   SessionNotOwned,
   type CommitArgs,
@@ -194,11 +196,18 @@ describe("the runner SDK with tenancy enforced", () => {
 
   it("a report over the quota is sent again at not_before by reportAgain, then decided once", async () => {
     const a = await runner("acme");
-    const sentAgain: { refusal: Refusal; eventId: string; at: number }[] = [];
+    // Each event as it goes over the wire: its message id and its traceparent.
+    const wire = new Map<string, string | undefined>();
+    observer.nc.subscribe(`continuity.events.${a.runnerId}.>`, {
+      callback: (_err, msg) => void wire.set(msg.headers?.get("Nats-Msg-Id") ?? "", msg.headers?.get("traceparent")),
+    });
+    await observer.nc.flush();
+    const sentAgain: { refusal: Refusal; eventId: string; at: number; traceparent: string }[] = [];
     const inbox = new Inbox(a, {
       onRefusal: async (refusal) => {
-        const eventId = await a.reportAgain(refusal);
-        sentAgain.push({ refusal, eventId, at: Date.now() });
+        const traceparent = newTraceparent();
+        const eventId = await a.reportAgain(refusal, { traceparent });
+        sentAgain.push({ refusal, eventId, at: Date.now(), traceparent });
       },
     });
     const runs = [uniqueId("run"), uniqueId("run")];
@@ -212,10 +221,12 @@ describe("the runner SDK with tenancy enforced", () => {
     // One of the two came over the burst of 1: refused with when to send it, sent again (more than
     // once if a resend came a hair early), and decided once, at or after not_before.
     assert.ok(sentAgain.length > 0, "a refusal for the quota");
-    for (const { refusal, eventId, at } of sentAgain) {
+    for (const { refusal, eventId, at, traceparent } of sentAgain) {
       assert.deepEqual([refusal.code, refusal.scope, refusal.quota], ["quota_exceeded", "runner", "event_rate"]);
       assert.ok(refusal.not_before !== null && at >= Date.parse(refusal.not_before), "sent at or after not_before");
       assert.equal(reported.has(eventId), false, "under a new event id");
+      await waitFor(() => wire.has(eventId), `the event ${eventId} overheard`);
+      assert.equal(wire.get(eventId), traceparent, "with the traceparent reportAgain was given");
     }
     const refused = sentAgain[0]!.refusal;
     const runId = reported.get(refused.event_id);

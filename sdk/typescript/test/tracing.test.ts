@@ -551,12 +551,16 @@ describe("trace context under a small max_payload", () => {
     assert.deepEqual(heard, [traceparent, VALID], "the refused one was not sent");
   });
 
-  it("counts an event's headers (traceparent, message id, stream) into its size, sent once or refused", async () => {
+  it("counts an event's headers (traceparent, message id, stream) into its size: sent at the limit, refused one byte over", async () => {
     const session = newSession("size");
     const heard: string[] = [];
+    const traced: string[] = [];
     // Heard, never answered: no stream takes the subject here, and nothing acknowledges it.
     listener.subscribe(subjects.event(r.runnerId, "resume_failed"), {
-      callback: (_err, msg) => void heard.push(msg.headers?.get("Nats-Msg-Id") ?? ""),
+      callback: (_err, msg) => {
+        heard.push(msg.headers?.get("Nats-Msg-Id") ?? "");
+        traced.push(msg.headers?.get("traceparent") ?? "");
+      },
     });
     await listener.flush();
     const eventId = (n: number) => `evt-size-${n}`;
@@ -575,9 +579,12 @@ describe("trace context under a small max_payload", () => {
     const fits = "m".repeat(MAX_PAYLOAD - header(1) - bodyOf(1, ""));
     assert.equal(bodyOf(1, fits) + header(1), MAX_PAYLOAD);
 
-    // Exactly max_payload: sent (and, with no stream, unacknowledged).
+    // Exactly max_payload: sent, and sent again (publishAttempts 2) as nothing acknowledges it.
     await assert.rejects(r.reportResumeFailure(report(1, fits)), (err) => err instanceof Unavailable);
-    await waitFor(() => heard.includes(eventId(1)), "the event at max_payload overheard");
+    await waitFor(() => heard.filter((id) => id === eventId(1)).length === 2, "the event at max_payload sent twice");
+    // Sent again (unacknowledged) with the same message id and the same traceparent.
+    assert.equal(isTraceparent(traced[0]), true);
+    assert.deepEqual(traced.slice(0, 2), [traced[0], traced[0]]);
 
     // One byte more: refused at once, never sent, never retried (a publish the client refused would be).
     retries.length = 0;

@@ -2,22 +2,27 @@
 pinned version receives OTLP over HTTP, every Continuity service exports to it by default,
 Grafana has it as a data source and links the Prometheus exemplars' trace ids to it, Prometheus
 keeps exemplars, and the console's link to a run's traces is a template the console accepts
-that opens that Jaeger's search for the run."""
+that opens that Jaeger's search for the run. And the Kubernetes overlay that
+docs/operations/tracing.md shows renders, turns every service's traces on and lets them out."""
 
 from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import yaml
 
-from services.console.config import TRACE_URL_VARIABLE, ConsoleConfig, trace_link
-from tests.deploy.conftest import DEPLOY, REPO, SERVICES
+from services.console.config import TRACE_URL_VARIABLE, ConsoleConfig, parse_trace_url, trace_link
+from tests.deploy.conftest import DEPLOY, KUSTOMIZE_DIR, REPO, SERVICES, by_kind, kustomize_command
 
 DATASOURCES = DEPLOY / "grafana" / "provisioning" / "datasources"
 DASHBOARD = DEPLOY / "grafana" / "dashboards" / "continuity.json"
+TRACING_DOC = REPO / "docs" / "operations" / "tracing.md"
 OTLP_HTTP_PORT = 4318
 JAEGER_UI_PORT = 16686
 _DEFAULTED = re.compile(r"^\$\{([A-Z0-9_]+):-([^}]*)\}\Z")
@@ -172,3 +177,69 @@ def test_the_consoles_trace_link_opens_jaegers_search_for_the_run() -> None:
     [searched] = query["service"]
     assert searched.removeprefix("continuity-") in SERVICES and searched.startswith("continuity-")
     assert json.loads(query["tags"][0]) == {"continuity.run_id": run_id}
+
+
+def _doc_blocks(language: str) -> list[str]:
+    """The fenced blocks of docs/operations/tracing.md in `language` ("" for no language)."""
+    blocks: list[str] = []
+    fence: str | None = None  # the language of the block being read
+    body: list[str] = []
+    for line in TRACING_DOC.read_text().splitlines():
+        if not line.startswith("```"):
+            body.append(line)
+        elif fence is None:
+            fence, body = line[3:].strip(), []
+        else:
+            if fence == language:
+                blocks.append("\n".join(body) + "\n")
+            fence = None
+    return blocks
+
+
+def test_the_tracing_docs_overlay_turns_tracing_on_and_lets_the_spans_out(tmp_path: Path) -> None:
+    """docs/operations/tracing.md's overlay, as written there, on a copy of the manifests."""
+    kustomization, policy, patch = _doc_blocks("yaml")
+    tree = tmp_path / "kubernetes"
+    shutil.copytree(KUSTOMIZE_DIR, tree)
+    overlay = tree / "overlays" / "traced"
+    overlay.mkdir()
+    (overlay / "kustomization.yaml").write_text(kustomization + patch)
+    (overlay / "networkpolicy-otlp.yaml").write_text(policy)
+    rendered = subprocess.run(
+        [*kustomize_command(), str(overlay)], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert rendered.returncode == 0, rendered.stderr
+    docs = [d for d in yaml.safe_load_all(rendered.stdout) if d]
+    config_maps = by_kind(docs, "ConfigMap")
+    deployments = by_kind(docs, "Deployment")
+    assert {f"continuity-{name}" for name in SERVICES} <= deployments.keys()
+    for name, deployment in deployments.items():
+        (container,) = deployment["spec"]["template"]["spec"]["containers"]
+        env: dict[str, str] = {}
+        for source in container["envFrom"]:
+            if "configMapRef" in source:
+                env |= config_maps[source["configMapRef"]["name"]]["data"]
+        assert tracing_on(env), name
+        assert env["CONTINUITY_STREAM_REPLICAS"] == "3", name  # production's settings kept
+        endpoint = urlsplit(env["OTEL_EXPORTER_OTLP_ENDPOINT"])
+        assert endpoint.scheme == "http" and endpoint.port == OTLP_HTTP_PORT, name
+        assert "OTEL_SERVICE_NAME" not in env, name  # each keeps its own name
+        labels = deployment["spec"]["template"]["metadata"]["labels"]
+        # A policy selecting its pods lets them reach the collector's port (the base denies it).
+        allowed = [
+            rule
+            for p in by_kind(docs, "NetworkPolicy").values()
+            if p["spec"]["podSelector"]["matchLabels"].items() <= labels.items()
+            for rule in p["spec"].get("egress", [])
+            if any(port["port"] == OTLP_HTTP_PORT for port in rule.get("ports", []))
+        ]
+        assert allowed, f"{name}: no egress to port {OTLP_HTTP_PORT}"
+    (console,) = deployments["continuity-console"]["spec"]["template"]["spec"]["containers"]
+    [url] = [e["value"] for e in console["env"] if e["name"] == TRACE_URL_VARIABLE]
+    assert parse_trace_url(url) == url  # the console would start with it
+
+
+def test_the_tracing_docs_jaeger_link_is_the_one_compose_sets() -> None:
+    env = environment(compose()["services"]["console"])
+    [setting] = [b for b in _doc_blocks("") if b.startswith(f"{TRACE_URL_VARIABLE}=")]
+    assert setting.strip() == f"{TRACE_URL_VARIABLE}={env[TRACE_URL_VARIABLE]}"

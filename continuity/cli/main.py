@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Callable
 from importlib import metadata
@@ -35,6 +36,7 @@ adds its sub-parsers, each with its examples. Modules are imported when the pars
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from shared.platform import tracing
     from shared.platform.config import Config, ConfigError
     from shared.platform.runtime import run
     from shared.policy import PolicyRefused
@@ -44,7 +46,8 @@ def _serve(args: argparse.Namespace) -> int:
         config = Config.from_env()
         service = registry.load(args.service)  # a service may read settings of its own
         configured_policy(config)  # a policy that breaks an invariant stops the start here
-    except ConfigError as err:
+        tracing.check(os.environ)  # OTEL_* asking for what this process cannot export
+    except (ConfigError, tracing.TracingConfigError) as err:
         print(f"continuity: configuration error: {err}", file=sys.stderr)
         return 2
     except PolicyRefused as err:

@@ -35,7 +35,7 @@ from shared.contract.decisions import ArchiveWork, Decision
 from shared.contract.decoding import InvalidInput, decode
 from shared.contract.limits import MAX_EVENT_BYTES
 from shared.contract.times import rfc3339_from_epoch
-from shared.platform import metrics
+from shared.platform import metrics, tracing
 from shared.platform.bus.consumer import Reject
 from shared.platform.config import Config
 from shared.platform.logs import Log
@@ -93,6 +93,7 @@ class ArchiveHandler:
         except InvalidInput as err:
             log.warning("work_rejected", reason=err.code)
             raise Reject(subjects.DEAD_INVALID, err.code) from None
+        tracing.annotate(run_id=work.run_id, runner_id=work.runner_id, attempt=work.attempt)
         async with _keep_alive(msg, self._heartbeat_s):
             await self.archive(work)
 
@@ -205,8 +206,11 @@ class ArchiveHandler:
         self, work: ArchiveWork, decision: Decision, entry: OutboxEntry, result: MoveResult, started: float
     ) -> None:
         await self._outbox.flush(work.session.key, [entry])
+        tracing.annotate(
+            action=decision.action, reason=decision.reason, rule=decision.rule, archive=result.label
+        )
         metrics.labelled(metrics.ARCHIVES, result.label).inc()
-        metrics.ARCHIVE_DURATION.observe(time.perf_counter() - started)
+        metrics.observer(metrics.ARCHIVE_DURATION)(time.perf_counter() - started)
         metrics.labelled(metrics.DECISIONS, decision.action, decision.reason).inc()
         self._observe_latency(work)
         log.info(
@@ -245,7 +249,7 @@ class ArchiveHandler:
 
     def _observe_latency(self, work: ArchiveWork) -> None:
         if work.event_published_at is not None:
-            metrics.DECISION_LATENCY.observe(max(0.0, time.time() - work.event_published_at))
+            metrics.observer(metrics.DECISION_LATENCY)(max(0.0, time.time() - work.event_published_at))
 
     def _now(self) -> str:
         return rfc3339_from_epoch(self._clock())

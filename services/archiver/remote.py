@@ -29,6 +29,7 @@ from shared.contract.archive import ArchiveCommand, ArchiveResult
 from shared.contract.decisions import ArchiveWork
 from shared.contract.decoding import InvalidInput, decode
 from shared.contract.redaction import ARCHIVE_FAILED, bounded_detail
+from shared.platform import tracing
 
 from .scrub import scrub
 from .step import MoveResult
@@ -87,12 +88,20 @@ async def ask(nc: Client, work: ArchiveWork, timeout_s: float) -> Answer:
         session=work.session,
         native_session_id=work.native_session_id,
     )
-    try:
-        reply = await nc.request(subjects.runner_archive(work.runner_id), _encode(command), timeout=timeout_s)
-    except nats.errors.NoRespondersError:
-        return Answer(None, False, NO_RESPONDERS)
-    except TimeoutError:
-        return Answer(None, True, "")
+    with tracing.span("continuity-archiver runner archive", kind="client", run_id=work.run_id):
+        try:
+            reply = await nc.request(
+                subjects.runner_archive(work.runner_id),
+                _encode(command),
+                timeout=timeout_s,
+                headers=tracing.headers(tracing.current()) or None,  # the runner continues the trace
+            )
+        except nats.errors.NoRespondersError:
+            tracing.annotate(outcome="no_responders")
+            return Answer(None, False, NO_RESPONDERS)
+        except TimeoutError:
+            tracing.annotate(outcome="timed_out")
+            return Answer(None, True, "")
     headers = reply.headers or {}
     if headers.get("Nats-Service-Error-Code"):
         # The runner's own error text is hidden and redacted with the rest of the detail.

@@ -24,7 +24,7 @@ from shared.contract.limits import MAX_EVENT_BYTES
 from shared.contract.tenancy import Refusal, RunnerRecord
 from shared.contract.times import rfc3339_from_epoch
 from shared.contract.types import QuotaKind, QuotaScope, RefusalCode
-from shared.platform import metrics
+from shared.platform import metrics, tracing
 from shared.platform.bus.ack_reply import stored_at, stream_seq
 from shared.platform.bus.consumer import Reject
 from shared.platform.bus.publish import publish
@@ -109,6 +109,7 @@ class EventHandler:
 
     async def _handle(self, msg: Msg) -> str:
         event = self._validate(msg)
+        tracing.annotate(run_id=event.run_id, runner_id=event.runner_id, attempt=event.attempt)
         cached = self._directory.cached(event.runner_id)
         record = cached.record if cached is not None else await self._directory.get(event.runner_id)
         allowed = identity.access(record, event.session.tenant, enforced=self._enforced)
@@ -194,6 +195,9 @@ class EventHandler:
             self._spent_seen[budget_key] = (self._clock(), total)
         await self._outbox.flush(sk, choice.step.outbox)
         metrics.adder(metrics.FAILURE_CLASSES, failure_class)()
+        tracing.annotate(
+            failure_class=failure_class, action=verdict, reason=reason, rule=choice.explanation.rule
+        )
         log.info(
             "event_decided",
             runner_id=event.runner_id,

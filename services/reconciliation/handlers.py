@@ -32,7 +32,7 @@ from shared.contract.reconciliation import (
     RunRequest,
     RunView,
 )
-from shared.platform import metrics
+from shared.platform import metrics, tracing
 from shared.platform.logs import Log
 from shared.records.outbox import Outbox
 
@@ -101,6 +101,16 @@ class ReconciliationHandlers:
         if found is None:
             raise NOT_FOUND.error("no reconciliation record for this run")
         sk, record = found
+        with tracing.span(
+            "continuity-reconciliation deliver",
+            parent=await self.store.trace_of(sk, record.run_id),
+            link_current=True,  # the operator's request
+            run_id=record.run_id,
+            attempt=record.attempt,
+        ):
+            return await self._resolved(req, sk, record)
+
+    async def _resolved(self, req: ResolveRequest, sk: str, record: ReconciliationRecord) -> DeliveredReply:
         step = await self.store.record_resolution(sk, record, req.action_outcome, req.evidence, req.actor)
         if step.code == "not_found":
             raise NOT_FOUND.error("no reconciliation record for this run")
@@ -121,6 +131,15 @@ class ReconciliationHandlers:
         return DeliveredReply(status="delivered", decision_id=step.decision.decision_id)
 
     async def retry(self, req: RetryRequest) -> DeliveredReply:
+        with tracing.span(
+            "continuity-reconciliation retry",
+            parent=await self.store.run_trace(req.run_id),
+            link_current=True,  # the operator's request
+            run_id=req.run_id,
+        ):
+            return await self._retried(req)
+
+    async def _retried(self, req: RetryRequest) -> DeliveredReply:
         # Read, then check and record atomically; a run that moved on in between (another
         # attempt) is read once more.
         for _ in range(2):

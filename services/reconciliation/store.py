@@ -32,12 +32,14 @@ from shared.contract import AuditEntry
 from shared.contract.decisions import ReconcileWork
 from shared.contract.reconciliation import ReconciliationRecord, Resolution, RunView
 from shared.contract.types import ActionOutcome
+from shared.platform import tracing
 from shared.platform.redis import Redis
 from shared.platform.redis.store import pairs
 from shared.records import keys
-from shared.records.reconciliations import continue_fresh, opened_audit, record_fields
+from shared.records.reconciliations import TRACE_FIELD, continue_fresh, opened_audit, record_fields
 from shared.records.retention import DEFAULT, Retention
 from shared.records.session import text
+from shared.records.steps import TRACE_FIELD as RUN_TRACE_FIELD
 from shared.records.store import RunStore
 
 from .cursor import PAGE_ITEMS_BYTES, decode_cursor, encode_cursor
@@ -95,6 +97,21 @@ class ReconciliationStore:
             return None
         raw = await self.redis.hgetall(keys.reconciliation(sk, run_id))
         return (sk, parse_record(raw)) if raw else None
+
+    async def trace_of(self, sk: str, run_id: str) -> str | None:
+        """The traceparent the record was opened in; read only when tracing is on here."""
+        if not tracing.ENABLED:
+            return None
+        raw = await self.redis.hget(keys.reconciliation(sk, run_id), TRACE_FIELD)
+        return tracing.valid(raw.decode()) if raw else None
+
+    async def run_trace(self, run_id: str) -> str | None:
+        """The traceparent of the run's last step; read only when tracing is on here."""
+        if not tracing.ENABLED:
+            return None
+        sk = await self.session_of_run(run_id)
+        raw = await self.redis.hget(keys.run(sk, run_id), RUN_TRACE_FIELD) if sk is not None else None
+        return tracing.valid(raw.decode()) if raw else None
 
     async def load_run(self, run_id: str) -> tuple[str, RunView] | None:
         sk = await self.session_of_run(run_id)

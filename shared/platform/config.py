@@ -516,7 +516,12 @@ def config_variables() -> frozenset[str]:
     with contextlib.suppress(ConfigError):  # what was read up to a failure is still known
         Config.from_env(reads)
     config = frozenset(n for n in reads.names if n.startswith(VARIABLE_PREFIX))
-    return config | frozenset(NATS_PASSWORD_VARIABLES)
+    return config | frozenset(NATS_PASSWORD_VARIABLES) | LOCAL_SERVER_VARIABLES
+
+
+LOCAL_SERVER_VARIABLES = frozenset({"CONTINUITY_NATS_SERVER_BIN"})
+"""Read by `continuity up` and the test fixtures when they start a server of their own
+(continuity/devstack/servers.py), never by a service."""
 
 
 def unknown_variables(env: Mapping[str, str], known: frozenset[str]) -> list[tuple[str, str | None]]:

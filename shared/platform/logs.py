@@ -13,6 +13,8 @@ from typing import Any
 
 import msgspec
 
+from shared.platform import tracing
+
 _encoder = msgspec.json.Encoder()
 
 
@@ -28,6 +30,9 @@ class JsonFormatter(logging.Formatter):
             "service": self._service,
             "event": record.getMessage(),
         }
+        ids = tracing.current_ids()  # the work this line is about, when tracing is on
+        if ids is not None:
+            entry["trace_id"], entry["span_id"] = ids
         fields = getattr(record, "fields", None)
         if fields:
             entry.update(fields)
@@ -51,7 +56,8 @@ def setup(service: str, level: str = "INFO") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
-    for noisy in ("nats", "asyncio"):
+    # Their messages can quote what a server answered; failures are counted in metrics instead.
+    for noisy in ("nats", "asyncio", "opentelemetry"):
         logging.getLogger(noisy).setLevel(logging.CRITICAL)
 
 

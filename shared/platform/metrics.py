@@ -13,7 +13,10 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.openmetrics import exposition as openmetrics
+
+from shared.platform import tracing
 
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 
@@ -96,6 +99,10 @@ CONSOLE_REFUSED = Counter(
     ["reason"],
 )
 CONSOLE_LIVE_STREAMS = Gauge("continuity_console_live_streams", "Pages receiving live decisions.")
+TRACE_EXPORT_FAILURES = Counter(
+    "continuity_trace_export_failures_total",
+    "Spans the OTLP exporter could not deliver (tracing on: docs/operations/tracing.md).",
+)
 READY = Gauge("continuity_ready", "1 while the service is connected and consuming, else 0.")
 
 # Streams and consumers left as they are because they differ from this service's configuration
@@ -138,16 +145,22 @@ def adder(metric: Any, *values: str) -> Callable[[], None]:
 
 
 @functools.lru_cache(maxsize=4096)
-def observer(metric: Any, *values: str) -> Callable[[float], None]:
+def observer(metric: Any, *values: str) -> Callable[..., None]:
     """Observes an amount into the histogram child of `metric` for these label values (or
-    into `metric`)."""
+    into `metric`); with tracing on, with the current (or a given) sampled trace id as its
+    exemplar."""
     child = labelled(metric, *values) if values else metric
     add_sum = child._sum.inc
     bounds = tuple(child._upper_bounds)  # ascending, the last +Inf
     buckets = tuple(value.inc for value in child._buckets)
     last = len(buckets) - 1
 
-    def observe(amount: float) -> None:
+    def observe(amount: float, trace_id: str | None = None) -> None:
+        if tracing.ENABLED:  # an exemplar: the slow bucket leads to an example trace
+            trace_id = trace_id if trace_id is not None else tracing.sampled_trace_id()
+            if trace_id:
+                child.observe(amount, {"trace_id": trace_id})
+                return
         add_sum(amount)
         # The first bucket whose bound is at least `amount`, as `observe` picks it (none for NaN).
         if amount == amount:
@@ -189,11 +202,14 @@ class MetricsServer:
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             request_line = await asyncio.wait_for(reader.readline(), 5)
-            while (await asyncio.wait_for(reader.readline(), 5)) not in (b"\r\n", b"\n", b""):
-                pass
+            openmetrics_asked = False
+            while (line := await asyncio.wait_for(reader.readline(), 5)) not in (b"\r\n", b"\n", b""):
+                name, _, value = line.partition(b":")
+                if name.strip().lower() == b"accept" and b"application/openmetrics-text" in value:
+                    openmetrics_asked = True
             parts = request_line.decode("latin-1").split()
             path = parts[1] if len(parts) >= 2 else "/"
-            status, ctype, body = self._route(path)
+            status, ctype, body = self._route(path, openmetrics_asked)
             head = (
                 f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\n"
                 f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
@@ -205,8 +221,10 @@ class MetricsServer:
         finally:
             writer.close()
 
-    def _route(self, path: str) -> tuple[str, str, bytes]:
+    def _route(self, path: str, openmetrics_asked: bool = False) -> tuple[str, str, bytes]:
         if path.startswith("/metrics"):
+            if openmetrics_asked:  # the format that carries exemplars
+                return "200 OK", openmetrics.CONTENT_TYPE_LATEST, openmetrics.generate_latest(REGISTRY)  # type: ignore[no-untyped-call]
             return "200 OK", CONTENT_TYPE_LATEST, generate_latest()
         if path.startswith("/healthz"):
             if self._alive():

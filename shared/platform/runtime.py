@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, TypeVar
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
-from shared.platform import logs, metrics, tls
+from shared.platform import logs, metrics, tls, tracing
 from shared.platform.bus.connection import connect
 from shared.platform.bus.streams import ensure_streams
 from shared.platform.config import Config, ConfigError
@@ -228,6 +228,7 @@ async def serve(
             await task
     await client.aclose()
     await server.stop()
+    tracing.shutdown(max(deadline - time.monotonic(), 1.0))  # what is buffered goes out
     if watch.lost:
         log.error("service_stopped", exit_code=EXIT_CONNECTION_LOST)
         return EXIT_CONNECTION_LOST
@@ -239,6 +240,7 @@ def run(service: Service, config: Config | None = None) -> None:
     """Run a service until SIGTERM; the entry point of `continuity serve <name>`."""
     config = config or Config.from_env()
     logs.setup(service.name, config.log_level)
+    tracing.setup(service.name)  # off unless the OTEL_* variables turn it on
     try:
         import uvloop
     except ImportError:  # a platform without uvloop runs on the standard loop

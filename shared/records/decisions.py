@@ -18,6 +18,7 @@ from shared.contract.reconciliation import AuditEntry
 from shared.contract.sessions import SessionRef
 from shared.contract.times import rfc3339_from_epoch
 from shared.contract.types import Action, ActionOutcome, DecisionReason, FailureClass, RunStatus
+from shared.platform import tracing
 from shared.records import names
 from shared.records.names import decision_id
 from shared.records.outbox import OutboxEntry
@@ -109,7 +110,10 @@ def decision_entry(decided: Decision) -> OutboxEntry:
     """The outbox entry that publishes `decided` to its runner, de-duplicated by its id; its
     payload is also the slot value that records the decision."""
     return OutboxEntry(
-        subject=subjects.decisions(decided.runner_id), msg_id=decided.decision_id, payload=_encode(decided)
+        subject=subjects.decisions(decided.runner_id),
+        msg_id=decided.decision_id,
+        payload=_encode(decided),
+        trace=tracing.recorded(),
     )
 
 
@@ -175,6 +179,7 @@ def reconcile_entry(work: ReconcileWork) -> OutboxEntry:
         subject=subjects.WORK_RECONCILE,
         msg_id=names.work_id(work.run_id, work.attempt, "reconcile"),
         payload=_encode(work),
+        trace=tracing.recorded(),
     )
 
 
@@ -201,6 +206,7 @@ def archive_step(
                 subject=subjects.WORK_ARCHIVE,
                 msg_id=names.work_id(work.run_id, work.attempt, "archive"),
                 payload=payload,
+                trace=tracing.recorded(),
             )
         ],
         audit=AuditEntry(

@@ -25,7 +25,7 @@ import msgspec
 from nats.js import JetStreamContext
 
 from shared.contract import subjects
-from shared.platform import metrics
+from shared.platform import metrics, tracing
 from shared.platform.bus import nats_private
 from shared.platform.bus.publish import TOO_LARGE_REASON, PayloadTooLarge, dead_letter, publish
 from shared.platform.logs import Log
@@ -40,11 +40,15 @@ SWEEP_SCAN_COUNT = 5000
 either way; larger steps cost this process far fewer round trips per sweep."""
 
 
-class OutboxEntry(msgspec.Struct, kw_only=True):
+class OutboxEntry(msgspec.Struct, kw_only=True, omit_defaults=True):
     subject: str
     msg_id: str
     payload: bytes
     recorded_at: float = msgspec.field(default_factory=time.time)
+    trace: str = ""
+    """The `traceparent` of the work that recorded it, as it arrived (tracing on): its
+    publication, by `flush` or by the sweeper after a crash, joins that trace, and so does what
+    it announces."""
 
 
 _decode_entry = msgspec.json.Decoder(OutboxEntry).decode
@@ -74,7 +78,7 @@ class Outbox:
         sent: list[str] = []
         for entry in entries:
             try:
-                await publish(self._js, entry.subject, entry.payload, entry.msg_id)
+                await self._publish(entry, "flush")
             except PayloadTooLarge as err:
                 await self._set_aside(keys.outbox(session_key), entry, err)
                 too_large = too_large or err
@@ -84,6 +88,24 @@ class Outbox:
             await self._redis.execute("HDEL", keys.outbox(session_key), *sent)
         if too_large is not None:
             raise too_large
+
+    async def _publish(self, entry: OutboxEntry, by: str) -> None:
+        """Publish `entry` with its trace context: in a span of that trace when tracing is on
+        here, else passing the recorded `traceparent` on as it is."""
+        if not tracing.ENABLED:
+            await publish(self._js, entry.subject, entry.payload, entry.msg_id, traceparent=entry.trace)
+            return
+        with tracing.span(
+            f"continuity-{self._service} outbox publish",
+            # Right after recording: a child of the work in hand; by the sweeper: of the work
+            # as it arrived where it was recorded (`tracing.recorded`).
+            parent=(entry.trace or None) if by == "sweeper" else None,
+            kind="producer",
+            published_by=by,
+            msg_id=entry.msg_id,
+            named={"messaging.system": "nats", "messaging.destination.name": entry.subject},
+        ):
+            await publish(self._js, entry.subject, entry.payload, entry.msg_id, traceparent=tracing.current())
 
     async def _set_aside(self, outbox_key: str | bytes, entry: OutboxEntry, err: PayloadTooLarge) -> None:
         """Park an entry that can never be published and remove it from the outbox. If the dead
@@ -120,7 +142,7 @@ class Outbox:
                 if entry.recorded_at > cutoff:
                     continue
                 try:
-                    await publish(self._js, entry.subject, entry.payload, entry.msg_id)
+                    await self._publish(entry, "sweeper")
                 except PayloadTooLarge as err:
                     await self._set_aside(key, entry, err)
                     pending -= 1

@@ -9,6 +9,7 @@ from shared.contract import AuditEntry
 from shared.contract.decisions import Decision, ReconcileWork
 from shared.contract.times import now_rfc3339
 from shared.contract.types import Action, ActionOutcome, DecisionReason
+from shared.platform import tracing
 from shared.records import decisions, steps
 from shared.records.names import continue_slot
 
@@ -18,11 +19,18 @@ SERVICE_ACTOR = "reconciliation"
 _encode = msgspec.json.Encoder().encode
 
 
+TRACE_FIELD = "trace"
+"""The `traceparent` of the work that opened the record (tracing on): an operator's resolution
+days later delivers its decision in the run's own trace."""
+
+
 def record_fields(work: ReconcileWork) -> dict[str, str]:
     recorded = work.recorded_outcome
     if recorded is None and work.tool_call is not None:
         recorded = work.tool_call.recorded_outcome
+    trace = tracing.recorded()
     return {
+        **({TRACE_FIELD: trace} if trace else {}),
         "run_id": work.run_id,
         "runner_id": work.runner_id,
         "session": _encode(work.session).decode(),

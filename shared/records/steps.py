@@ -15,6 +15,7 @@ from shared.contract.reconciliation import AuditEntry
 from shared.contract.sessions import SessionRef
 from shared.contract.times import now_rfc3339
 from shared.contract.types import RunStatus
+from shared.platform import tracing
 from shared.records.outbox import OutboxEntry
 from shared.records.retention import DEFAULT, Retention, waits
 
@@ -74,7 +75,14 @@ def run_fields(
     }
     if last_decision is not None:
         fields["last_decision"] = _encode(last_decision).decode()
+    trace = tracing.recorded()
+    if trace:  # the run's trace (tracing on): an operator's step later continues it
+        fields[TRACE_FIELD] = trace
     return fields
+
+
+TRACE_FIELD = "trace"
+"""The run record's field holding the `traceparent` of its last step's work (tracing on)."""
 
 
 def outbox_arg(entries: list[OutboxEntry]) -> bytes | str:

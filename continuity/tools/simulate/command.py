@@ -18,6 +18,7 @@ from continuity.tools.simulate.fleet import Fleet, FleetError, Progress, Setting
 from continuity.tools.simulate.keys import DEMO_KEYS_ENV, parse_keys
 from continuity.tools.simulate.report import final_report, progress_counts, progress_line, to_json
 from continuity.tools.simulate.scenarios import DEFAULT_MIX, SCENARIOS, parse_mix
+from shared.platform import tracing
 
 EXIT_OK = 0
 EXIT_CONTRADICTION = 1
@@ -181,7 +182,8 @@ class LiveProgress:
 def main(args: argparse.Namespace) -> int:
     try:
         settings = settings_from(args)
-    except ValueError as err:  # ConfigError is a ValueError too
+        tracing.setup("sim")  # OTEL_* set: the simulated runners' runs are traced too
+    except ValueError as err:  # ConfigError and TracingConfigError are ValueErrors too
         print(f"continuity: error: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
     live = LiveProgress(sys.stderr)
@@ -204,6 +206,7 @@ def main(args: argparse.Namespace) -> int:
             return EXIT_UNAVAILABLE
         finally:
             live.end()
+            tracing.shutdown()
         if args.json:
             print(msgspec.json.encode(to_json(result)).decode())
         else:

@@ -36,12 +36,14 @@ from continuity_runner import (
     StaleEpoch,
     connect,
 )
+from continuity_runner.tracing import from_opentelemetry
 from continuity_runner.types import CheckpointPolicy, RecordedOutcome
 
 from continuity.tools.simulate import wire
 from continuity.tools.simulate.checker import Checker, Sent
 from continuity.tools.simulate.scenarios import ARCHIVE_FAILED, REFAIL_RATE, Facts, Scenario
 from shared.contract import subjects
+from shared.platform import tracing
 from shared.platform.tls import nats_context_from_env
 
 TENANT = "sim"
@@ -137,6 +139,8 @@ class SimRunner:
                 publish_timeout=PUBLISH_WITHIN_S,
                 publish_attempts=PUBLISH_ATTEMPTS,
                 publish_attempt_timeout=PUBLISH_ATTEMPT_TIMEOUT_S,
+                # Traced (OTEL_* set): each run's reports and requests continue its run's span.
+                trace_context=from_opentelemetry if tracing.ENABLED else None,
             )
         )
         await self._runner.serve_archive(self._on_archive)
@@ -218,7 +222,10 @@ class SimRunner:
         self.stories.append(story)
         self._inbox[run_id] = asyncio.Queue()
         try:
-            await self._play(scenario, run_id, n, story)
+            with tracing.span(
+                "continuity-sim runner run", run_id=run_id, runner_id=self.runner_id, scenario=scenario.name
+            ):
+                await self._play(scenario, run_id, n, story)
         except (ContinuityError, nats.errors.Error, TimeoutError) as exc:
             story.steps.append(f"stopped: {type(exc).__name__}")
             self._checker.note(run_id, f"{scenario.label}: a request failed ({_why(exc)})")

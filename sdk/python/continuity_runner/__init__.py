@@ -7,6 +7,7 @@ await runner.handle_decisions(follow, on_refusal=refused)
 ```
 """
 
+from continuity_runner import tracing
 from continuity_runner.contract import (
     ArchiveRequest,
     ArchiveResult,
@@ -103,4 +104,5 @@ __all__ = [
     "ToolCall",
     "Unavailable",
     "connect",
+    "tracing",
 ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from nats.aio.msg import Msg
 
+from continuity_runner import tracing
 from continuity_runner.contract import Decision, Refusal
 
 
@@ -30,6 +31,12 @@ class Delivery:
     def refusal(self) -> Refusal | None:
         """The refusal of one of the runner's events, or None for a decision."""
         return self.message if isinstance(self.message, Refusal) else None
+
+    @property
+    def traceparent(self) -> str | None:
+        """The trace the decision belongs to (the `traceparent` it carried: the trace of the
+        report it answers), or None; a malformed header is None, never an error."""
+        return tracing.header_value(self._msg.headers)
 
     @property
     def num_delivered(self) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import ssl
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,6 +64,11 @@ class RunnerOptions:
     """Create the decision consumer when it is missing (needs the permission to)."""
     name: str | None = None
     """The NATS connection name; default `continuity-runner-<runner_id>`."""
+    trace_context: Callable[[], str | None] | None = field(default=None, repr=False)
+    """Returns the `traceparent` of the work in hand, which every report and request continues
+    when the call gives none (`continuity_runner.tracing.from_opentelemetry` reads
+    OpenTelemetry's current span). A value that is not a traceparent is ignored: a new trace
+    is started instead."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.runner_id, str) or not re.match(RUNNER_ID_PATTERN, self.runner_id):
@@ -89,6 +94,8 @@ class RunnerOptions:
             raise _refused("publish_attempts", "publish_attempts must be at least 1")
         if self.redelivery_delay < 0:
             raise _refused("redelivery_delay", "redelivery_delay must be 0 or more")
+        if self.trace_context is not None and not callable(self.trace_context):
+            raise _refused("trace_context", "trace_context must be a function returning a traceparent")
 
     @property
     def server_list(self) -> list[str]:

@@ -20,7 +20,7 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
-from continuity_runner import limits, subjects
+from continuity_runner import limits, subjects, tracing
 from continuity_runner.checks import archive_answer, check_value, encode_checked
 from continuity_runner.contract import (
     ArchiveRequest,
@@ -149,6 +149,33 @@ class Runner:
         self._archive_sub: Subscription | None = None
         self._archive_tasks: set[asyncio.Task[None]] = set()
         self._reported: OrderedDict[str, ResumeFailed] = OrderedDict()
+        self._last_traceparent: str | None = None
+
+    @property
+    def last_traceparent(self) -> str | None:
+        """The `traceparent` the last report or request carried (None before the first)."""
+        return self._last_traceparent
+
+    def _traceparent(self, given: str | None) -> str:
+        """The call's own (`InvalidRequest` when malformed), else the hook's when it gives a
+        valid one, else a new trace's; kept as `last_traceparent`."""
+        if given is not None:
+            if not tracing.is_traceparent(given):
+                raise InvalidRequest("traceparent: not a version-00 W3C traceparent", field="traceparent")
+            chosen = given
+        else:
+            hook = self.options.trace_context
+            try:
+                offered = hook() if hook is not None else None
+            except Exception:  # a tracer's failure must not stop a recovery
+                offered = None
+            chosen = (
+                offered
+                if offered is not None and tracing.is_traceparent(offered)
+                else tracing.new_traceparent()
+            )
+        self._last_traceparent = chosen
+        return chosen
 
     @property
     def nc(self) -> Client:
@@ -170,6 +197,8 @@ class Runner:
         latest_cursor: str | None = None,
         compatibility: Compatibility = "none",
         ready_generation: str | None = None,
+        *,
+        traceparent: str | None = None,
     ) -> DecideReply:
         """Resume or fresh, asked at the provider's `ready` frame, before the turn is sent. A
         session the runner may not see is `fresh` with `no_session`."""
@@ -182,7 +211,8 @@ class Runner:
             compatibility=compatibility,
             ready_generation=ready_generation,
         )
-        return await self._request(subjects.sessions(self.runner_id, "decide"), request, DecideReply)
+        subject = subjects.sessions(self.runner_id, "decide")
+        return await self._request(subject, request, DecideReply, traceparent)
 
     async def commit(
         self,
@@ -198,6 +228,8 @@ class Runner:
         expected_revision: int | None = None,
         epoch: int | None = None,
         cancelled: bool = False,
+        *,
+        traceparent: str | None = None,
     ) -> CommitReply:
         """Save the session after a turn (or a validated cancellation); the first commit binds
         the session to this runner. Raises `RevisionConflict`, `StaleEpoch`, `SessionHeld` or
@@ -217,21 +249,25 @@ class Runner:
             epoch=epoch,
             cancelled=cancelled,
         )
-        return await self._request(subjects.sessions(self.runner_id, "commit"), request, CommitReply)
+        subject = subjects.sessions(self.runner_id, "commit")
+        return await self._request(subject, request, CommitReply, traceparent)
 
-    async def reject(self, session: SessionRef, native_session_id: str, code: RejectCode) -> RejectReply:
+    async def reject(
+        self, session: SessionRef, native_session_id: str, code: RejectCode, *, traceparent: str | None = None
+    ) -> RejectReply:
         """The resume target is missing or corrupt: the next decision reseeds with the full
         transcript once."""
         request = RejectRequest(session=session, native_session_id=native_session_id, code=code)
-        return await self._request(subjects.sessions(self.runner_id, "reject"), request, RejectReply)
+        subject = subjects.sessions(self.runner_id, "reject")
+        return await self._request(subject, request, RejectReply, traceparent)
 
-    async def get(self, session: SessionRef) -> SessionView:
+    async def get(self, session: SessionRef, *, traceparent: str | None = None) -> SessionView:
         """The saved record, without secrets. Raises `NotFound` when there is none, or when the
         runner may not see it."""
         subject = subjects.sessions(self.runner_id, "get")
-        return await self._request(subject, GetRequest(session=session), SessionView)
+        return await self._request(subject, GetRequest(session=session), SessionView, traceparent)
 
-    async def claim(self, session: SessionRef) -> OwnershipReply:
+    async def claim(self, session: SessionRef, *, traceparent: str | None = None) -> OwnershipReply:
         """Take over a session of the runner's tenant that another runner owns (a runner pool
         whose task moved host). The epoch and revision go up by one, fencing the previous owner;
         commit afterwards with the reply's `epoch`. Raises `ClaimRefused` unless the services
@@ -239,15 +275,19 @@ class Runner:
         operator transfers it), `NotFound` without a record or outside the runner's tenants.
         A claim by the owner changes nothing."""
         subject = subjects.sessions(self.runner_id, "claim")
-        return await self._request(subject, ClaimRequest(session=session), OwnershipReply)
+        return await self._request(subject, ClaimRequest(session=session), OwnershipReply, traceparent)
 
-    async def _request(self, subject: str, request: msgspec.Struct, reply_type: type[R]) -> R:
+    async def _request(
+        self, subject: str, request: msgspec.Struct, reply_type: type[R], traceparent: str | None = None
+    ) -> R:
         """Send `request` once it holds to the contract (`InvalidRequest` before anything is
         sent otherwise) and return the reply as `reply_type`, or raise its typed error."""
         payload = encode_checked(request, limits.MAX_REQUEST_BYTES)
+        headers = {tracing.HEADER: self._traceparent(traceparent)}
         try:
             msg = await self._denials.guard(
-                subject, self._nc.request(subject, payload, timeout=self.options.request_timeout)
+                subject,
+                self._nc.request(subject, payload, timeout=self.options.request_timeout, headers=headers),
             )
         except nats.errors.NoRespondersError:
             raise Unavailable(f"no service answers {subject}") from None
@@ -296,6 +336,8 @@ class Runner:
         pending_tool_call: ToolCall | None = None,
         governed_wait_elapsed: bool = False,
         event_id: str | None = None,
+        *,
+        traceparent: str | None = None,
     ) -> str:
         """Publish a `resume_failed` event and return its `event_id`.
 
@@ -304,6 +346,9 @@ class Runner:
         `event_id` and sent again with the same id until JetStream acknowledges it, for at most
         `publish_timeout` seconds (`Unavailable` after that): the stream's duplicate window
         keeps one copy, and the classifier decides once per run and attempt.
+
+        It carries `traceparent` (else the `trace_context` hook's, else a new trace's; then
+        `last_traceparent`): the decision comes back in that trace.
         """
         event = ResumeFailed(
             type="resume_failed",
@@ -319,9 +364,9 @@ class Runner:
             pending_tool_call=pending_tool_call,
             governed_wait_elapsed=governed_wait_elapsed,
         )
-        return await self._report(event)
+        return await self._report(event, traceparent)
 
-    async def report_again(self, refusal: Refusal) -> str:
+    async def report_again(self, refusal: Refusal, *, traceparent: str | None = None) -> str:
         """Send the report that `refusal` refused for its quota again, with a new `event_id`, at
         `not_before` (waiting until then), and return the new `event_id` (contract 10.5, 10.6).
 
@@ -341,17 +386,20 @@ class Runner:
         await _until(refusal.not_before)
         self._reported.pop(refusal.event_id, None)
         # The same report: the failure, its time and its signed result; only the id is new.
-        return await self._report(msgspec.structs.replace(event, event_id=uuid.uuid4().hex))
+        return await self._report(msgspec.structs.replace(event, event_id=uuid.uuid4().hex), traceparent)
 
-    async def _report(self, event: ResumeFailed) -> str:
+    async def _report(self, event: ResumeFailed, traceparent: str | None) -> str:
         payload = encode_checked(event, limits.MAX_EVENT_BYTES)
-        await self.publish_event(subjects.event(self.runner_id, "resume_failed"), payload, event.event_id)
+        subject = subjects.event(self.runner_id, "resume_failed")
+        await self.publish_event(subject, payload, event.event_id, traceparent=traceparent)
         self._reported[event.event_id] = event
         while len(self._reported) > REPORTS_KEPT:
             self._reported.popitem(last=False)
         return event.event_id
 
-    async def publish_event(self, subject: str, payload: bytes, msg_id: str) -> None:
+    async def publish_event(
+        self, subject: str, payload: bytes, msg_id: str, *, traceparent: str | None = None
+    ) -> None:
         """Publish `payload` to JetStream with `Nats-Msg-Id` = `msg_id`, sent again with the same
         id until JetStream acknowledges it: at most `publish_attempts` times within
         `publish_timeout` seconds (then `Unavailable`). A message the stream refuses
@@ -359,6 +407,7 @@ class Runner:
 
         `report_resume_failure` is the way to report a failure; this is the publication under it,
         for payloads built elsewhere."""
+        headers = {"Nats-Msg-Id": msg_id, tracing.HEADER: self._traceparent(traceparent)}
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.options.publish_timeout
         backoff = 0.1
@@ -368,7 +417,7 @@ class Runner:
                 subject,
                 payload,
                 timeout=max(0.05, min(self.options.publish_attempt_timeout, left)),
-                headers={"Nats-Msg-Id": msg_id},
+                headers=headers,
             )
             try:
                 await self._denials.guard(subject, publication)
@@ -533,6 +582,8 @@ class Runner:
     async def _answer_archive(self, msg: Msg, handler: ArchiveHandler) -> None:
         if not msg.reply:
             return
+        # What the handler does continues the archiver's trace (`tracing.incoming()`).
+        tracing._incoming.set(tracing.header_value(msg.headers))
         try:
             request = _archive_request.decode(msg.data)
         except msgspec.MsgspecError:

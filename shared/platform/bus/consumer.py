@@ -25,7 +25,7 @@ from nats.js import JetStreamContext
 from shared.contract import subjects
 from shared.contract.decoding import InvalidInput, decode
 from shared.contract.limits import MAX_EVENT_BYTES
-from shared.platform import metrics
+from shared.platform import metrics, tracing
 from shared.platform.bus.fair import FairQueue
 from shared.platform.bus.publish import TOO_LARGE_REASON, PayloadTooLarge, dead_letter
 from shared.platform.bus.pull import Puller
@@ -296,9 +296,28 @@ class PullConsumer:
             await self._settle(msg.nak())
 
     async def _process(self, msg: Msg) -> None:
+        if tracing.ENABLED:
+            await self._process_traced(msg)
+            return
+        await self._settle_handled(msg)
+
+    async def _process_traced(self, msg: Msg) -> None:
+        """`_process` in a span continuing the sender's trace (the message's `traceparent`)."""
+        with tracing.span(
+            f"continuity-{self._service} {self._durable}",
+            parent=tracing.parent_of(msg.headers),
+            kind="consumer",
+            named={"messaging.system": "nats", "messaging.consumer.group.name": self._durable},
+            stream_seq=msg.metadata.sequence.stream,
+            delivered=msg.metadata.num_delivered,
+        ):
+            await self._settle_handled(msg)
+
+    async def _settle_handled(self, msg: Msg) -> None:
         try:
             await self._handler(msg)
         except Reject as rej:
+            tracing.annotate(outcome="dead_letter", dead_reason=rej.reason)
             await self._dead(msg, rej.dead_subject, rej.reason)
         except PayloadTooLarge as err:
             log.error(
@@ -312,6 +331,7 @@ class PullConsumer:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
+            tracing.annotate(outcome="transient", **{"error.type": type(exc).__name__})
             await self._transient(msg, exc)
         else:
             await self._settle(msg.ack())

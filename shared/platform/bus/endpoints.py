@@ -28,7 +28,7 @@ import functools
 import re
 import time
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 from nats.aio.client import Client
@@ -48,11 +48,14 @@ from shared.contract.errors import (
 )
 from shared.contract.limits import MAX_REQUEST_BYTES
 from shared.contract.types import RUNNER_ID_PATTERN
-from shared.platform import metrics
+from shared.platform import metrics, tracing
 from shared.platform.bus import nats_private
 from shared.platform.config import Config
 from shared.platform.logs import Log
 from shared.platform.redis.store import TRANSIENT_REDIS_ERRORS
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span
 
 Req = TypeVar("Req")
 REPLY_REFUSED = "reply_refused"
@@ -78,9 +81,9 @@ class _Route:
         self.dispatch = dispatch
         self.micro: Endpoint | None = None
         self._counters: dict[str, Callable[[], None]] = {}
-        self._durations: Callable[[float], None] | None = None
+        self._durations: Callable[..., None] | None = None
 
-    def record(self, code: str, seconds: float) -> None:
+    def record(self, code: str, seconds: float, trace_id: str | None = None) -> None:
         """Count one answered request and its duration (the metric writers, bound once)."""
         count = self._counters.get(code)
         if count is None:
@@ -88,7 +91,7 @@ class _Route:
         count()
         if self._durations is None:
             self._durations = metrics.observer(metrics.REQUEST_DURATION, self.name)
-        self._durations(seconds)
+        self._durations(seconds, trace_id)
 
     def count_error(self, error: ServiceError) -> None:
         # micro counts an error only when the handler it called raises, and then answers it
@@ -120,7 +123,7 @@ class Endpoints:
         self._service: Service | None = None
         self._inflight: set[asyncio.Task[None]] = set()
         self._slots = asyncio.Semaphore(concurrency)
-        self._batch: list[tuple[_Route, Request, float, Awaitable[Any]]] = []
+        self._batch: list[tuple[_Route, Request, float, Awaitable[Any], Span | None]] = []
         self._batch_open = False
 
     def add(
@@ -155,13 +158,22 @@ class Endpoints:
                 else:
                     handle = functools.partial(_with_runner, handler, runner)
                     pending = _start(request.data, decoder, handle, max_bytes)
+            span = None
+            if tracing.ENABLED:  # the request's own span, child of the requester's traceparent
+                span = tracing.start(
+                    f"{self._name} {name}",
+                    parent=tracing.parent_of(request.headers),
+                    kind="server",
+                    endpoint=name,
+                )
+                pending = tracing.within(span, pending)
             if pipelined:
-                self._batch.append((route, request, started, pending))
+                self._batch.append((route, request, started, pending, span))
                 if not self._batch_open:
                     self._batch_open = True
                     self._spawn(self._answer_batch())
             else:
-                self._spawn(self._answer(route, request, started, pending))
+                self._spawn(self._answer(route, request, started, pending, span))
 
         route = _Route(name, subject, dispatch)
         self._routes.append(route)
@@ -175,8 +187,8 @@ class Endpoints:
         # Started in the loop iteration after the first request of the batch: every request
         # read meanwhile is in it. Later ones open the next batch, answered concurrently.
         batch, self._batch, self._batch_open = self._batch, [], False
-        for i, (route, request, started, pending) in enumerate(batch, 1):
-            await self._answer(route, request, started, pending)
+        for i, (route, request, started, pending, span) in enumerate(batch, 1):
+            await self._answer(route, request, started, pending, span)
             if i % ANSWER_CHUNK == 0 and i < len(batch):
                 await asyncio.sleep(0)  # the connection's flusher writes the replies so far
 
@@ -222,7 +234,14 @@ class Endpoints:
         if self._inflight:
             await asyncio.wait(set(self._inflight), timeout=timeout)
 
-    async def _answer(self, route: _Route, request: Request, started: float, pending: Awaitable[Any]) -> None:
+    async def _answer(
+        self,
+        route: _Route,
+        request: Request,
+        started: float,
+        pending: Awaitable[Any],
+        span: Span | None = None,
+    ) -> None:
         """Await the handler's reply and answer with it, or with the error reply it earned."""
         name = route.name
         code = "ok"
@@ -247,7 +266,11 @@ class Endpoints:
             await self._respond_error(route, request, INTERNAL_ERROR.error())
         finally:
             self._slots.release()
-            route.record(code, time.perf_counter() - started)
+            if span is None:
+                route.record(code, time.perf_counter() - started)
+            else:
+                route.record(code, time.perf_counter() - started, tracing.trace_id_of(span))
+                tracing.end(span, outcome=code)
 
     @staticmethod
     async def _respond_error(route: _Route, request: Request, error: ServiceError) -> None:

@@ -22,7 +22,7 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
 from shared.contract.times import now_rfc3339
-from shared.platform import metrics
+from shared.platform import metrics, tracing
 from shared.platform.bus import nats_private
 
 DEAD_REASON_HEADER = "Continuity-Dead-Reason"
@@ -92,11 +92,17 @@ def check_size(js: JetStreamContext, payload: bytes, headers: Mapping[str, str] 
 
 
 async def publish(
-    js: JetStreamContext, subject: str, payload: bytes, msg_id: str, timeout: float = 5.0
+    js: JetStreamContext,
+    subject: str,
+    payload: bytes,
+    msg_id: str,
+    timeout: float = 5.0,
+    traceparent: str = "",
 ) -> None:
     """Publish once: JetStream drops a re-send with the same `Nats-Msg-Id` in its window.
-    Raises `PayloadTooLarge`, sending nothing, for a message the server would refuse."""
-    headers = {"Nats-Msg-Id": msg_id}
+    Raises `PayloadTooLarge`, sending nothing, for a message the server would refuse. A
+    `traceparent` goes along as its header (shared/platform/tracing.py)."""
+    headers = {"Nats-Msg-Id": msg_id, "traceparent": traceparent} if traceparent else {"Nats-Msg-Id": msg_id}
     check_size(js, payload, headers)
     await _stored(js, subject, payload, headers, timeout)
 
@@ -172,6 +178,9 @@ async def dead_letter(
     }
     if original_msg_id is not None and _PLAIN_ID.match(original_msg_id):
         headers[DEAD_MSG_ID_HEADER] = original_msg_id
+    traceparent = tracing.current()  # the work that set it aside, when tracing is on
+    if traceparent:
+        headers["traceparent"] = traceparent
     room = max(0, min(DEAD_COPY_MAX, max_payload(js) - header_size(headers)))
     if len(payload) > room:
         payload = payload[:room]

@@ -40,6 +40,7 @@ from continuity_runner import (
     StaleEpoch,
     Unavailable,
     connect,
+    tracing,
 )
 from continuity_runner.types import CheckpointPolicy
 from nats.aio.client import Client
@@ -657,5 +658,146 @@ async def test_a_good_input_at_the_limits_is_sent_and_taken(
 
         await wait_for(known, timeout=20, what="the event's decision or dead letter")
         assert fates[-1] == expected
+    finally:
+        await runner.close()
+
+
+# ---- trace context (contract 9.12) ------------------------------------------------------------
+
+
+class Heard:
+    """The headers of every message on a runner's event and session subjects."""
+
+    def __init__(self) -> None:
+        self.messages: list[tuple[str, dict[str, str]]] = []
+
+    async def hear(self, msg: Msg) -> None:
+        self.messages.append((msg.subject, dict(msg.headers or {})))
+
+    def traceparents(self, kind: str) -> list[str | None]:
+        return [h.get("traceparent") for s, h in self.messages if f".{kind}" in s]
+
+
+async def _hearing(observer: Client, runner_id: str) -> Heard:
+    heard = Heard()
+    await observer.subscribe(f"continuity.events.{runner_id}.>", cb=heard.hear)
+    await observer.subscribe(f"continuity.sessions.{runner_id}.>", cb=heard.hear)
+    await observer.flush()
+    return heard
+
+
+async def test_every_report_and_request_carries_the_calls_or_the_hooks_traceparent(
+    stack: str, observer: Client
+) -> None:
+    hooked, own = tracing.new_traceparent(), tracing.new_traceparent()
+    runner = await _runner(stack, trace_context=lambda: hooked)
+    heard = await _hearing(observer, runner.runner_id)
+    try:
+        session = _session()
+        await _commit(runner, session, "ns-1")
+        await runner.decide(session, "codex", MODEL, CWD, traceparent=own)
+        await runner.get(session)
+        await runner.report_resume_failure(f"run-{uuid.uuid4().hex}", 1, session, "ns-1")
+        assert runner.last_traceparent == hooked
+        await wait_for(lambda: len(heard.messages) == 4, what="the four messages")
+        assert heard.traceparents("commit") == [hooked]
+        assert heard.traceparents("decide") == [own]
+        assert heard.traceparents("get") == [hooked]
+        assert heard.traceparents("resume_failed") == [hooked]
+    finally:
+        await runner.close()
+
+
+@pytest.mark.parametrize("hook", ["not-a-traceparent", "00-" + "0" * 32 + "-" + "1" * 16 + "-01", "raises"])
+async def test_a_hook_without_a_valid_traceparent_starts_a_new_trace(
+    stack: str, observer: Client, hook: str
+) -> None:
+    def context() -> str:
+        if hook == "raises":
+            raise RuntimeError("the tracer broke")
+        return hook
+
+    runner = await _runner(stack, trace_context=context)
+    heard = await _hearing(observer, runner.runner_id)
+    try:
+        with pytest.raises(NotFound):
+            await runner.get(_session())
+        await wait_for(lambda: len(heard.messages) == 1, what="the request")
+        (sent,) = heard.traceparents("get")
+        assert sent is not None and tracing.is_traceparent(sent) and sent != hook
+    finally:
+        await runner.close()
+
+
+async def test_a_malformed_traceparent_is_refused_before_anything_is_sent(
+    stack: str, observer: Client
+) -> None:
+    runner = await _runner(stack)
+    heard = await _hearing(observer, runner.runner_id)
+    bad = "00-" + "A" * 32 + "-" + "b" * 16 + "-01"  # upper case
+    try:
+        with pytest.raises(InvalidRequest) as refused:
+            await runner.get(_session(), traceparent=bad)
+        assert refused.value.field == "traceparent" and bad not in str(refused.value)
+        with pytest.raises(NotFound):
+            await runner.get(_session())  # this one is sent
+        await wait_for(lambda: len(heard.messages) == 1, what="the valid request")
+        assert heard.traceparents("get")[0] != bad
+    finally:
+        await runner.close()
+
+
+async def test_a_delivery_and_an_archive_request_hand_on_a_valid_traceparent_only(
+    stack: str, observer: Client
+) -> None:
+    runner = await _runner(stack)
+    incoming: list[str | None] = []
+
+    async def move_aside(request: ArchiveRequest) -> ArchiveResult:
+        incoming.append(tracing.incoming())
+        return ArchiveResult(exit_code=0, output="moved")
+
+    await runner.serve_archive(move_aside)
+    try:
+        valid = tracing.new_traceparent()
+        command = {
+            "archive_id": "ar-1",
+            "run_id": "run-1",
+            "session": msgspec.to_builtins(_session()),
+            "native_session_id": "ns-1",
+        }
+        for header in (valid, "garbage\u2028", None):
+            headers = {"traceparent": header} if header is not None else None
+            await observer.request(
+                subjects.runner_archive(runner.runner_id),
+                msgspec.json.encode(command),
+                timeout=5,
+                headers=headers,
+            )
+        assert incoming == [valid, None, None]
+
+        js = observer.jetstream()
+        decision = {
+            "decision_id": "d-1",
+            "runner_id": runner.runner_id,
+            "run_id": "run-1",
+            "attempt": 1,
+            "session": msgspec.to_builtins(_session()),
+            "action": "retry_same_session",
+            "reason": "native_session_interrupted",
+            "failure_class": "unclassified",
+            "decided_at": "2026-12-03T00:00:00Z",
+        }
+        subject = subjects.decisions(runner.runner_id)
+        for i, header in enumerate((valid, "00-" + "f" * 32 + "-" + "0" * 16 + "-01")):
+            body = msgspec.json.encode({**decision, "decision_id": f"d-{i}"})
+            await js.publish(subject, body, headers={"traceparent": header})
+        seen = []
+        async for delivery in runner.decisions():
+            seen.append(delivery.traceparent)
+            await delivery.ack()
+            if len(seen) == 2:
+                break
+        assert seen == [valid, None]
     finally:
         await runner.close()

@@ -14,7 +14,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import sys
+import urllib.request
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,6 +36,7 @@ from continuity.tools.simulate.runner import GENERATION
 from continuity.tools.simulate.scenarios import SCENARIOS
 from shared.contract import subjects
 from shared.records import keys
+from tests.support import make_config
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.asyncio
@@ -136,6 +139,16 @@ async def decision_headers(url: str) -> list[tuple[str, str | None]]:
         await nc.close()
 
 
+def scrape_exemplars(port: int, metric: str, *, openmetrics: bool = True) -> set[str]:
+    """The trace ids of the exemplars on `metric`'s lines of a service's /metrics."""
+    accept = "application/openmetrics-text; version=1.0.0" if openmetrics else "text/plain"
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/metrics", headers={"Accept": accept})
+    with urllib.request.urlopen(request, timeout=5) as reply:
+        text = reply.read().decode()
+    found = re.findall(rf'^{metric}\{{[^}}]*\}} \S+ # \{{trace_id="([0-9a-f]{{32}})"\}}', text, re.M)
+    return set(found)
+
+
 def by_trace(spans: list[ReceivedSpan]) -> dict[str, list[ReceivedSpan]]:
     traces: dict[str, list[ReceivedSpan]] = defaultdict(list)
     for span in spans:
@@ -227,6 +240,23 @@ async def test_every_scenario_gives_one_connected_trace_from_report_to_decision(
     assert ("continuity-reconciliation", reconcile) in names
     assert ("continuity-sim", RUN_SPAN) in names
     assert forbidden_in(spans, secrets_of_the_lab()) == []
+    # The classifier's log line of each decision names its trace.
+    assert traced.stack is not None
+    logged = [
+        json.loads(line)
+        for line in (traced.root / "classifier.log").read_text().splitlines()
+        if line.startswith("{")
+    ]
+    decided = [e for e in logged if e.get("event") == "event_decided" and e.get("run_id") in runs]
+    assert decided and all(e["trace_id"] == runs[e["run_id"]].trace_id for e in decided), decided[:3]
+    # The latency histogram's buckets lead to example traces (OpenMetrics exemplars).
+    classifier = next(s for s in traced.stack.services if s.name == "classifier")
+    exemplars = scrape_exemplars(classifier.metrics_port, "continuity_decision_latency_seconds_bucket")
+    assert exemplars and exemplars <= set(traces), exemplars
+    plain = scrape_exemplars(
+        classifier.metrics_port, "continuity_decision_latency_seconds_bucket", openmetrics=False
+    )
+    assert plain == set()  # the text format carries none
 
 
 async def test_the_check_for_forbidden_values_can_fail(traced: Traced) -> None:
@@ -295,3 +325,28 @@ async def test_a_decision_left_by_a_crash_is_published_by_a_sweeper_in_the_runs_
         traced.stack.start_service(name, traced_env(traced.receiver), log_path=traced.root / f"{name}.log")
         traced.stack.ready_services.discard(name)
         assert traced.stack.wait_ready(60)
+
+
+async def test_with_tracing_off_a_recorded_traceparent_is_passed_on(traced: Traced) -> None:
+    """A service not tracing still publishes an entry another one recorded with its trace."""
+    from shared.platform import tracing
+    from shared.platform.redis import Redis
+    from shared.records.outbox import Outbox, OutboxEntry
+
+    assert not tracing.ENABLED  # this process does not trace
+    nc = await nats.connect(traced.nats.url)
+    redis = Redis.from_config(make_config(traced.nats.url, traced.redis.url))
+    try:
+        recorded = new_traceparent()
+        entry = OutboxEntry(
+            subject=subjects.decisions("trace-off"),
+            msg_id=f"off-{recorded[3:11]}",
+            payload=b"{}",
+            trace=recorded,
+        )
+        await Outbox(redis, nc.jetstream(), service="test").flush("acme/trace-off/codex", [entry])
+        stored = await nc.jetstream().get_last_msg(subjects.DECISIONS_STREAM, subjects.decisions("trace-off"))
+        assert (stored.headers or {}).get("traceparent") == recorded
+    finally:
+        await redis.aclose()
+        await nc.close()

@@ -65,6 +65,7 @@ class ReconciliationHandlers:
 
     async def open(self, work: ReconcileWork) -> None:
         """Open the record and index it; returning acknowledges, raising redelivers."""
+        tracing.annotate(run_id=work.run_id, runner_id=work.runner_id, attempt=work.attempt)
         code = await self.store.open(work)
         log.info("reconciliation_opened", run_id=work.run_id, attempt=work.attempt, result=code)
         self._refresh.set()

@@ -257,6 +257,16 @@ async def test_every_scenario_gives_one_connected_trace_from_report_to_decision(
         classifier.metrics_port, "continuity_decision_latency_seconds_bucket", openmetrics=False
     )
     assert plain == set()  # the text format carries none
+    for name, metric in (
+        ("session-store", "continuity_request_duration_seconds_bucket"),
+        ("archiver", "continuity_archive_duration_seconds_bucket"),
+    ):
+        service = next(s for s in traced.stack.services if s.name == name)
+        found = scrape_exemplars(service.metrics_port, metric)
+        assert found and found <= set(traces), (name, found)
+    # The reconciliation's spans of a run name it, as the classifier's and the archiver's do.
+    for svc in ("continuity-classifier", "continuity-archiver", "continuity-reconciliation"):
+        assert any(s.service == svc and s.attributes.get("continuity.run_id") in runs for s in spans), svc
 
 
 async def test_the_check_for_forbidden_values_can_fail(traced: Traced) -> None:

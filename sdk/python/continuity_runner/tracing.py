@@ -35,7 +35,7 @@ def child_traceparent(parent: str) -> str:
     """A new span of `parent`'s trace (same trace id and flags)."""
     if not is_traceparent(parent):
         raise ValueError("not a traceparent")
-    return f"{parent[:35]}{_nonzero(8)}{parent[51:]}"
+    return f"{parent[:36]}{_nonzero(8)}{parent[52:]}"
 
 
 def trace_id_of(traceparent: str) -> str:

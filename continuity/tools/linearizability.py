@@ -254,7 +254,9 @@ def check(ops: list[Op], initial: Record | None = None, *, budget: int = 2_000_0
         op = ops[entry.op]
         if entry.is_call:
             after = step(state, op.call, op.answer)
-            if after is not IMPOSSIBLE:
+            # An unanswered call placed where it changes nothing is the same order as leaving it
+            # out (it need never be placed): only the places where it takes effect are tried.
+            if after is not IMPOSSIBLE and not (op.answer is UNKNOWN and after == state):
                 assert after is None or isinstance(after, Record)
                 key = (placed | (1 << entry.op), after)
                 if key not in seen:

@@ -232,3 +232,23 @@ def test_unanswered_reads_do_not_multiply_the_search() -> None:
     answered = [op for op in ops if isinstance(op.answer, Committed)]
     stale = Op(Get(), Seen(None), answered[-1].completed + 1, answered[-1].completed + 2)
     assert check([*ops, *reads, stale], budget=20_000).linearizable is False
+
+
+def test_unanswered_commits_are_tried_only_where_they_take_effect() -> None:
+    """A partition times out commits too; one that could only have been refused where it is
+    placed changes nothing, so the search does not try it there."""
+    ops = _simulated(4, clients=4, per_client=60, unknown_rate=0.0)
+    end = max(op.completed for op in ops)
+    rng = random.Random(5)
+    # Unanswered commits expecting a revision the record had long before: refused wherever they
+    # fall after it, and so never taking effect.
+    stale = [
+        Op(Commit(f"late-{i}", expected_revision=1), UNKNOWN, end / 2 + rng.random() * end / 2, client="t")
+        for i in range(40)
+    ]
+    verdict = check([*ops, *stale], budget=50_000)
+    assert verdict.linearizable, verdict.detail
+    # A history with a stale read is searched through before it is refused: still decided.
+    answered = [op for op in ops if isinstance(op.answer, Committed)]
+    planted = Op(Get(), Seen(None), answered[-1].completed + 1, answered[-1].completed + 2)
+    assert check([*ops, *stale, planted], budget=50_000).linearizable is False

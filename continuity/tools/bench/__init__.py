@@ -9,9 +9,10 @@ import argparse
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     bench = sub.add_parser("bench", help="measure Continuity against raw NATS/Redis baselines")
     kinds = bench.add_subparsers(dest="kind", required=True)
-    from continuity.tools.bench import fairness, pipeline, replay, sessions
+    from continuity.tools.bench import fairness, pipeline, replay, sessions, tracing
 
     sessions.register(kinds)
     pipeline.register(kinds)
     fairness.register(kinds)
     replay.register(kinds)
+    tracing.register(kinds)

@@ -15,6 +15,9 @@ import argparse
 import asyncio
 import contextlib
 import os
+import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,6 +72,29 @@ class Deployment:
             log = self.stack.data_dir / f"{name}-{index}.log"
             self.stack.start_service(name, self.service_env(env), log_path=log)
         self.stack.wait_ready()
+
+    def replace(self, name: str, env: dict[str, str], timeout_s: float = 15.0) -> None:
+        """Stop every replica of `name` (SIGTERM, then wait while it drains; killed after
+        `timeout_s`, and said so) and start as many anew under `env`, waiting until they are
+        ready: the same service under other settings."""
+        old = self.replicas(name)
+        for service in old:
+            if service.proc.poll() is None:
+                service.proc.send_signal(signal.SIGTERM)
+        for service in old:
+            try:
+                service.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                service.proc.kill()
+                service.proc.wait()
+                said = f"{name} did not stop within {timeout_s:g}s and was killed"
+                print(said, file=sys.stderr, flush=True)
+        stopped = {id(service) for service in old}
+        self.stack.services[:] = [s for s in self.stack.services if id(s) not in stopped]
+        self.scale(name, len(old), env)
+
+    async def replace_async(self, name: str, env: dict[str, str]) -> None:
+        await asyncio.to_thread(self.replace, name, env)
 
     def around(self) -> dict[str, list[int]]:
         """The other processes every measured round shares: the servers started here (none

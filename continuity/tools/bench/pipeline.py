@@ -334,6 +334,18 @@ def classifier_env(limits: bool = False) -> dict[str, str]:
     return env
 
 
+def start_baseline(d: Deployment) -> subprocess.Popen[bytes]:
+    """The baseline consumer process on the deployment's servers, once it is ready; the caller
+    terminates it."""
+    baseline = subprocess.Popen(
+        [sys.executable, "-m", "continuity.tools.bench.pipeline", d.stack.nats_url, str(d.stream_replicas)],
+        stdout=subprocess.PIPE,
+    )
+    assert baseline.stdout is not None
+    baseline.stdout.readline()  # "ready"
+    return baseline
+
+
 def main(args: argparse.Namespace) -> int:
     if args.events < 1 or args.concurrency < 1 or args.rounds < 1 or args.replicas < 1:
         print("error: --events, --concurrency, --rounds and --replicas must be at least 1", file=sys.stderr)
@@ -348,18 +360,7 @@ def main(args: argparse.Namespace) -> int:
         try:
             # The classifier first: it creates the streams the bench subscribes to.
             d.scale("classifier", 1, classifier_env())
-            baseline = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "continuity.tools.bench.pipeline",
-                    d.stack.nats_url,
-                    str(d.stream_replicas),
-                ],
-                stdout=subprocess.PIPE,
-            )
-            assert baseline.stdout is not None
-            baseline.stdout.readline()  # "ready"
+            baseline = start_baseline(d)
             if args.profile is not None:
                 profiler = subprocess.Popen(
                     [

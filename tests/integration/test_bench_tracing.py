@@ -1,0 +1,43 @@
+"""`continuity bench tracing --json` with small numbers: one classifier process replaced by one
+under each tracing setting, the baseline consumer and an OTLP receiver process on embedded
+servers, one JSON object with the figures. Nothing here asserts a speed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+
+def test_bench_tracing_prints_each_setting_and_the_spans_it_exported() -> None:
+    proc = subprocess.run(
+        [
+            sys.executable, "-m", "continuity", "bench", "tracing",
+            "--events", "200", "--rounds", "1", "--concurrency", "32", "--json",
+        ],
+        capture_output=True,
+        timeout=90,
+        check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    result = json.loads(proc.stdout)
+    settings = result["settings"]
+    assert set(settings) == {"off", "on", "sampled_out"}
+    base = result["baseline"]["events_per_s"]
+    assert isinstance(base, int) and base > 0
+    for name, s in settings.items():
+        for key in ("events_per_s", "p50_ms", "p99_ms"):
+            assert isinstance(s[key], int | float) and s[key] > 0, (name, key)
+        assert abs(s["ratio_to_baseline"] - s["events_per_s"] / base) < 0.01, name
+        assert len(s["rounds_per_s"]) == 1
+    off, on, out = settings["off"], settings["on"], settings["sampled_out"]
+    assert abs(result["on_off_throughput"] - on["events_per_s"] / off["events_per_s"]) < 0.001
+    assert abs(result["sampled_out_off_throughput"] - out["events_per_s"] / off["events_per_s"]) < 0.001
+    if off["cpu_ms_per_event"] > 0:  # 10 ms clock ticks: a short round may read none
+        assert abs(result["on_off_cpu"] - on["cpu_ms_per_event"] / off["cpu_ms_per_event"]) < 0.001
+        assert abs(result["sampled_out_off_cpu"] - out["cpu_ms_per_event"] / off["cpu_ms_per_event"]) < 0.001
+    assert result["target_on_off_throughput"] == 0.85
+    # Exported only when on: every measured event's trace reached the receiver, warm-up's too.
+    assert off["spans_received"] == 0 and out["spans_received"] == 0
+    assert result["on_measured_events"] == 200 and result["on_measured_traced"] == 200
+    assert on["spans_received"] >= result["on_measured_spans"] >= 200

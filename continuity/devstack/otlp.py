@@ -11,8 +11,10 @@ OpenTelemetry exporters send it, and answers 200 with an empty response.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import json
+import socket
 import sys
 import threading
 from dataclasses import asdict, dataclass, field
@@ -41,7 +43,9 @@ class ReceivedSpan:
 
 
 def decode(body: bytes) -> list[ReceivedSpan]:
-    """The spans of one OTLP/HTTP protobuf export request."""
+    """The spans of one OTLP/HTTP protobuf export request (decoded with the reference classes
+    of `opentelemetry-proto`, a development dependency: an independent check of what the
+    services encode)."""
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
     request = ExportTraceServiceRequest()
@@ -70,6 +74,52 @@ def decode(body: bytes) -> list[ReceivedSpan]:
     return spans
 
 
+def trace_ids(body: bytes) -> list[str]:
+    """The trace id of each span of an export request, read by walking the protobuf's framing
+    only (resource_spans 1 > scope_spans 2 > spans 2 > trace_id 1): a receiver for benchmarks
+    that must cost far less than the services it measures."""
+    found: list[str] = []
+    for resource_spans in _fields(body, 1):
+        for scope_spans in _fields(resource_spans, 2):
+            for span in _fields(scope_spans, 2):
+                found.extend(value.hex() for value in _fields(span, 1))
+    return found
+
+
+def _fields(data: bytes, wanted: int) -> list[bytes]:
+    """The length-delimited fields numbered `wanted` of one message."""
+    out = []
+    i, end = 0, len(data)
+    while i < end:
+        key, i = _read_varint(data, i)
+        number, wire = key >> 3, key & 7
+        if wire == 2:
+            size, i = _read_varint(data, i)
+            if number == wanted:
+                out.append(data[i : i + size])
+            i += size
+        elif wire == 0:
+            _, i = _read_varint(data, i)
+        elif wire == 1:
+            i += 8
+        elif wire == 5:
+            i += 4
+        else:
+            raise ValueError(f"wire type {wire} not expected")
+    return out
+
+
+def _read_varint(data: bytes, i: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[i]
+        i += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, i
+        shift += 7
+
+
 def _attributes(items: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for item in items:
@@ -84,17 +134,30 @@ def _attributes(items: Any) -> dict[str, Any]:
 class Receiver:
     """An OTLP/HTTP receiver on 127.0.0.1, in a thread of this process."""
 
-    def __init__(self, port: int = 0, out: IO[str] | None = None) -> None:
+    def __init__(self, port: int = 0, out: IO[str] | None = None, *, light: bool = False) -> None:
         self.spans: list[ReceivedSpan] = []
+        self.trace_ids: list[str] = []
+        """Light mode's record: the trace id of each span received."""
         self.requests = 0
         self.bodies = 0
         """Bytes received, decompressed."""
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._out = out
+        self._open: set[socket.socket] = set()
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keeps the exporter's connection, as collectors do
+
+            def setup(self) -> None:
+                super().setup()
+                receiver._open.add(self.connection)
+
+            def finish(self) -> None:
+                receiver._open.discard(self.connection)
+                super().finish()
+
             def do_POST(self) -> None:
                 if self.path.rstrip("/") != "/v1/traces":
                     self.send_error(404)
@@ -107,11 +170,13 @@ class Receiver:
                 if self.headers.get("Content-Encoding") == "gzip":
                     body = gzip.decompress(body)
                 try:
-                    spans = decode(body)
+                    if light:
+                        receiver._add_ids(trace_ids(body), len(body))
+                    else:
+                        receiver._add(decode(body), len(body))
                 except Exception:
                     self.send_error(400)
                     return
-                receiver._add(spans, len(body))
                 self.send_response(200)
                 self.send_header("Content-Type", "application/x-protobuf")
                 self.send_header("Content-Length", "0")
@@ -137,8 +202,12 @@ class Receiver:
         return self
 
     def stop(self) -> None:
+        """Stop listening and drop the connections kept open, as a stopped collector does."""
         self._server.shutdown()
         self._server.server_close()
+        for connection in list(self._open):
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
 
     def _add(self, spans: list[ReceivedSpan], size: int) -> None:
         with self._changed:
@@ -148,6 +217,17 @@ class Receiver:
             if self._out is not None:
                 for span in spans:
                     self._out.write(json.dumps(asdict(span)) + "\n")
+                self._out.flush()
+            self._changed.notify_all()
+
+    def _add_ids(self, ids: list[str], size: int) -> None:
+        """Light mode: only each span's trace id is kept (and written, one per line)."""
+        with self._changed:
+            self.trace_ids.extend(ids)
+            self.requests += 1
+            self.bodies += size
+            if self._out is not None:
+                self._out.write("".join(f"{trace_id}\n" for trace_id in ids))
                 self._out.flush()
             self._changed.notify_all()
 
@@ -167,9 +247,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m continuity.devstack.otlp", description=__doc__)
     parser.add_argument("--port", type=int, default=4318)
     parser.add_argument("--out", type=Path, help="append each span as a JSON line to this file")
+    parser.add_argument(
+        "--light",
+        action="store_true",
+        help="keep only each span's trace id (one per line in --out), read without decoding the rest",
+    )
     args = parser.parse_args(argv)
+    try:
+        if not args.light:
+            import opentelemetry.proto  # noqa: F401
+    except ImportError:
+        print("the receiver needs the opentelemetry-proto package (pip install '.[dev]')", file=sys.stderr)
+        return 2
     out = args.out.open("a", encoding="utf-8") if args.out else None
-    receiver = Receiver(args.port, out).start()
+    receiver = Receiver(args.port, out, light=args.light).start()
     print(f"listening on {receiver.endpoint}", flush=True)
     try:
         threading.Event().wait()

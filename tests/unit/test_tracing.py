@@ -112,3 +112,190 @@ def test_a_service_asked_for_an_exporter_it_lacks_stops_at_start() -> None:
     assert (
         "OTEL_TRACES_EXPORTER" in done.stderr and "zipkin" not in done.stderr.split("OTEL_TRACES_EXPORTER")[0]
     )
+
+
+# ---- sampling, the exporter's settings, and the OTLP encoding ------------------------------------
+
+from shared.platform import metrics  # noqa: E402
+from shared.platform.trace_export import ExportConfig, ExportConfigError, Exporter, encode_request  # noqa: E402
+
+
+@pytest.mark.parametrize(
+    ("sampler", "parent", "low_bits", "sampled"),
+    [
+        ("parentbased_always_on", None, 5, True),
+        ("parentbased_always_on", False, 5, False),
+        ("parentbased_always_off", True, 5, True),
+        ("parentbased_always_off", None, 5, False),
+        ("always_on", False, 5, True),
+        ("always_off", True, 5, False),
+        ("traceidratio", True, (1 << 63) + 1, False),  # ratio 0.5: the low 64 bits decide
+        ("traceidratio", False, (1 << 63) - 1, True),
+        ("parentbased_traceidratio", False, 1, False),
+        ("parentbased_traceidratio", None, 1, True),
+    ],
+)
+def test_the_standard_samplers(sampler: str, parent: bool | None, low_bits: int, sampled: bool) -> None:
+    chosen = tracing.Sampler.from_env({"OTEL_TRACES_SAMPLER": sampler, "OTEL_TRACES_SAMPLER_ARG": "0.5"})
+    assert chosen.sampled((7 << 64) | low_bits, parent) is sampled
+
+
+@pytest.mark.parametrize(
+    ("env", "named"),
+    [
+        ({"OTEL_TRACES_SAMPLER": "jaeger_remote"}, "OTEL_TRACES_SAMPLER"),
+        ({"OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "2"}, "SAMPLER_ARG"),
+        (
+            {"OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "half"},
+            "OTEL_TRACES_SAMPLER_ARG",
+        ),
+        ({"OTEL_EXPORTER_OTLP_COMPRESSION": "zstd"}, "OTEL_EXPORTER_OTLP_COMPRESSION"),
+        ({"OTEL_BSP_SCHEDULE_DELAY": "soon"}, "OTEL_BSP_SCHEDULE_DELAY"),
+        ({"OTEL_EXPORTER_OTLP_TIMEOUT": "-1"}, "OTEL_EXPORTER_OTLP_TIMEOUT"),
+        ({"OTEL_EXPORTER_OTLP_HEADERS": "novalue"}, "OTEL_EXPORTER_OTLP_HEADERS"),
+    ],
+)
+def test_a_setting_that_cannot_be_honoured_stops_the_start(env: dict[str, str], named: str) -> None:
+    with pytest.raises(tracing.TracingConfigError, match=named):
+        tracing.check({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318", **env})
+
+
+def test_the_exporters_settings_from_the_standard_variables() -> None:
+    plain = ExportConfig.from_env({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318/"})
+    assert (plain.url, plain.timeout_s, plain.gzip, plain.schedule_delay_s) == (
+        "http://c:4318/v1/traces",
+        10.0,
+        False,
+        5.0,
+    )
+    env = {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": "http://ignored:4318",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "https://c:443/custom",
+        "OTEL_EXPORTER_OTLP_HEADERS": "authorization=Bearer%20x, tenant=a",
+        "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT": "2500",
+        "OTEL_EXPORTER_OTLP_COMPRESSION": "gzip",
+        "OTEL_BSP_SCHEDULE_DELAY": "50",
+        "OTEL_BSP_MAX_QUEUE_SIZE": "10",
+    }
+    chosen = ExportConfig.from_env(env)
+    assert chosen.url == "https://c:443/custom" and chosen.timeout_s == 2.5 and chosen.gzip
+    assert chosen.headers == (("authorization", "Bearer x"), ("tenant", "a"))
+    assert (chosen.schedule_delay_s, chosen.max_queue) == (0.05, 10)
+    with pytest.raises(ExportConfigError, match="OTEL_EXPORTER_OTLP_ENDPOINT"):
+        ExportConfig.from_env({"OTEL_EXPORTER_OTLP_ENDPOINT": "collector:4318"})
+
+
+ATTRIBUTES = {
+    "continuity.run_id": "run-1",
+    "continuity.attempt": 2,
+    "continuity.debt": -3,
+    "x.ok": True,
+    "x.f": 0.25,
+}
+
+
+def _finished(name: str, parent: int = 0, **attributes: object) -> tracing.Span:
+    span = tracing.Span(
+        0x0AF7651916CD43DD8448EB211C80319C, 0xB7AD6B7169203331, parent, True, True, name, "consumer"
+    )
+    span.attributes = dict(attributes)
+    span.end_ns = span.start_ns + 1500
+    return span
+
+
+def test_the_encoding_reads_back_with_the_reference_classes() -> None:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    span = _finished(
+        "continuity-classifier classifier",
+        parent=0x00F067AA0BA902B7,
+        **ATTRIBUTES,
+    )
+    span.links.append((0x11, 0x22))
+    span.error = True
+    request = ExportTraceServiceRequest()
+    request.ParseFromString(encode_request([span], {"service.name": "continuity-classifier"}))
+    (resource_spans,) = request.resource_spans
+    assert resource_spans.resource.attributes[0].key == "service.name"
+    assert resource_spans.resource.attributes[0].value.string_value == "continuity-classifier"
+    (decoded,) = resource_spans.scope_spans[0].spans
+    assert decoded.trace_id.hex() == "0af7651916cd43dd8448eb211c80319c"
+    assert decoded.span_id.hex() == "b7ad6b7169203331" and decoded.parent_span_id.hex() == "00f067aa0ba902b7"
+    assert decoded.name == "continuity-classifier classifier" and decoded.kind == 5
+    assert decoded.end_time_unix_nano - decoded.start_time_unix_nano == 1500
+    values = {a.key: getattr(a.value, a.value.WhichOneof("value")) for a in decoded.attributes}
+    assert values == ATTRIBUTES
+    assert [(link.trace_id.hex()[-2:], link.span_id.hex()[-2:]) for link in decoded.links] == [("11", "22")]
+    assert decoded.status.code == 2
+
+
+def _failures() -> float:
+    return float(metrics.TRACE_EXPORT_FAILURES._value.get())
+
+
+def test_spans_a_collector_cannot_take_are_counted_and_a_full_queue_drops() -> None:
+    import socket
+
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]  # nothing listens there once closed
+    config = ExportConfig.from_env(
+        {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}",
+            "OTEL_BSP_MAX_QUEUE_SIZE": "2",
+            "OTEL_BSP_SCHEDULE_DELAY": "60000",
+        }
+    )
+    exporter = Exporter(config, {"service.name": "t"})
+    before = _failures()
+    for i in range(3):
+        exporter.add(_finished(f"s{i}"))
+    assert _failures() == before + 1  # the third found the queue full
+    exporter.shutdown(10)  # sends the two: refused, counted
+    assert _failures() == before + 3
+
+
+def test_the_light_receiver_reads_the_trace_ids_the_reference_decoder_reads() -> None:
+    from continuity.devstack.otlp import decode, trace_ids
+
+    spans = [_finished("a", **ATTRIBUTES), _finished("b", parent=7)]
+    spans[1].trace_id = 0x1234
+    body = encode_request(spans, {"service.name": "s"})
+    assert (
+        trace_ids(body)
+        == [s.trace_id for s in decode(body)]
+        == [f"{0x0AF7651916CD43DD8448EB211C80319C:032x}", f"{0x1234:032x}"]
+    )
+
+
+def test_batches_go_over_one_kept_connection_opened_again_when_the_collector_restarted() -> None:
+    from continuity.devstack.otlp import Receiver
+
+    first = Receiver().start()
+    env = {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": first.endpoint,
+        "OTEL_BSP_SCHEDULE_DELAY": "60000",
+        "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "2",
+    }
+    exporter = Exporter(ExportConfig.from_env(env), {"service.name": "t"})
+    before = _failures()
+    second = None
+    try:
+        for name in ("a", "b"):
+            exporter.add(_finished(name))  # the second fills a batch: sent at once
+        first.wait(lambda spans: len(spans) == 2, 10)
+        for name in ("c", "d"):
+            exporter.add(_finished(name))
+        first.wait(lambda spans: len(spans) == 4, 10)
+        assert first.requests == 2
+        port = first.port
+        first.stop()  # the kept connection is dead now
+        second = Receiver(port).start()
+        for name in ("e", "f"):
+            exporter.add(_finished(name))
+        second.wait(lambda spans: [s.name for s in spans] == ["e", "f"], 10)
+        assert _failures() == before
+    finally:
+        exporter.shutdown(5)
+        if second is not None:
+            second.stop()

@@ -36,7 +36,6 @@ from continuity_runner import (
     StaleEpoch,
     connect,
 )
-from continuity_runner.tracing import from_opentelemetry
 from continuity_runner.types import CheckpointPolicy, RecordedOutcome
 
 from continuity.tools.simulate import wire
@@ -140,7 +139,7 @@ class SimRunner:
                 publish_attempts=PUBLISH_ATTEMPTS,
                 publish_attempt_timeout=PUBLISH_ATTEMPT_TIMEOUT_S,
                 # Traced (OTEL_* set): each run's reports and requests continue its run's span.
-                trace_context=from_opentelemetry if tracing.ENABLED else None,
+                trace_context=tracing.current if tracing.ENABLED else None,
             )
         )
         await self._runner.serve_archive(self._on_archive)

@@ -26,6 +26,7 @@ from shared.contract import subjects
 from shared.contract.decoding import InvalidInput, decode
 from shared.contract.limits import MAX_EVENT_BYTES
 from shared.platform import metrics, tracing
+from shared.platform.bus.ack_reply import stream_seq
 from shared.platform.bus.fair import FairQueue
 from shared.platform.bus.publish import TOO_LARGE_REASON, PayloadTooLarge, dead_letter
 from shared.platform.bus.pull import Puller
@@ -308,8 +309,7 @@ class PullConsumer:
             parent=tracing.parent_of(msg.headers),
             kind="consumer",
             named={"messaging.system": "nats", "messaging.consumer.group.name": self._durable},
-            stream_seq=msg.metadata.sequence.stream,
-            delivered=msg.metadata.num_delivered,
+            stream_seq=stream_seq(msg.reply),  # not `msg.metadata`: parsing all of it costs more
         ):
             await self._settle_handled(msg)
 

@@ -28,7 +28,7 @@ import functools
 import re
 import time
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import msgspec
 from nats.aio.client import Client
@@ -53,9 +53,6 @@ from shared.platform.bus import nats_private
 from shared.platform.config import Config
 from shared.platform.logs import Log
 from shared.platform.redis.store import TRANSIENT_REDIS_ERRORS
-
-if TYPE_CHECKING:
-    from opentelemetry.trace import Span
 
 Req = TypeVar("Req")
 REPLY_REFUSED = "reply_refused"
@@ -123,7 +120,7 @@ class Endpoints:
         self._service: Service | None = None
         self._inflight: set[asyncio.Task[None]] = set()
         self._slots = asyncio.Semaphore(concurrency)
-        self._batch: list[tuple[_Route, Request, float, Awaitable[Any], Span | None]] = []
+        self._batch: list[tuple[_Route, Request, float, Awaitable[Any], tracing.Span | None]] = []
         self._batch_open = False
 
     def add(
@@ -240,7 +237,7 @@ class Endpoints:
         request: Request,
         started: float,
         pending: Awaitable[Any],
-        span: Span | None = None,
+        span: tracing.Span | None = None,
     ) -> None:
         """Await the handler's reply and answer with it, or with the error reply it earned."""
         name = route.name

@@ -15,6 +15,7 @@ import contextlib
 import gzip
 import json
 import socket
+import ssl
 import sys
 import threading
 from dataclasses import asdict, dataclass, field
@@ -134,8 +135,17 @@ def _attributes(items: Any) -> dict[str, Any]:
 class Receiver:
     """An OTLP/HTTP receiver on 127.0.0.1, in a thread of this process."""
 
-    def __init__(self, port: int = 0, out: IO[str] | None = None, *, light: bool = False) -> None:
+    def __init__(
+        self,
+        port: int = 0,
+        out: IO[str] | None = None,
+        *,
+        light: bool = False,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
         self.spans: list[ReceivedSpan] = []
+        self.headers: dict[str, str] = {}
+        """The headers of the last request."""
         self.trace_ids: list[str] = []
         """Light mode's record: the trace id of each span received."""
         self.requests = 0
@@ -166,6 +176,7 @@ class Receiver:
                 if length > MAX_BODY:
                     self.send_error(413)
                     return
+                receiver.headers = {k.lower(): v for k, v in self.headers.items()}
                 body = self.rfile.read(length)
                 if self.headers.get("Content-Encoding") == "gzip":
                     body = gzip.decompress(body)
@@ -186,6 +197,9 @@ class Receiver:
                 return None
 
         self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        if tls is not None:  # an https:// collector
+            self._server.socket = tls.wrap_socket(self._server.socket, server_side=True)
+        self.scheme = "https" if tls is not None else "http"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property
@@ -195,7 +209,11 @@ class Receiver:
     @property
     def endpoint(self) -> str:
         """The value of `OTEL_EXPORTER_OTLP_ENDPOINT` that sends here."""
-        return f"http://127.0.0.1:{self.port}"
+        return (
+            f"{self.scheme}://localhost:{self.port}"
+            if self.scheme == "https"
+            else f"http://127.0.0.1:{self.port}"
+        )
 
     def start(self) -> Receiver:
         self._thread.start()

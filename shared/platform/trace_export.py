@@ -239,17 +239,28 @@ def _any_value(value: Any) -> bytes:
     return _field(1, str(value).encode())
 
 
-@functools.lru_cache(maxsize=8192)
-def _key_value(number: int, key: str, value: Any, kind: str) -> bytes:
-    """One attribute as a `KeyValue` field. Closed codes and names repeat from span to span:
-    most are encoded once (`kind` keeps `True` and `1` apart in the cache)."""
+_PAIRS: dict[tuple[int, str, str], bytes] = {}
+"""Recent string attributes as encoded: closed codes and names repeat from span to span."""
+_PAIRS_KEPT = 4096
+
+
+def _pair(number: int, key: str, value: Any) -> bytes:
     return _field(number, _field(1, key.encode()) + _field(2, _any_value(value)))
 
 
 def _attributes(number: int, attributes: Mapping[str, Any]) -> bytes:
-    return b"".join(
-        [_key_value(number, key, value, type(value).__name__) for key, value in attributes.items()]
-    )
+    parts = []
+    for key, value in attributes.items():
+        if type(value) is str:
+            cached = _PAIRS.get((number, key, value))
+            if cached is None:
+                if len(_PAIRS) >= _PAIRS_KEPT:
+                    _PAIRS.clear()  # ids never repeat: start again rather than grow
+                cached = _PAIRS[(number, key, value)] = _pair(number, key, value)
+            parts.append(cached)
+        else:
+            parts.append(_pair(number, key, value))
+    return b"".join(parts)
 
 
 _TRACE_ID_TAG = _varint(1 << 3 | 2) + _varint(16)

@@ -303,7 +303,7 @@ def end(span: Span | None, *, outcome: str | None = None, error: BaseException |
 
 class span:
     """`start` as the current span for the block, ended after it: an exception ends it as an
-    error (by type) and goes on. `named` attributes keep their names (`messaging.system`);
+    error (by type) and goes on. `named` attributes keep their names (`messaging.destination.name`);
     keyword ones are put under `continuity.`."""
 
     __slots__ = ("_span", "_token")

@@ -69,6 +69,7 @@ class Outbox:
         self._js = js
         self._grace_s = grace_s
         self._service = service or _service_of(js)
+        self._span_name = f"continuity-{self._service} outbox publish"
 
     async def flush(self, session_key: str, entries: list[OutboxEntry]) -> None:
         """Publish freshly recorded entries, then delete them; a failure leaves them for the
@@ -96,14 +97,14 @@ class Outbox:
             await publish(self._js, entry.subject, entry.payload, entry.msg_id, traceparent=entry.trace)
             return
         with tracing.span(
-            f"continuity-{self._service} outbox publish",
+            self._span_name,
             # Right after recording: a child of the work in hand; by the sweeper: of the work
             # as it arrived where it was recorded (`tracing.recorded`).
             parent=(entry.trace or None) if by == "sweeper" else None,
             kind="producer",
             published_by=by,
             msg_id=entry.msg_id,
-            named={"messaging.system": "nats", "messaging.destination.name": entry.subject},
+            named={"messaging.destination.name": entry.subject},
         ):
             await publish(self._js, entry.subject, entry.payload, entry.msg_id, traceparent=tracing.current())
 

@@ -16,7 +16,7 @@ import sys
 import urllib.request
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 import msgspec
@@ -36,43 +36,13 @@ from shared.platform.config import Config
 from shared.platform.redis import Redis
 from shared.platform.tls import client_context, nats_context
 from tests.support import ServiceProcess, make_config, running, wait_for
+from tests.support.certs import Certs, make_certs
 from tests.support.sessions import commit_req, decide_req, new_session
 
 pytestmark = pytest.mark.asyncio
 
 REPO = Path(__file__).resolve().parents[2]
-MAKE_CERTS = REPO / "deploy" / "tls" / "make-dev-certs.sh"
 RUNNER_KEY = os.urandom(32)
-
-
-@dataclass(frozen=True)
-class Certs:
-    dir: Path
-
-    @property
-    def ca(self) -> str:
-        return str(self.dir / "ca.crt")
-
-    @property
-    def server_cert(self) -> str:
-        return str(self.dir / "server.crt")
-
-    @property
-    def server_key(self) -> str:
-        return str(self.dir / "server.key")
-
-    @property
-    def client_cert(self) -> str:
-        return str(self.dir / "client.crt")
-
-    @property
-    def client_key(self) -> str:
-        return str(self.dir / "client.key")
-
-
-def make_certs(out: Path) -> Certs:
-    subprocess.run(["sh", str(MAKE_CERTS), str(out)], check=True, capture_output=True, timeout=60)
-    return Certs(out)
 
 
 def deploy_tls_block(certs: Certs) -> str:

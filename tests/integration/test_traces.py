@@ -360,3 +360,41 @@ async def test_with_tracing_off_a_recorded_traceparent_is_passed_on(traced: Trac
     finally:
         await redis.aclose()
         await nc.close()
+
+
+async def test_spans_reach_an_https_collector_that_wants_a_client_certificate(tmp_path: Path) -> None:
+    """OTEL_EXPORTER_OTLP_CERTIFICATE, _CLIENT_CERTIFICATE and _CLIENT_KEY, with the throwaway CA
+    of deploy/tls/make-dev-certs.sh."""
+    import ssl
+
+    from shared.platform.trace_export import ExportConfig, Exporter
+    from shared.platform.tracing import Span
+    from tests.support.certs import make_certs
+
+    certs = make_certs(tmp_path / "certs")
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=certs.ca)
+    context.load_cert_chain(certs.server_cert, certs.server_key)
+    context.verify_mode = ssl.CERT_REQUIRED
+    receiver = Receiver(tls=context).start()
+    base = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint, "OTEL_BSP_SCHEDULE_DELAY": "60000"}
+    try:
+        span = Span(0xABC, 0xDEF, 0, False, True, "over tls", "internal")
+        span.end_ns = span.start_ns + 1
+        without_client = Exporter(
+            ExportConfig.from_env({**base, "OTEL_EXPORTER_OTLP_CERTIFICATE": certs.ca}), {}
+        )
+        without_client.add(span)
+        without_client.shutdown(10)
+        assert receiver.snapshot() == []  # refused at the handshake
+        env = {
+            **base,
+            "OTEL_EXPORTER_OTLP_CERTIFICATE": certs.ca,
+            "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE": certs.client_cert,
+            "OTEL_EXPORTER_OTLP_CLIENT_KEY": certs.client_key,
+        }
+        exporter = Exporter(ExportConfig.from_env(env), {"service.name": "t"})
+        exporter.add(span)
+        exporter.shutdown(10)
+        assert [s.name for s in receiver.snapshot()] == ["over tls"]
+    finally:
+        receiver.stop()

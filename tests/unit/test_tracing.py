@@ -299,3 +299,24 @@ def test_batches_go_over_one_kept_connection_opened_again_when_the_collector_res
         exporter.shutdown(5)
         if second is not None:
             second.stop()
+
+
+def test_headers_and_gzip_go_with_each_request() -> None:
+    from continuity.devstack.otlp import Receiver
+
+    receiver = Receiver().start()
+    env = {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+        "OTEL_EXPORTER_OTLP_HEADERS": "authorization=Bearer%20t0ken,x-tenant=acme",
+        "OTEL_EXPORTER_OTLP_COMPRESSION": "gzip",
+        "OTEL_BSP_SCHEDULE_DELAY": "60000",
+    }
+    exporter = Exporter(ExportConfig.from_env(env), {"service.name": "t"})
+    try:
+        exporter.add(_finished("zipped"))
+        exporter.shutdown(5)
+        assert [s.name for s in receiver.snapshot()] == ["zipped"]
+        assert receiver.headers["authorization"] == "Bearer t0ken" and receiver.headers["x-tenant"] == "acme"
+        assert receiver.headers["content-encoding"] == "gzip"
+    finally:
+        receiver.stop()

@@ -96,6 +96,7 @@ class PullConsumer:
         self._filter = filter_subject
         self._handler = handler
         self._service = service
+        self._span_name = f"continuity-{service} {durable}"
         self._max_deliver = max_deliver
         self._nak_delay = nak_delay_s
         self._ack_wait = ack_wait_s
@@ -305,10 +306,9 @@ class PullConsumer:
     async def _process_traced(self, msg: Msg) -> None:
         """`_process` in a span continuing the sender's trace (the message's `traceparent`)."""
         with tracing.span(
-            f"continuity-{self._service} {self._durable}",
+            self._span_name,
             parent=tracing.parent_of(msg.headers),
             kind="consumer",
-            named={"messaging.system": "nats", "messaging.consumer.group.name": self._durable},
             stream_seq=stream_seq(msg.reply),  # not `msg.metadata`: parsing all of it costs more
         ):
             await self._settle_handled(msg)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import functools
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -155,16 +156,26 @@ def observer(metric: Any, *values: str) -> Callable[..., None]:
     buckets = tuple(value.inc for value in child._buckets)
     last = len(buckets) - 1
 
+    exemplified = [0.0] * len(buckets)
+    """When each bucket last took an exemplar: Prometheus keeps one per bucket and scrape, so
+    one a second per bucket is plenty, and spares the others `observe`'s slow path."""
+
     def observe(amount: float, trace_id: str | None = None) -> None:
+        if amount != amount:  # NaN: counted in the sum only, as `observe` does
+            add_sum(amount)
+            return
+        index = min(bisect.bisect_left(bounds, amount), last)
         if tracing.ENABLED:  # an exemplar: the slow bucket leads to an example trace
-            trace_id = trace_id if trace_id is not None else tracing.sampled_trace_id()
-            if trace_id:
-                child.observe(amount, {"trace_id": trace_id})
-                return
+            now = time.monotonic()
+            if now - exemplified[index] >= 1.0:
+                trace_id = trace_id if trace_id is not None else tracing.sampled_trace_id()
+                if trace_id:
+                    exemplified[index] = now
+                    child.observe(amount, {"trace_id": trace_id})
+                    return
         add_sum(amount)
-        # The first bucket whose bound is at least `amount`, as `observe` picks it (none for NaN).
-        if amount == amount:
-            buckets[min(bisect.bisect_left(bounds, amount), last)](1)
+        # The first bucket whose bound is at least `amount`, as `observe` picks it.
+        buckets[index](1)
 
     return observe
 

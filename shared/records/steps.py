@@ -75,14 +75,16 @@ def run_fields(
     }
     if last_decision is not None:
         fields["last_decision"] = _encode(last_decision).decode()
-    trace = tracing.recorded()
-    if trace:  # the run's trace (tracing on): an operator's step later continues it
+    # A run stopped for a person keeps its trace (tracing on): the operator's step continues it.
+    trace = tracing.recorded() if waits(status) else ""
+    if trace:
         fields[TRACE_FIELD] = trace
     return fields
 
 
 TRACE_FIELD = "trace"
-"""The run record's field holding the `traceparent` of its last step's work (tracing on)."""
+"""The run record's field holding the `traceparent` of the step that stopped it for a person
+(tracing on)."""
 
 
 def outbox_arg(entries: list[OutboxEntry]) -> bytes | str:

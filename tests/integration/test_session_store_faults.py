@@ -104,6 +104,10 @@ async def test_process_serves_metrics_readiness_and_drains_on_sigterm(
         await wait_for(lambda: _http(ready) == 503, timeout=15, what="not ready without Redis")
         r.start()
         await wait_for(lambda: _http(ready) == 200, timeout=15, what="ready again")
+        # Readiness is read on the health connection; the requests' own connection to the
+        # restarted Redis is made again by the first request that finds it closed (answered
+        # `unavailable`): the drain below is about requests, not about that reconnection.
+        await wait_for(lambda: _answers(client), timeout=15, what="a request answered after the restart")
         # Requests delivered when SIGTERM arrives are answered before the process exits: they are
         # published before the flush's PING, so the server has routed them when PONG returns.
         inbox = nc.new_inbox()
@@ -113,7 +117,9 @@ async def test_process_serves_metrics_readiness_and_drains_on_sigterm(
         await nc.flush()
         proc.send_signal(signal.SIGTERM)
         answered = [await replies.next_msg(timeout=10) for _ in range(50)]
-        assert all(not m.headers and b'"no_session"' in m.data for m in answered)
+        assert all(not m.headers and b'"no_session"' in m.data for m in answered), [
+            (m.headers, m.data[:200]) for m in answered if m.headers or b'"no_session"' not in m.data
+        ][:3]
         assert await asyncio.to_thread(proc.wait, 20) == 0
         lines = log.read_text().splitlines()
         assert any('"event":"service_draining"' in line for line in lines)

@@ -18,11 +18,12 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import redis
 
 from continuity.devstack.servers import NatsCluster, RedisServer
@@ -155,6 +156,21 @@ def deployment(data_dir: Path, production: bool) -> Iterator[Deployment]:
 
 def machine() -> dict[str, Any]:
     return {"cores": os.cpu_count() or 0, "load_average": [round(x, 2) for x in os.getloadavg()]}
+
+
+def printed(
+    result: dict[str, Any], started: dict[str, Any], as_json: bool, report: Callable[[dict[str, Any]], str]
+) -> int:
+    """Print a benchmark's result (its JSON, or its report) with the machine's cores and its load
+    average at the start and now; the command's exit code."""
+    ended = machine()
+    result.update(
+        cores=started["cores"],
+        load_average_start=started["load_average"],
+        load_average_end=ended["load_average"],
+    )
+    print(msgspec.json.encode(result).decode() if as_json else report(result))
+    return 0
 
 
 def describe(result: dict[str, Any]) -> list[str]:

@@ -28,7 +28,7 @@ from nats.aio.msg import Msg
 from nats.js.api import DeliverPolicy
 
 from continuity.cli.examples import examples
-from continuity.tools.bench.deployment import deployment, describe, machine
+from continuity.tools.bench.deployment import deployment, describe, machine, printed
 from continuity.tools.bench.pipeline import classifier_env, seed_sessions, session
 from continuity.tools.bench.stats import percentile
 from shared.contract import ResumeFailed, subjects
@@ -235,12 +235,5 @@ def main(args: argparse.Namespace) -> int:
 
         result = uvloop.run(measure(d.stack.nats_url, d.stack.redis_url, args))
         result["servers"] = d.facts
-    ended = machine()
-    result.update(
-        cores=started["cores"],
-        load_average_start=started["load_average"],
-        load_average_end=ended["load_average"],
-        production=args.production,
-    )
-    print(msgspec.json.encode(result).decode() if args.json else report(result))
-    return 0
+    result["production"] = args.production
+    return printed(result, started, args.json, report)

@@ -42,7 +42,14 @@ from nats.js.api import (
 from nats.js.errors import NotFoundError
 
 from continuity.cli.examples import examples
-from continuity.tools.bench.deployment import Deployment, add_arguments, deployment, describe, machine
+from continuity.tools.bench.deployment import (
+    Deployment,
+    add_arguments,
+    deployment,
+    describe,
+    machine,
+    printed,
+)
 from continuity.tools.bench.stats import Figures, cost_line, costs, costs_around, load, median, ratio
 from continuity.tools.simulate.keys import DEMO_KEYS, DEMO_KEYS_ENV
 from shared.contract import CommandResult, ResumeFailed, SessionRef, subjects
@@ -389,14 +396,7 @@ def main(args: argparse.Namespace) -> int:
                 baseline.terminate()
                 baseline.wait()
         result["servers"] = d.facts
-    ended = machine()
-    result.update(
-        cores=started["cores"],
-        load_average_start=started["load_average"],
-        load_average_end=ended["load_average"],
-    )
-    print(msgspec.json.encode(result).decode() if args.json else report(result))
-    return 0
+    return printed(result, started, args.json, report)
 
 
 # ---- the baseline consumer process -------------------------------------------------------------

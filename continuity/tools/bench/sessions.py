@@ -21,7 +21,14 @@ import redis.asyncio as aioredis
 
 from continuity.cli.examples import examples
 from continuity.devstack.servers import RedisServer
-from continuity.tools.bench.deployment import Deployment, add_arguments, deployment, describe, machine
+from continuity.tools.bench.deployment import (
+    Deployment,
+    add_arguments,
+    deployment,
+    describe,
+    machine,
+    printed,
+)
 from continuity.tools.bench.stats import Figures, cost_line, costs, costs_around, load, median, ratio
 from shared.contract import CommitRequest, DecideRequest, SessionRef, subjects
 from shared.contract.client import ContinuityClient, RunnerSessions
@@ -321,14 +328,7 @@ def main(args: argparse.Namespace) -> int:
             for replica in replicas:
                 replica.stop()
         result["servers"] = d.facts
-    ended = machine()
-    result.update(
-        cores=started["cores"],
-        load_average_start=started["load_average"],
-        load_average_end=ended["load_average"],
-    )
-    print(msgspec.json.encode(result).decode() if args.json else report(result))
-    return 0
+    return printed(result, started, args.json, report)
 
 
 def _start_replicas(primary: RedisServer, count: int, data_dir: Path) -> list[RedisServer]:

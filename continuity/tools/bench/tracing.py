@@ -36,7 +36,7 @@ from nats.aio.msg import Msg
 from nats.js.api import DeliverPolicy
 
 from continuity.cli.examples import examples
-from continuity.tools.bench.deployment import Deployment, deployment, describe, machine
+from continuity.tools.bench.deployment import Deployment, deployment, describe, machine, printed
 from continuity.tools.bench.pipeline import (
     BASELINE_IN,
     BASELINE_OUT,
@@ -344,11 +344,4 @@ def main(args: argparse.Namespace) -> int:
                     proc.terminate()
                     proc.wait()
         result["servers"] = d.facts
-    ended = machine()
-    result.update(
-        cores=started["cores"],
-        load_average_start=started["load_average"],
-        load_average_end=ended["load_average"],
-    )
-    print(msgspec.json.encode(result).decode() if args.json else report(result))
-    return 0
+    return printed(result, started, args.json, report)

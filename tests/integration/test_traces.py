@@ -123,6 +123,24 @@ async def simulate(lab: Traced, *args: str) -> None:
     assert proc.returncode == 0, out.decode()[-3000:]
 
 
+async def quarantined_headers(url: str) -> list[tuple[str, str | None]]:
+    """(run_id, traceparent header) of every quarantined event (a JSON event, set aside)."""
+    nc = await nats.connect(url)
+    try:
+        js = nc.jetstream()
+        info = await js.stream_info(subjects.DEAD_STREAM)
+        found = []
+        for seq in range(info.state.first_seq, info.state.last_seq + 1):
+            msg = await js.get_msg(subjects.DEAD_STREAM, seq)
+            if msg.subject != subjects.DEAD_QUARANTINE:
+                continue
+            body = msgspec.json.decode(msg.data or b"{}")
+            found.append((str(body.get("run_id")), (msg.headers or {}).get("traceparent")))
+        return found
+    finally:
+        await nc.close()
+
+
 async def decision_headers(url: str) -> list[tuple[str, str | None]]:
     """(run_id, traceparent header) of every message on the decisions stream."""
     nc = await nats.connect(url)
@@ -231,6 +249,11 @@ async def test_every_scenario_gives_one_connected_trace_from_report_to_decision(
             run_id,
             [(x.service, x.name, x.attributes) for x in traces[trace_id_of(traceparent)]],
         )
+    # A quarantined event's dead letter carries the trace of the work that set it aside.
+    quarantined = await quarantined_headers(traced.nats.url)
+    assert quarantined, "the forged and unknown-key scenarios were quarantined"
+    for run_id, traceparent in quarantined:
+        assert traceparent is not None and trace_id_of(traceparent) == runs[run_id].trace_id, run_id
     # Archive and reconciliation steps are in the runs' traces.
     names = {(s.service, s.name) for t in (traces[r.trace_id] for r in runs.values()) for s in t}
     assert ("continuity-archiver", "continuity-archiver runner archive") in names

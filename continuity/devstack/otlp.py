@@ -275,7 +275,10 @@ def main(argv: list[str] | None = None) -> int:
         if not args.light:
             import opentelemetry.proto  # noqa: F401
     except ImportError:
-        print("the receiver needs the opentelemetry-proto package (pip install '.[dev]')", file=sys.stderr)
+        print(
+            "the receiver decodes spans with the opentelemetry-proto package: install it, or give --light",
+            file=sys.stderr,
+        )
         return 2
     out = args.out.open("a", encoding="utf-8") if args.out else None
     receiver = Receiver(args.port, out, light=args.light).start()

@@ -98,13 +98,13 @@ class ReconciliationHandlers:
         return wire.AuditReply(run_id=req.run_id, items=items)
 
     async def resolve(self, req: ResolveRequest) -> DeliveredReply:
-        found = await self.store.load(req.run_id)
+        found = await self.store.load_traced(req.run_id)
         if found is None:
             raise NOT_FOUND.error("no reconciliation record for this run")
-        sk, record = found
+        sk, record, trace = found
         with tracing.span(
             "continuity-reconciliation deliver",
-            parent=await self.store.trace_of(sk, record.run_id),
+            parent=trace,
             link_current=True,  # the operator's request
             run_id=record.run_id,
             attempt=record.attempt,

@@ -92,18 +92,20 @@ class ReconciliationStore:
     # Reading ------------------------------------------------------------------------------
 
     async def load(self, run_id: str) -> tuple[str, ReconciliationRecord] | None:
+        found = await self.load_traced(run_id)
+        return (found[0], found[1]) if found is not None else None
+
+    async def load_traced(self, run_id: str) -> tuple[str, ReconciliationRecord, str | None] | None:
+        """`load`, and the traceparent the record was opened in (None when tracing is off here,
+        or the record keeps none), from the same read."""
         sk = await self.session_of_run(run_id)
         if sk is None:
             return None
         raw = await self.redis.hgetall(keys.reconciliation(sk, run_id))
-        return (sk, parse_record(raw)) if raw else None
-
-    async def trace_of(self, sk: str, run_id: str) -> str | None:
-        """The traceparent the record was opened in; read only when tracing is on here."""
-        if not tracing.ENABLED:
+        if not raw:
             return None
-        raw = await self.redis.hget(keys.reconciliation(sk, run_id), TRACE_FIELD)
-        return tracing.valid(raw.decode()) if raw else None
+        trace = raw.get(TRACE_FIELD.encode()) if tracing.ENABLED else None
+        return sk, parse_record(raw), tracing.valid(trace.decode()) if trace else None
 
     async def run_trace(self, run_id: str) -> str | None:
         """The traceparent of the run's last step; read only when tracing is on here."""

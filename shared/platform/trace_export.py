@@ -4,8 +4,8 @@ stable format: far cheaper per span than building the generated message classes)
 
 Configured by the standard variables: `OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT`, `_HEADERS`,
 `_TIMEOUT`, `_COMPRESSION` (`gzip` or `none`), `_CERTIFICATE`, `_CLIENT_CERTIFICATE` and
-`_CLIENT_KEY`; batching by `OTEL_BSP_SCHEDULE_DELAY`, `OTEL_BSP_MAX_QUEUE_SIZE`,
-`OTEL_BSP_MAX_EXPORT_BATCH_SIZE` and `OTEL_BSP_EXPORT_TIMEOUT`. A batch the collector refuses or
+`_CLIENT_KEY`; batching by `OTEL_BSP_SCHEDULE_DELAY`, `OTEL_BSP_MAX_QUEUE_SIZE` and
+`OTEL_BSP_MAX_EXPORT_BATCH_SIZE`. A batch the collector refuses or
 that cannot be sent is dropped and counted (`continuity_trace_export_failures_total`), as is a
 span that finds the queue full: tracing never holds the work back.
 """

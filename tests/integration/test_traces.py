@@ -123,16 +123,16 @@ async def simulate(lab: Traced, *args: str) -> None:
     assert proc.returncode == 0, out.decode()[-3000:]
 
 
-async def quarantined_headers(url: str) -> list[tuple[str, str | None]]:
-    """(run_id, traceparent header) of every quarantined event (a JSON event, set aside)."""
+async def stream_headers(url: str, stream: str, subject: str | None = None) -> list[tuple[str, str | None]]:
+    """(run_id, traceparent header) of every message of `stream` (on `subject`, if given)."""
     nc = await nats.connect(url)
     try:
         js = nc.jetstream()
-        info = await js.stream_info(subjects.DEAD_STREAM)
+        info = await js.stream_info(stream)
         found = []
         for seq in range(info.state.first_seq, info.state.last_seq + 1):
-            msg = await js.get_msg(subjects.DEAD_STREAM, seq)
-            if msg.subject != subjects.DEAD_QUARANTINE:
+            msg = await js.get_msg(stream, seq)
+            if subject is not None and msg.subject != subject:
                 continue
             body = msgspec.json.decode(msg.data or b"{}")
             found.append((str(body.get("run_id")), (msg.headers or {}).get("traceparent")))
@@ -143,18 +143,7 @@ async def quarantined_headers(url: str) -> list[tuple[str, str | None]]:
 
 async def decision_headers(url: str) -> list[tuple[str, str | None]]:
     """(run_id, traceparent header) of every message on the decisions stream."""
-    nc = await nats.connect(url)
-    try:
-        js = nc.jetstream()
-        info = await js.stream_info(subjects.DECISIONS_STREAM)
-        found = []
-        for seq in range(info.state.first_seq, info.state.last_seq + 1):
-            msg = await js.get_msg(subjects.DECISIONS_STREAM, seq)
-            body = msgspec.json.decode(msg.data or b"{}")
-            found.append((str(body.get("run_id")), (msg.headers or {}).get("traceparent")))
-        return found
-    finally:
-        await nc.close()
+    return await stream_headers(url, subjects.DECISIONS_STREAM)
 
 
 def scrape_exemplars(port: int, metric: str, *, openmetrics: bool = True) -> set[str]:
@@ -250,7 +239,7 @@ async def test_every_scenario_gives_one_connected_trace_from_report_to_decision(
             [(x.service, x.name, x.attributes) for x in traces[trace_id_of(traceparent)]],
         )
     # A quarantined event's dead letter carries the trace of the work that set it aside.
-    quarantined = await quarantined_headers(traced.nats.url)
+    quarantined = await stream_headers(traced.nats.url, subjects.DEAD_STREAM, subjects.DEAD_QUARANTINE)
     assert quarantined, "the forged and unknown-key scenarios were quarantined"
     for run_id, traceparent in quarantined:
         assert traceparent is not None and trace_id_of(traceparent) == runs[run_id].trace_id, run_id

@@ -320,3 +320,35 @@ def test_headers_and_gzip_go_with_each_request() -> None:
         assert receiver.headers["content-encoding"] == "gzip"
     finally:
         receiver.stop()
+
+
+def test_the_default_endpoint_and_the_resource() -> None:
+    assert ExportConfig.from_env({"OTEL_TRACES_EXPORTER": "otlp"}).url == "http://localhost:4318/v1/traces"
+    assert tracing.resource("classifier", {})["service.name"] == "continuity-classifier"
+    env = {"OTEL_RESOURCE_ATTRIBUTES": "deployment.environment=prod,team=rec%20overy,service.name=x"}
+    chosen = tracing.resource("archiver", env)
+    assert chosen["deployment.environment"] == "prod" and chosen["team"] == "rec overy"
+    assert chosen["service.name"] == "x"
+    assert tracing.resource("archiver", {**env, "OTEL_SERVICE_NAME": "y"})["service.name"] == "y"
+
+
+def test_a_traced_service_loads_no_opentelemetry_package() -> None:
+    code = (
+        "import sys\n"
+        "from shared.platform import tracing\n"
+        "assert tracing.setup('classifier', {'OTEL_EXPORTER_OTLP_ENDPOINT': 'http://127.0.0.1:9'})\n"
+        "with tracing.span('x', run_id='r'):\n"
+        "    pass\n"
+        "tracing.shutdown(1)\n"
+        "print(sorted(m for m in sys.modules if m.startswith('opentelemetry')))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def test_the_nats_server_a_local_server_runs_can_be_chosen(monkeypatch: pytest.MonkeyPatch) -> None:
+    from continuity.devstack.servers import nats_server_binary
+
+    monkeypatch.setenv("CONTINUITY_NATS_SERVER_BIN", "/opt/nats/nats-server-2.15")
+    assert nats_server_binary() == "/opt/nats/nats-server-2.15"

@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -170,6 +171,24 @@ class Outcomes:
         return outcome
 
 
+async def follow_outcomes(
+    js: JetStreamContext, on_decision: Callable[[Msg], Awaitable[None]], echoes: Outcomes
+) -> None:
+    """Read, from now on, every decision (to `on_decision`) and every message the baseline
+    publishes (into `echoes`)."""
+
+    async def on_echo(msg: Msg) -> None:
+        await echoes.on_message(msg)
+
+    for subject, stream, handler in (
+        (subjects.DECISIONS_ALL, subjects.DECISIONS_STREAM, on_decision),
+        (f"{BASELINE_OUT}.>", BASELINE_OUT_STREAM, on_echo),
+    ):
+        await js.subscribe(
+            subject, stream=stream, cb=handler, ordered_consumer=True, deliver_policy=DeliverPolicy.NEW
+        )
+
+
 async def _placement(js: JetStreamContext, stream: str) -> dict[str, int]:
     info = await js.stream_info(stream)
     servers = 1 + len(info.cluster.replicas or []) if info.cluster is not None else 1
@@ -221,24 +240,7 @@ async def measure(d: Deployment, args: argparse.Namespace, baseline_pid: int) ->
         if counting:
             actions[outcome.action or "?"] += 1
 
-    await js.subscribe(
-        subjects.DECISIONS_ALL,
-        stream=subjects.DECISIONS_STREAM,
-        cb=on_decision,
-        ordered_consumer=True,
-        deliver_policy=DeliverPolicy.NEW,
-    )
-
-    async def on_echo(msg: Msg) -> None:
-        await echoes.on_message(msg)
-
-    await js.subscribe(
-        f"{BASELINE_OUT}.>",
-        stream=BASELINE_OUT_STREAM,
-        cb=on_echo,
-        ordered_consumer=True,
-        deliver_policy=DeliverPolicy.NEW,
-    )
+    await follow_outcomes(js, on_decision, echoes)
     loop = asyncio.get_running_loop()
     rounds_done = 0
 

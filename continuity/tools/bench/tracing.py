@@ -33,17 +33,15 @@ from typing import Any
 import msgspec
 import nats
 from nats.aio.msg import Msg
-from nats.js.api import DeliverPolicy
 
 from continuity.cli.examples import examples
 from continuity.tools.bench.deployment import Deployment, deployment, describe, machine, printed
 from continuity.tools.bench.pipeline import (
     BASELINE_IN,
-    BASELINE_OUT,
-    BASELINE_OUT_STREAM,
     Outcomes,
     classifier_env,
     event,
+    follow_outcomes,
     seed_sessions,
     start_baseline,
 )
@@ -159,23 +157,7 @@ async def measure(
     async def on_decision(msg: Msg) -> None:
         await decisions.on_message(msg)
 
-    async def on_echo(msg: Msg) -> None:
-        await echoes.on_message(msg)
-
-    await js.subscribe(
-        subjects.DECISIONS_ALL,
-        stream=subjects.DECISIONS_STREAM,
-        cb=on_decision,
-        ordered_consumer=True,
-        deliver_policy=DeliverPolicy.NEW,
-    )
-    await js.subscribe(
-        f"{BASELINE_OUT}.>",
-        stream=BASELINE_OUT_STREAM,
-        cb=on_echo,
-        ordered_consumer=True,
-        deliver_policy=DeliverPolicy.NEW,
-    )
+    await follow_outcomes(js, on_decision, echoes)
     loop = asyncio.get_running_loop()
     rounds_done = 0
     measured_traces: set[str] = set()

@@ -102,7 +102,9 @@ async def publish(
     """Publish once: JetStream drops a re-send with the same `Nats-Msg-Id` in its window.
     Raises `PayloadTooLarge`, sending nothing, for a message the server would refuse. A
     `traceparent` goes along as its header (shared/platform/tracing.py)."""
-    headers = {"Nats-Msg-Id": msg_id, "traceparent": traceparent} if traceparent else {"Nats-Msg-Id": msg_id}
+    headers = {"Nats-Msg-Id": msg_id}
+    if traceparent:
+        headers[tracing.HEADER] = traceparent
     check_size(js, payload, headers)
     await _stored(js, subject, payload, headers, timeout)
 
@@ -178,9 +180,7 @@ async def dead_letter(
     }
     if original_msg_id is not None and _PLAIN_ID.match(original_msg_id):
         headers[DEAD_MSG_ID_HEADER] = original_msg_id
-    traceparent = tracing.current()  # the work that set it aside, when tracing is on
-    if traceparent:
-        headers["traceparent"] = traceparent
+    headers = tracing.headers(tracing.current(), headers)  # the work that set it aside (tracing on)
     room = max(0, min(DEAD_COPY_MAX, max_payload(js) - header_size(headers)))
     if len(payload) > room:
         payload = payload[:room]

@@ -359,6 +359,67 @@ async def test_a_decision_whose_handler_raises_is_delivered_again(stack: str) ->
         await decisions.stop()
 
 
+async def _classifier_settled(js: JetStreamContext) -> bool:
+    """The classifier's consumer holds nothing: every stored event delivered and acknowledged."""
+    info = await js.consumer_info(subjects.EVENTS_STREAM, subjects.CLASSIFIER_CONSUMER)
+    last = (await js.stream_info(subjects.EVENTS_STREAM)).state.last_seq
+    delivered = info.delivered.stream_seq if info.delivered else 0
+    return not info.num_pending and not info.num_ack_pending and delivered == last
+
+
+async def test_a_report_the_stream_lost_is_decided_once_when_sent_again(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """A report the events stream lost (deleted here before the classifier ran) gets no decision;
+    `resend` sends it again under a new event_id and it is decided; sent again once more, it
+    makes no second decision."""
+    server = NatsServer(tmp_path / "nats")
+    server.start()
+    config = _config(server.url, redis_server.url)
+    session_store, classifier = registry.load("session-store"), registry.load("classifier")
+    operator = await nats.connect(server.url)
+    js = operator.jetstream()
+    try:
+        async with running(session_store, config):
+            runner = await _runner(server.url)
+            decisions = Decisions(runner)
+            try:
+                session = _session()
+                await _commit(runner, session, "ns-1")
+                run_id = f"run-{uuid.uuid4().hex}"
+                event_id = await runner.report_resume_failure(run_id, 1, session, "ns-1")
+                events_subject = subjects.event(runner.runner_id, "resume_failed")
+                stored = await js.get_last_msg(subjects.EVENTS_STREAM, events_subject)
+                assert stored.seq is not None and stored.data is not None
+                assert msgspec.json.decode(stored.data)["event_id"] == event_id
+                await js.delete_msg(subjects.EVENTS_STREAM, stored.seq)  # the stream lost it
+
+                async with running(classifier, config):
+                    await wait_for(lambda: _classifier_settled(js), what="the classifier's consumer settled")
+                    assert decisions.of(run_id) == []  # nothing decided the lost report
+                    again = await runner.resend(event_id)
+                    assert again != event_id
+                    decided = await decisions.first(run_id)
+                    assert decided.action == "retry_same_session"
+
+                    # Sent again after its decision: stored, handled, and no second decision.
+                    assert await runner.resend(again) not in {event_id, again}
+                    await wait_for(lambda: _classifier_settled(js), what="the third copy handled")
+                    mine = subjects.decisions(runner.runner_id)
+                    runs = [
+                        msgspec.json.decode(m.data)["run_id"]
+                        for m in await read_stream(js, subjects.DECISIONS_STREAM, mine)
+                    ]
+                    assert runs == [run_id]
+                    with pytest.raises(NotFound):
+                        await runner.resend(event_id)  # forgotten once sent again
+            finally:
+                await decisions.stop()
+    finally:
+        await operator.close()
+        server.stop()
+
+
 async def test_an_invalid_event_is_refused_before_it_is_published(stack: str) -> None:
     runner = await _runner(stack)
     try:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import contextlib
 import itertools
 import random
 import time
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 import msgspec
 import nats.errors
 from nats.aio.client import Client
+from nats.aio.msg import Msg
 
 from continuity.tools.linearizability import (
     UNKNOWN,
@@ -38,6 +40,7 @@ from continuity.tools.linearizability import (
 )
 from shared.contract import SessionRef, subjects
 from shared.contract.client import ContinuityClient, RequestError
+from shared.contract.events import ResumeFailed
 from shared.contract.sessions import CommitRequest, DecideRequest, GetRequest, RejectRequest
 from tests.support.cluster import event, read_settled
 from tests.support.waiting import wait_for
@@ -49,6 +52,11 @@ SEARCH_BUDGET = 100_000
 """States the linearizability search visits per session before it gives up (undecided)."""
 PUBLISH_GIVE_UP_S = 90.0
 """A runner stops re-sending an event this long after its first try (then it was not stored)."""
+RESEND_AFTER_S = 20.0
+"""A runner sends a report again, with a new event_id (the SDKs' `resend`), when no decision
+came this long after it was acknowledged, and again after as long each time: above the longest
+pause in decisions seen under the faults (19.5 s), so that a report is sent again mostly when
+the system lost it, not while it is still coming."""
 
 
 # Events and decisions ------------------------------------------------------------------------
@@ -63,6 +71,14 @@ class EventLoad:
         self.rate = rate
         self.sent: list[str] = []
         self.acked: set[str] = set()
+        self.resent: Counter[str] = Counter()
+        """Reports sent again (a new event_id) for want of a decision, per run."""
+        self.first_resent_at: dict[str, float] = {}
+        """When each run's report was first sent again (epoch seconds)."""
+        self._due: dict[str, float] = {}
+        """When each acknowledged, undecided report is sent again (monotonic seconds)."""
+        self._decided: set[str] = set()
+        self._events: dict[str, ResumeFailed] = {}
         self._publishers: set[asyncio.Task[None]] = set()
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -70,15 +86,51 @@ class EventLoad:
         while not stop.is_set():
             run_id = f"run-{uuid.uuid4().hex[:16]}"
             self.sent.append(run_id)
-            task = asyncio.create_task(self._publish(run_id, len(self.sent)))
-            self._publishers.add(task)
-            task.add_done_callback(self._publishers.discard)
+            self._events[run_id] = event(self.runner, run_id)
+            self._spawn(self._publish(run_id, len(self.sent)))
             # The load's own pace: the next event is due at its slot, whatever the last cost.
             await asyncio.sleep(max(0.0, started + len(self.sent) / self.rate - time.monotonic()))
         await asyncio.gather(*list(self._publishers))
 
-    async def _publish(self, run_id: str, n: int) -> None:
-        e = event(self.runner, run_id)
+    async def follow(self, done: asyncio.Event) -> None:
+        """The runner's side of its reports until `done`: the decisions it receives (on every
+        connection), and a report sent again when none came within `RESEND_AFTER_S`."""
+        subs = [await nc.subscribe(subjects.decisions(self.runner), cb=self._received) for nc in self.conns]
+        try:
+            while not done.is_set():
+                now = time.monotonic()
+                for run_id, due in list(self._due.items()):
+                    if run_id in self._decided:
+                        del self._due[run_id]
+                    elif now >= due:
+                        self._due[run_id] = now + RESEND_AFTER_S
+                        self.resent[run_id] += 1
+                        self.first_resent_at.setdefault(run_id, time.time())
+                        n = len(self.sent) + self.resent.total()  # the next connection in turn
+                        self._spawn(self._publish(run_id, n, again=True))
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(done.wait(), 1.0)  # the runner's own pace of checking
+        finally:
+            for sub in subs:
+                with contextlib.suppress(nats.errors.Error):
+                    await sub.unsubscribe()
+            await asyncio.gather(*list(self._publishers))
+
+    async def _received(self, msg: Msg) -> None:
+        with contextlib.suppress(msgspec.DecodeError, KeyError, TypeError):
+            decided = msgspec.json.decode(msg.data)
+            if decided["type"] == "decision":
+                self._decided.add(decided["run_id"])
+
+    def _spawn(self, publication: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(publication)
+        self._publishers.add(task)
+        task.add_done_callback(self._publishers.discard)
+
+    async def _publish(self, run_id: str, n: int, *, again: bool = False) -> None:
+        e = self._events[run_id]
+        if again:  # the same report, only the id new: the stream's duplicate window keeps it
+            e = msgspec.structs.replace(e, event_id=uuid.uuid4().hex)
         data = msgspec.json.encode(e)
         subject = subjects.event(self.runner, "resume_failed")
         deadline = time.monotonic() + PUBLISH_GIVE_UP_S
@@ -91,7 +143,9 @@ class EventLoad:
             except (nats.errors.Error, TimeoutError, OSError):
                 await asyncio.sleep(0.2)  # a runner's backoff before it sends again
                 continue
-            self.acked.add(run_id)
+            if not again:
+                self.acked.add(run_id)
+                self._due[run_id] = time.monotonic() + RESEND_AFTER_S
             return
 
 
@@ -100,18 +154,22 @@ class Decisions:
     per_run: Counter[tuple[str, int]]
     stored_at: list[float]
     """When the decisions stream stored each decision (epoch seconds), sorted."""
+    first_at: dict[str, float] = field(default_factory=dict)
+    """When the decisions stream stored each run's first decision (epoch seconds)."""
 
 
 async def read_decisions(nc: Client, runner: str) -> Decisions:
     msgs = await read_settled(nc.jetstream(), subjects.DECISIONS_STREAM, subjects.decisions(runner))
     per_run: Counter[tuple[str, int]] = Counter()
     times = []
+    first_at: dict[str, float] = {}
     for m in msgs:
         d = msgspec.json.decode(m.data)
         per_run[(d["run_id"], d["attempt"])] += 1
         if m.time is not None:
             times.append(m.time.timestamp())
-    return Decisions(per_run, sorted(times))
+            first_at.setdefault(d["run_id"], m.time.timestamp())
+    return Decisions(per_run, sorted(times), first_at)
 
 
 async def wait_all_decided(nc: Client, runner: str, runs: set[str], timeout: float) -> Decisions:
@@ -129,9 +187,13 @@ async def wait_all_decided(nc: Client, runner: str, runs: set[str], timeout: flo
 
 
 async def stored_runs(nc: Client, runner: str) -> dict[str, int]:
-    """The run ids of `runner`'s events the events stream holds, each with its sequence."""
+    """The run ids of `runner`'s events the events stream holds, each with the sequence of its
+    first copy (a report sent again is stored again, later)."""
     msgs = await read_settled(nc.jetstream(), subjects.EVENTS_STREAM, subjects.event(runner, "resume_failed"))
-    return {msgspec.json.decode(m.data)["run_id"]: int(m.seq or 0) for m in msgs}
+    stored: dict[str, int] = {}
+    for m in msgs:
+        stored.setdefault(msgspec.json.decode(m.data)["run_id"], int(m.seq or 0))
+    return stored
 
 
 async def classifier_consumer_state(nc: Client) -> str:
@@ -346,18 +408,22 @@ class Measured:
     sessions_not_linearizable: int = 0
     reverted: int = 0
     lost_commits: int = 0
+    resent: int = 0
+    """Acknowledged reports the runner sent again for want of a decision (RESEND_AFTER_S)."""
     stored_undecided: int = 0
     """Of the acknowledged events with no decision, those the events stream still holds."""
     details: list[str] = field(default_factory=list)
 
     HEADER = (
-        f"{'fault':<34}{'sent':>6}{'acked':>7}{'decided':>8}{'lost':>6}{'doubled':>8}{'pause s':>9}"
-        f"{'resume s':>9}{'ops':>7}{'unknown':>8}{'non-lin':>8}{'reverted':>9}{'lost commits':>13}"
+        f"{'fault':<34}{'sent':>6}{'acked':>7}{'resent':>7}{'decided':>8}{'lost':>6}{'doubled':>8}"
+        f"{'pause s':>9}{'resume s':>9}{'ops':>7}{'unknown':>8}{'non-lin':>8}{'reverted':>9}"
+        f"{'lost commits':>13}"
     )
 
     def row(self) -> str:
         return (
-            f"{self.fault:<34}{self.sent:>6}{self.acked:>7}{self.decided:>8}{self.lost:>6}{self.doubled:>8}"
+            f"{self.fault:<34}{self.sent:>6}{self.acked:>7}{self.resent:>7}{self.decided:>8}{self.lost:>6}"
+            f"{self.doubled:>8}"
             f"{self.pause_s:>9.1f}{self.resumed_s:>9.1f}{self.ops:>7}{self.unknown:>8}"
             f"{self.sessions_not_linearizable:>8}{self.reverted:>9}{self.lost_commits:>13}"
         )
@@ -379,7 +445,7 @@ def measure_sessions(m: Measured, history: dict[str, list[Op]]) -> None:
 def measure_events(
     m: Measured, load: EventLoad, decisions: Decisions, fault_at: float, healed_at: float
 ) -> None:
-    m.sent, m.acked = len(load.sent), len(load.acked)
+    m.sent, m.acked, m.resent = len(load.sent), len(load.acked), len(load.resent)
     m.decided = sum(1 for r in load.sent if (r, 1) in decisions.per_run)
     lost = [r for r in load.acked if (r, 1) not in decisions.per_run]
     m.lost = len(lost)

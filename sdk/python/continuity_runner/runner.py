@@ -380,13 +380,36 @@ class Runner:
             raise InvalidRequest(
                 f"a {refusal.code} refusal is final: only quota_exceeded is sent again", field="code"
             )
-        event = self._reported.get(refusal.event_id)
-        if event is None:
+        if refusal.event_id not in self._reported:
             raise NotFound("the refused report is not one this runner still keeps")
         await _until(refusal.not_before)
-        self._reported.pop(refusal.event_id, None)
+        return await self._send_again(refusal.event_id, traceparent)
+
+    async def resend(self, event_id: str, *, traceparent: str | None = None) -> str:
+        """Send a report whose decision has not come again, now, with a new `event_id`, and
+        return the new `event_id` (contract 9.13).
+
+        A stream can lose an acknowledged message, or its consumer pass over one, under a
+        network partition (docs/protocol.md, "Under partitions"); the runner is the one party
+        that knows what it sent. A runner that has had neither a decision nor a refusal for a
+        report within its own bound sends it again. The classifier decides once per run and
+        attempt (contract 4.5), so this is always safe: a report decided meanwhile gets no
+        second decision. The report must be one of the last `REPORTS_KEPT` this runner made
+        since it connected (`NotFound` otherwise: report it again with
+        `report_resume_failure` and the same arguments)."""
+        if event_id not in self._reported:
+            raise NotFound("the report is not one this runner still keeps")
+        return await self._send_again(event_id, traceparent)
+
+    async def _send_again(self, event_id: str, traceparent: str | None) -> str:
+        event = self._reported.get(event_id)
+        if event is None:  # sent again by another call while this one waited
+            raise NotFound("the report is not one this runner still keeps")
         # The same report: the failure, its time and its signed result; only the id is new.
-        return await self._report(msgspec.structs.replace(event, event_id=uuid.uuid4().hex), traceparent)
+        new_id = await self._report(msgspec.structs.replace(event, event_id=uuid.uuid4().hex), traceparent)
+        # Forgotten only once the new one is acknowledged: a failed publication can be retried.
+        self._reported.pop(event_id, None)
+        return new_id
 
     async def _report(self, event: ResumeFailed, traceparent: str | None) -> str:
         payload = encode_checked(event, limits.MAX_EVENT_BYTES)

@@ -88,7 +88,7 @@ const encoder = new TextEncoder();
 const decoder = new TextDecoder("utf-8", { fatal: true });
 
 /** How many of its latest reports a runner keeps, so that `reportAgain` can send one the
- * classifier refused for its quota. */
+ * classifier refused for its quota, and `resend` one whose decision has not come. */
 export const REPORTS_KEPT = 1024;
 /** The longest single timer node allows (a longer one fires at once). */
 const MAX_TIMER_MS = 2 ** 31 - 1;
@@ -199,7 +199,7 @@ export class Runner {
   private readonly denials: Denials;
   private readonly active = new Set<ConsumerMessages>();
   private readonly subscriptions = new Set<Subscription>();
-  /** The latest reports by event id, encoded as sent (for `reportAgain`). */
+  /** The latest reports by event id, encoded as sent (for `reportAgain` and `resend`). */
   private readonly reported = new Map<string, Uint8Array>();
   private closing = false;
   private sentTraceparent: string | null = null;
@@ -455,11 +455,37 @@ export class Runner {
     const sent = this.reported.get(refusal.event_id);
     if (sent === undefined) throw new NotFound(404, "not_found", "the refused report is not one this runner still keeps");
     await untilTime(refusal.not_before);
-    this.reported.delete(refusal.event_id);
-    // The same report: the failure, its time and its signed result; only the id is new.
-    const eventId = `evt-${randomUUID()}`;
-    const event = { ...(JSON.parse(decoder.decode(sent)) as Record<string, unknown>), event_id: eventId };
-    return this.report(eventId, encodeChecked(RESUME_FAILED, event, LIMITS.eventBytes), options.traceparent);
+    return this.sendAgain(refusal.event_id, sent, options.traceparent);
+  }
+
+  /**
+   * Sends a report whose decision has not come again, now, under a new event id, and returns the
+   * new event id (contract 9.13). A stream can lose an acknowledged message, or its consumer pass
+   * over one, under a network partition (docs/protocol.md, "Under partitions"), and the runner is
+   * the one party that knows what it sent: a runner that has had neither a decision nor a refusal
+   * for a report within its own bound sends it again. The classifier decides once per run and
+   * attempt (contract 4.5), so this is always safe: a report decided meanwhile gets no second
+   * decision. The report must be one of the last `REPORTS_KEPT` this runner made since it
+   * connected (`NotFound` otherwise: report it again with `reportResumeFailure` and the same
+   * arguments). Its trace context is chosen as `reportAgain`'s is.
+   */
+  async resend(eventId: string, options: TraceOptions = {}): Promise<string> {
+    optionalTraceparent(options.traceparent);
+    const sent = this.reported.get(eventId);
+    if (sent === undefined) throw new NotFound(404, "not_found", "the report is not one this runner still keeps");
+    return this.sendAgain(eventId, sent, options.traceparent);
+  }
+
+  /** `sent`, the report kept as `eventId`, sent again under a new event id, kept in its place. */
+  private async sendAgain(eventId: string, sent: Uint8Array, traceparent: string | undefined): Promise<string> {
+    // The same report: the failure, its time and its signed result; only the id is new (the old
+    // one would be dropped by the stream as a duplicate within its window).
+    const newId = `evt-${randomUUID()}`;
+    const event = { ...(JSON.parse(decoder.decode(sent)) as Record<string, unknown>), event_id: newId };
+    await this.report(newId, encodeChecked(RESUME_FAILED, event, LIMITS.eventBytes), traceparent);
+    // Forgotten only once the new one is acknowledged: a failed publication can be retried.
+    this.reported.delete(eventId);
+    return newId;
   }
 
   private async report(eventId: string, data: Uint8Array, traceparent: string | undefined): Promise<string> {

@@ -1,10 +1,11 @@
 /**
  * Real servers for the tests: a NATS server with JetStream and a Redis server on free ports, and
  * the four services as `continuity serve <name>` processes (the project's .venv), as production
- * runs them. The server binaries are found the way `continuity up` finds them
- * (continuity/devstack/servers.py). With `authorization`, the NATS server runs the shipped
- * deploy/nats files, each service signs in as its own user, and the runners are issued by
- * `continuity runners add` for the tests' tenant, as an operator does it.
+ * runs them (one in `later` only when the test calls `startService`). The server binaries are
+ * found the way `continuity up` finds them (continuity/devstack/servers.py). With
+ * `authorization`, the NATS server runs the shipped deploy/nats files, each service signs in as
+ * its own user, and the runners are issued by `continuity runners add` for the tests' tenant, as
+ * an operator does it.
  */
 
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
@@ -164,7 +165,12 @@ export interface StackOptions {
   services?: boolean;
   /** The NATS server's `max_payload` in bytes (its default: 1 MiB); not with `authorization`. */
   maxPayload?: number;
+  /** Services not started with the stack: `startService` starts each later (as a service that
+   * had not yet come up, e.g. a classifier whose consumer does not exist yet). */
+  later?: readonly ServiceName[];
 }
+
+export type ServiceName = (typeof SERVICES)[number];
 
 export class Stack {
   readonly dir = mkdtempSync(join(tmpdir(), "continuity-sdkts-"));
@@ -173,6 +179,11 @@ export class Stack {
   private nats: Proc | null = null;
   private redis: Proc | null = null;
   private readonly services: { name: string; proc: Proc; metricsPort: number }[] = [];
+  /** Each service's environment (without its own NATS user and metrics port) and the test's
+   * additions over it, kept for `startService`. */
+  private serviceEnv: NodeJS.ProcessEnv = {};
+  private testEnv: Record<string, string> = {};
+  private authorized = false;
   /** Under `authorization`: each issued runner's NKey seed file. */
   readonly seeds: Record<string, string> = {};
 
@@ -267,24 +278,21 @@ export class Stack {
     const keys = Object.entries(options.runnerKeys ?? {})
       .map(([id, key]) => `${id}=${Buffer.from(key).toString("base64")}`)
       .join(",");
+    this.authorized = authorized;
+    this.serviceEnv = {
+      ...process.env,
+      REDIS_URL: this.redisUrl,
+      CONTINUITY_METRICS_HOST: "127.0.0.1",
+      CONTINUITY_RUNNER_KEYS: keys,
+      CONTINUITY_LOG_LEVEL: "WARNING",
+      // The tests' runners are not in the runner directory (contract 10.2): open tenancy, as
+      // a development stack runs, unless a test's `env` says otherwise.
+      CONTINUITY_TENANCY: "open",
+    };
+    this.testEnv = options.env ?? {};
+    const later = options.later ?? [];
     for (const name of options.services === false ? [] : SERVICES) {
-      const metricsPort = await freePort();
-      const env = {
-        ...process.env,
-        NATS_URL: authorized ? this.natsUrlOf(name) : this.natsUrl,
-        REDIS_URL: this.redisUrl,
-        CONTINUITY_METRICS_HOST: "127.0.0.1",
-        CONTINUITY_METRICS_PORT: String(metricsPort),
-        CONTINUITY_RUNNER_KEYS: keys,
-        CONTINUITY_LOG_LEVEL: "WARNING",
-        // The tests' runners are not in the runner directory (contract 10.2): open tenancy, as
-        // a development stack runs, unless a test's `env` says otherwise.
-        CONTINUITY_TENANCY: "open",
-        ...(options.env ?? {}),
-      };
-      const proc = new Proc(name, join(VENV_BIN, "continuity"), ["serve", name], join(this.dir, `${name}.log`), env);
-      proc.start();
-      this.services.push({ name, proc, metricsPort });
+      if (!later.includes(name)) await this.launch(name);
     }
     await this.waitReady();
     if (options.authorization) this.recordRunners(options.authorization.runners);
@@ -298,19 +306,41 @@ export class Stack {
     }, `${proc.name} on port ${port}`, 15_000);
   }
 
+  private async launch(name: ServiceName): Promise<void> {
+    const metricsPort = await freePort();
+    const env = {
+      ...this.serviceEnv,
+      NATS_URL: this.authorized ? this.natsUrlOf(name) : this.natsUrl,
+      CONTINUITY_METRICS_PORT: String(metricsPort),
+      ...this.testEnv,
+    };
+    const proc = new Proc(name, join(VENV_BIN, "continuity"), ["serve", name], join(this.dir, `${name}.log`), env);
+    proc.start();
+    this.services.push({ name, proc, metricsPort });
+  }
+
+  /** Starts a service left out by `later`, and waits until it is ready. */
+  async startService(name: ServiceName, timeoutMs = 60_000): Promise<void> {
+    if (this.services.some((s) => s.name === name && s.proc.running)) throw new Error(`${name} already runs`);
+    await this.launch(name);
+    await this.ready(this.services[this.services.length - 1]!, timeoutMs);
+  }
+
   /** Every service answers /readyz with 200 (connected to NATS and Redis, bound to its consumer). */
   async waitReady(timeoutMs = 60_000): Promise<void> {
-    for (const service of this.services) {
-      await waitFor(async () => {
-        if (!service.proc.running) throw new Error(`${service.name} exited; see ${this.dir}/${service.name}.log`);
-        try {
-          const r = await fetch(`http://127.0.0.1:${service.metricsPort}/readyz`);
-          return r.status === 200;
-        } catch {
-          return false;
-        }
-      }, `${service.name} ready`, timeoutMs);
-    }
+    for (const service of this.services) await this.ready(service, timeoutMs);
+  }
+
+  private async ready(service: { name: string; proc: Proc; metricsPort: number }, timeoutMs: number): Promise<void> {
+    await waitFor(async () => {
+      if (!service.proc.running) throw new Error(`${service.name} exited; see ${this.dir}/${service.name}.log`);
+      try {
+        const r = await fetch(`http://127.0.0.1:${service.metricsPort}/readyz`);
+        return r.status === 200;
+      } catch {
+        return false;
+      }
+    }, `${service.name} ready`, timeoutMs);
   }
 
   /** Stops one service for good (the rest of the stack keeps running). */

@@ -522,6 +522,36 @@ async def test_a_publication_gives_up_after_its_bounded_attempts(
             await runner.close()
 
 
+async def test_a_report_whose_sending_again_failed_is_still_kept_to_send_again(
+    fresh_servers: tuple[NatsServer, RedisServer],
+) -> None:
+    """`resend` forgets a report only once its new copy is acknowledged: one that could not be
+    published (NATS down) can be sent again later."""
+    n, _ = fresh_servers
+    operator = await nats.connect(n.url, max_reconnect_attempts=-1, reconnect_time_wait=0.2)
+    js = operator.jetstream()
+    await js.add_stream(name=subjects.EVENTS_STREAM, subjects=["continuity.events.>"])
+    runner = await _runner(n.url, publish_attempts=3, publish_attempt_timeout=0.2)
+    try:
+        run_id = f"run-{uuid.uuid4().hex}"
+        event_id = await runner.report_resume_failure(run_id, 1, _session(), "ns-1")
+        n.stop()
+        with pytest.raises(Unavailable):
+            await runner.resend(event_id)
+        n.start()
+        await wait_for(lambda: runner.nc.is_connected, timeout=20, what="the runner reconnected")
+        again = await runner.resend(event_id)  # still kept: sent now, under a new id
+        stored = await read_stream(js, subjects.EVENTS_STREAM, subjects.event(runner.runner_id, ">"))
+        ids = [msgspec.json.decode(m.data)["event_id"] for m in stored]
+        assert again != event_id and ids[0] == event_id and ids[-1] == again
+        with pytest.raises(NotFound):
+            await runner.resend(event_id)
+    finally:
+        with contextlib.suppress(Exception):  # a connection still reconnecting may not close cleanly
+            await runner.close()
+        await operator.close()
+
+
 async def test_without_services_calls_fail_as_unavailable_and_decisions_as_not_found(
     fresh_servers: tuple[NatsServer, RedisServer],
 ) -> None:

@@ -397,13 +397,11 @@ class Runner:
         second decision. The report must be one of the last `REPORTS_KEPT` this runner made
         since it connected (`NotFound` otherwise: report it again with
         `report_resume_failure` and the same arguments)."""
-        if event_id not in self._reported:
-            raise NotFound("the report is not one this runner still keeps")
         return await self._send_again(event_id, traceparent)
 
     async def _send_again(self, event_id: str, traceparent: str | None) -> str:
         event = self._reported.get(event_id)
-        if event is None:  # sent again by another call while this one waited
+        if event is None:  # never kept, or sent again already (by another call, while one waited)
             raise NotFound("the report is not one this runner still keeps")
         # The same report: the failure, its time and its signed result; only the id is new.
         new_id = await self._report(msgspec.structs.replace(event, event_id=uuid.uuid4().hex), traceparent)

@@ -476,7 +476,8 @@ export class Runner {
     return this.sendAgain(eventId, sent, options.traceparent);
   }
 
-  /** `sent`, the report kept as `eventId`, sent again under a new event id, kept in its place. */
+  /** `sent`, the report kept as `eventId`, sent again under a new event id, kept instead of it
+   * once acknowledged. */
   private async sendAgain(eventId: string, sent: Uint8Array, traceparent: string | undefined): Promise<string> {
     // The same report: the failure, its time and its signed result; only the id is new (the old
     // one would be dropped by the stream as a duplicate within its window).

@@ -3,23 +3,11 @@ consumer process on embedded servers, one JSON object with the figures."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
+from tests.support.bench import bench_json
 
 
 def test_bench_pipeline_prints_one_json_object_with_its_figures() -> None:
-    proc = subprocess.run(
-        [
-            sys.executable, "-m", "continuity", "bench", "pipeline",
-            "--events", "200", "--rounds", "1", "--concurrency", "16", "--json",
-        ],
-        capture_output=True,
-        timeout=90,
-        check=False,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
-    result = json.loads(proc.stdout)
+    result = bench_json("pipeline", "--events", "200", "--rounds", "1", "--concurrency", "16")
     for key in ("events_per_s", "baseline_per_s", "ratio", "p50_ms", "p99_ms"):
         assert isinstance(result[key], int | float) and result[key] > 0, key
     assert abs(result["ratio"] - result["events_per_s"] / result["baseline_per_s"]) < 0.01

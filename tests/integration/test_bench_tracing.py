@@ -4,23 +4,11 @@ servers, one JSON object with the figures. Nothing here asserts a speed."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
+from tests.support.bench import bench_json
 
 
 def test_bench_tracing_prints_each_setting_and_the_spans_it_exported() -> None:
-    proc = subprocess.run(
-        [
-            sys.executable, "-m", "continuity", "bench", "tracing",
-            "--events", "200", "--rounds", "1", "--concurrency", "32", "--json",
-        ],
-        capture_output=True,
-        timeout=90,
-        check=False,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
-    result = json.loads(proc.stdout)
+    result = bench_json("tracing", "--events", "200", "--rounds", "1", "--concurrency", "32")
     settings = result["settings"]
     assert set(settings) == {"off", "on", "sampled_out"}
     base = result["baseline"]["events_per_s"]

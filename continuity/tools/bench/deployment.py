@@ -38,6 +38,11 @@ MEANING = (
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--replicas", type=int, default=1, help="measure 1..N service replicas (default 1)")
+    add_production_argument(p)
+
+
+def add_production_argument(p: argparse.ArgumentParser) -> None:
+    """`--production`: the deployment `deployment()` starts (for a bench without replicas)."""
     p.add_argument(
         "--production",
         action="store_true",

@@ -35,7 +35,14 @@ import nats
 from nats.aio.msg import Msg
 
 from continuity.cli.examples import examples
-from continuity.tools.bench.deployment import Deployment, deployment, describe, machine, printed
+from continuity.tools.bench.deployment import (
+    Deployment,
+    add_production_argument,
+    deployment,
+    describe,
+    machine,
+    printed,
+)
 from continuity.tools.bench.pipeline import (
     BASELINE_IN,
     Outcomes,
@@ -66,12 +73,7 @@ def register(kinds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--events", type=int, default=3000, help="events per measurement (default 3000)")
     p.add_argument("--concurrency", type=int, default=256, help="events in flight (default 256)")
     p.add_argument("--rounds", type=int, default=3, help="rounds; the median round is reported (default 3)")
-    p.add_argument(
-        "--production",
-        action="store_true",
-        help="embedded 3-node JetStream cluster (streams on 3 replicas) and Redis with AOF everysec; "
-        "NATS_URL and REDIS_URL are not used",
-    )
+    add_production_argument(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=main)
     examples(p, "continuity bench tracing", "continuity bench tracing --rounds 5 --json")

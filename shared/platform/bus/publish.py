@@ -102,9 +102,7 @@ async def publish(
     """Publish once: JetStream drops a re-send with the same `Nats-Msg-Id` in its window.
     Raises `PayloadTooLarge`, sending nothing, for a message the server would refuse. A
     `traceparent` goes along as its header (shared/platform/tracing.py)."""
-    headers = {"Nats-Msg-Id": msg_id}
-    if traceparent:
-        headers[tracing.HEADER] = traceparent
+    headers = tracing.headers(traceparent, {"Nats-Msg-Id": msg_id})
     check_size(js, payload, headers)
     await _stored(js, subject, payload, headers, timeout)
 

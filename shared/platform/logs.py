@@ -56,6 +56,7 @@ def setup(service: str, level: str = "INFO") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+    # Their messages can quote what a server answered; failures are counted in metrics instead.
     for noisy in ("nats", "asyncio"):
         logging.getLogger(noisy).setLevel(logging.CRITICAL)
 

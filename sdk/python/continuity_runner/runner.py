@@ -588,7 +588,9 @@ class Runner:
 
         The handler moves the saved state of the request's session aside and returns an
         `ArchiveResult` (exit code 0 only when it did). A handler that raises answers exit code
-        1 with the exception's type only; an undecodable request answers exit code 2.
+        1 with the exception's type only; an undecodable request answers exit code 2. It
+        returns once the server holds the subscription (when connected): a request sent after
+        it reaches the handler.
         """
         if self._archive_sub is not None:
             raise RuntimeError("serve_archive was already called")
@@ -599,6 +601,10 @@ class Runner:
             task.add_done_callback(self._archive_tasks.discard)
 
         self._archive_sub = await self._nc.subscribe(subjects.archive(self.runner_id), cb=on_request)
+        # A round trip: the subscription is at the server before this returns. When NATS is
+        # away it is sent again on reconnection, and the archiver asks again meanwhile.
+        with contextlib.suppress(nats.errors.Error, TimeoutError):
+            await self._nc.flush(timeout=max(1, int(self.options.request_timeout)))
 
     async def _answer_archive(self, msg: Msg, handler: ArchiveHandler) -> None:
         if not msg.reply:

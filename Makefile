@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: runtime install tools run up test test-system system chaos lint typecheck unit sdk-ts bench lock clean
+.PHONY: runtime install tools harnesses harnesses-lock run up test test-system system chaos lint typecheck unit sdk-ts bench lock clean
 
 # `make run` installs the runtime alone (deploy/requirements-runtime.lock); `make test` adds the
 # development tools (requirements.lock, a superset with the same pins). The project is installed
@@ -38,6 +38,21 @@ tools:
 	  apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends spin gcc libc6-dev >/dev/null; }
 
+# The agent harness CLIs the real-binary tests run (tests/integration/test_harness_real_clis.py),
+# pinned by tests/harnesses/package-lock.json: `npm ci` when node_modules is missing or the lock
+# changed (the stamp is inside node_modules, which `npm ci` empties first).
+HARNESSES := tests/harnesses
+$(HARNESSES)/node_modules/.installed: $(HARNESSES)/package.json $(HARNESSES)/package-lock.json
+	@echo "Installing the pinned harness CLIs into $(HARNESSES)/node_modules (npm ci)..."
+	cd $(HARNESSES) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+harnesses: $(HARNESSES)/node_modules/.installed
+
+# Re-lock the harness CLIs after editing tests/harnesses/package.json (no download addresses).
+harnesses-lock: install
+	$(BIN)/python -m continuity.tools.harness_lock
+
 # The demo: embedded NATS and Redis, the five services, a simulated runner fleet and operator.
 run: runtime
 	$(BIN)/continuity up --demo
@@ -56,7 +71,7 @@ typecheck: install
 	$(BIN)/mypy
 	$(BIN)/mypy --strict sdk/python/examples
 
-unit: install tools
+unit: install tools harnesses
 	$(BIN)/pytest -m "not system"
 
 # The system tests: built packages installed into empty environments, whole stacks as
@@ -94,4 +109,4 @@ lock: install
 	$(BIN)/uv pip compile --quiet --universal --generate-hashes pyproject.toml -o deploy/requirements-runtime.lock
 
 clean:
-	rm -rf $(VENV) .continuity .pytest_cache .mypy_cache .ruff_cache sdk/typescript/node_modules sdk/typescript/dist
+	rm -rf $(VENV) .continuity .pytest_cache .mypy_cache .ruff_cache sdk/typescript/node_modules sdk/typescript/dist $(HARNESSES)/node_modules

@@ -2,6 +2,7 @@ export * from "./contract.js";
 export * from "./errors.js";
 export { sign, signingInput, SIGNING_DOMAIN, type SignedFields } from "./signing.js";
 export { type ConnectOptions } from "./options.js";
+export * as harness from "./harness/index.js";
 export { childTraceparent, isTraceparent, newTraceparent, traceIdOf, TRACEPARENT_HEADER } from "./tracing.js";
 export {
   connect,

@@ -64,6 +64,9 @@ import {
 } from "./contract.js";
 import { denied, Denials, permissionViolation } from "./denials.js";
 import { ContinuityError, errorFor, InvalidRequest, NotFound, RequestTimeout, Unavailable } from "./errors.js";
+import type { Adapter } from "./harness/adapter.js";
+import type { Outcome } from "./harness/match.js";
+import { recover, type RecoverArgs, type Verdict } from "./harness/recover.js";
 import { natsOptions, settingsOf, type ConnectOptions, type Settings } from "./options.js";
 import { sign } from "./signing.js";
 import { checkTraceparent, childTraceparent, isTraceparent, newTraceparent, TRACEPARENT_HEADER } from "./tracing.js";
@@ -532,6 +535,25 @@ export class Runner {
         backoff = Math.min(backoff * 2, 2000);
       }
     }
+  }
+
+  // ---- harness adapters -------------------------------------------------------------------------
+
+  /**
+   * What a resume of `adapter`'s harness left (`outcome`), told to Continuity in one call, with
+   * exactly one verdict (`kind`):
+   * - `not_a_failure`: the harness's rule says the resume did not fail; nothing is sent.
+   * - `rejected`: a failure, and the probe finds the session absent from this host (or
+   *   `nativeSessionId` is not one of the harness's ids): the saved handle is rejected (contract
+   *   3.4, `resume_target_missing`), so the next `decide` starts fresh with the full transcript.
+   * - `reported`: a failure otherwise: a `resume_failed` with a command result signed with the
+   *   class (`classification` null for `unclassified`); the decision comes on the decisions
+   *   subject.
+   * `InvalidRequest` for an outcome that is not one, or is larger than 4 MiB in all; no signing
+   * key is an `InvalidRequest` too (field `signingKeys`), before anything is sent.
+   */
+  async recover(adapter: Adapter, outcome: Outcome, args: RecoverArgs): Promise<Verdict> {
+    return recover(this, adapter, outcome, args);
   }
 
   // ---- decisions (contract 4.5) and refusals (10.5) --------------------------------------------

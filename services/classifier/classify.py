@@ -13,10 +13,16 @@ from dataclasses import dataclass
 from shared.contract.events import ErrorInfo
 from shared.contract.types import ClassSource, FailureClass
 
-# command_result.classification (authenticated) -> class
+# command_result.classification (authenticated) -> class. The harness classes (the last four)
+# come from a runner's harness adapter, which reads the harness's own outcome and whose result
+# the runner signs: they have no error code, and a message naming them is never read.
 CLASS_BY_CLASSIFICATION: dict[str, FailureClass] = {
     "provider_attach_refused": "provider_attach_refused",
     "provider_side_effect_pending": "provider_side_effect_pending",
+    "native_session_missing": "native_session_missing",
+    "context_overflow": "context_overflow",
+    "transcript_corrupt": "transcript_corrupt",
+    "session_busy": "session_busy",
 }
 
 # error.code (typed) -> class; the source-reconciliation family is matched by shape below.

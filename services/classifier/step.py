@@ -106,7 +106,8 @@ def choose(
             if verdict == "reconcile"
             else []
         )
-        # A holding action keeps the saved session exactly as it was, for the operator.
+        # A holding action keeps the saved session exactly as it was, for the operator; a row
+        # that rejects the saved handle marks it `rejected` in the same step (contract 3.4).
         step = decisions.decision_step(
             decided,
             names.classifier_slot(event.attempt),
@@ -116,6 +117,7 @@ def choose(
             read=saved.read,
             for_runner=event.runner_id,
             explanation=why,
+            rejects_session=row.rejects_session,
         )
     return Choice(verdict=verdict, reason=reason, step=step, explanation=why)
 

@@ -68,6 +68,14 @@ RULES: tuple[tuple[str, str, str | None, str, str], ...] = (
     (
         "operator",
         "native_session_retry_exhausted",
+        "session_busy",
+        "contract 4.4, row 6",
+        f"another process still held the session at attempt {ATTEMPT_BUDGET}, the whole budget: stop "
+        "for an operator",
+    ),
+    (
+        "operator",
+        "native_session_retry_exhausted",
         ANY,
         "contract 4.4, row 6",
         f"an unclassified failure at attempt {ATTEMPT_BUDGET}, the whole budget: stop for an operator",
@@ -85,6 +93,36 @@ RULES: tuple[tuple[str, str, str | None, str, str], ...] = (
         ANY,
         "contract 4.4, row 9",
         "an unclassified failure within the budget: retry the same session after a pause",
+    ),
+    (
+        "continue_fresh",
+        "native_session_missing",
+        ANY,
+        "contract 4.4, row 10",
+        "the harness has no such session on the runner's host: its handle is rejected, continue in "
+        "a fresh session with the whole transcript",
+    ),
+    (
+        "operator",
+        "native_context_overflow",
+        ANY,
+        "contract 4.4, row 11",
+        "the session is too large for the harness to resume: stop for an operator",
+    ),
+    (
+        "operator",
+        "native_transcript_corrupt",
+        ANY,
+        "contract 4.4, row 12",
+        "the session's transcript is broken (a tool call without its result, a torn line, an invalid "
+        "signature): stop for an operator",
+    ),
+    (
+        "retry_same_session",
+        "native_session_busy",
+        ANY,
+        "contract 4.4, row 13",
+        "another live process holds the session: retry the same session after a pause, never a second writer",
     ),
     (
         "operator",

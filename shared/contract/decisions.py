@@ -55,7 +55,7 @@ class Explanation(msgspec.Struct, kw_only=True, omit_defaults=True):
     explanation is kept with every run, so its common case is short."""
 
     rule: RowId
-    """The matching row's id (`4.4.1` to `4.4.9` in the shipped policy)."""
+    """The matching row's id (`4.4.1` to `4.4.13` in the shipped policy)."""
     policy: PolicyVersion
     """The version of the policy that decided."""
     failure_class: FailureClass

@@ -83,6 +83,23 @@ PolicyVersion = Annotated[str, Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z
 GenerationCheck = Literal["not_compared", "matched", "changed", "missing", "declared"]
 """How a decide compared the generations (never a value): `not_compared` under compatibility
 `none`, `declared` when they differ and an operator declared the new one resumes the old."""
+ComponentName = Literal[
+    "composition",
+    "cwd",
+    "executable",
+    "mcp_servers",
+    "model_route",
+    "permission_mode",
+    "plugins",
+    "protocol",
+    "reasoning_effort",
+]
+"""The closed names of a compatibility generation's components (9.11), in name order: what a
+reply may name (`changed_components`), never with a value or a digest."""
+ComponentDigests = Annotated[
+    dict[ComponentName, Annotated[str, Meta(pattern=r"^[0-9a-f]{64}\Z")]], Meta(min_length=1, max_length=9)
+]
+"""`{name: digest}`: each component's lowercase hex SHA-256 (3.2, 3.3)."""
 ClassSource = Literal["command_result", "error_code", "none"]
 """Where a failure class was read: the authenticated command result, the typed error code, or
 nowhere (`unclassified`)."""
@@ -93,6 +110,10 @@ FailureClass = Literal[
     "source_reconciliation_required",
     "provider_state_incompatible",
     "event_replay_conflict",
+    "native_session_missing",
+    "context_overflow",
+    "transcript_corrupt",
+    "session_busy",
     "unclassified",
 ]
 Action = Literal["retry_same_session", "open_replacement", "operator", "reconcile", "continue_fresh"]
@@ -108,6 +129,10 @@ DecisionReason = Literal[
     "execution_reconciled",
     "operator_retry",
     "tenant_recovery_budget_exhausted",
+    "native_session_missing",
+    "native_context_overflow",
+    "native_transcript_corrupt",
+    "native_session_busy",
 ]
 RefusalCode = Literal[
     "runner_not_registered",

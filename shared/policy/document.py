@@ -5,10 +5,11 @@
 `recovery` and `resume` are each optional (absent: the shipped one). A row names its `id`, the
 `classes` it matches (with `or_pending_tool_call`), its conditions (`min_attempt`, `policy`,
 `governed_wait_elapsed`, `budget_spent`), an `action` (a runner action, or `archive`: archive,
-then `open_replacement`) and a `reason`. A clause names its `id`, its contract `rule` number, a
-`check`, the `value` or `field` the check reads, `only_when` a compatibility, and a `reason`
-(null: resume). docs/policies.md is the reference; `continuity policy show` prints the shipped
-policy in this form.
+then `open_replacement`) and a `reason`; whether the action holds the saved session
+(`reconcile`, `operator`) or rejects its handle (`continue_fresh`) follows from the action. A
+clause names its `id`, its contract `rule` number, a `check`, the `value` or `field` the check
+reads, `only_when` a compatibility, and a `reason` (null: resume). docs/policies.md is the
+reference; `continuity policy show` prints the shipped policy in this form.
 """
 
 from __future__ import annotations
@@ -44,6 +45,9 @@ Attempt = Annotated[int, msgspec.Meta(ge=1, le=10)]
 
 HOLDING: frozenset[str] = frozenset({"reconcile", "operator"})
 """Actions after which the saved session is held: not a policy's choice (contract 4.4)."""
+REJECTING: frozenset[str] = frozenset({"continue_fresh"})
+"""Actions after which the saved handle is rejected (contract 3.4), so that the next decide
+answers `fresh` with the full transcript: not a policy's choice either (contract 4.4)."""
 
 
 class RowDoc(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
@@ -109,6 +113,7 @@ def _row(doc: RowDoc) -> Row:
         verdict=doc.action,
         reason=doc.reason,
         holds_session=doc.action in HOLDING,
+        rejects_session=doc.action in REJECTING,
         or_pending_tool_call=doc.or_pending_tool_call,
         min_attempt=doc.min_attempt,
         policy=doc.policy,

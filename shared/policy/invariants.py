@@ -1,6 +1,6 @@
 """What no policy may break, checked on every fact a decision can read.
 
-The facts a decision reads are few and closed (six classes, three checkpoint policies, a handful
+The facts a decision reads are few and closed (ten classes, three checkpoint policies, a handful
 of booleans, attempts up to one past the largest `min_attempt`), so each invariant is checked on
 all of them: a policy that breaks one is refused with the invariant's name and a fact that
 shows it. The shipped policy is checked the same way (tests/unit/test_policy.py).
@@ -16,7 +16,7 @@ from typing import get_args
 from shared.contract.types import CheckpointPolicy, FailureClass, SessionState
 
 from .policy import ATTEMPT_BUDGET, Policy
-from .recovery import CLOSED_CLASSES, Facts, Row, decide_row
+from .recovery import CLOSED_CLASSES, Facts, Row, Verdict, decide_row
 from .resume import COMPARED, STORED, ResumeFacts, Rule, first_rule, resumes
 
 
@@ -41,7 +41,8 @@ CLOSED_REFUSAL = Invariant(
 )
 PENDING_SIDE_EFFECT = Invariant(
     "pending_side_effect_never_retried",
-    "a pending side effect (its class, or a pending tool call) never reaches a retry or a replacement",
+    "a pending side effect (its class, or a pending tool call) never reaches a retry, a replacement "
+    "or a fresh continuation",
 )
 GENERATION = Invariant(
     "no_resume_across_generation",
@@ -49,8 +50,48 @@ GENERATION = Invariant(
     "declared compatible",
 )
 ACTIVE_ONLY = Invariant("only_an_active_record_resumes", "no record, or a record not `active`, never resumes")
+MISSING_SESSION = Invariant(
+    "missing_session_never_retried",
+    "`native_session_missing` never reaches a retry of the same session nor an archive and replacement",
+)
+OVERFLOW = Invariant(
+    "overflow_never_resumed_whole",
+    "`context_overflow` never reaches a retry of the same session nor an archive and replacement",
+)
+CORRUPT_TRANSCRIPT = Invariant(
+    "corrupt_transcript_never_replaced_silently",
+    "`transcript_corrupt` reaches only `operator` or `reconcile`",
+)
+BUSY_SESSION = Invariant(
+    "busy_session_one_writer",
+    "`session_busy` never reaches an archive and replacement nor `continue_fresh`",
+)
 
-INVARIANTS: tuple[Invariant, ...] = (TOTAL, CLOSED_REFUSAL, PENDING_SIDE_EFFECT, GENERATION, ACTIVE_ONLY)
+INVARIANTS: tuple[Invariant, ...] = (
+    TOTAL,
+    CLOSED_REFUSAL,
+    PENDING_SIDE_EFFECT,
+    GENERATION,
+    ACTIVE_ONLY,
+    MISSING_SESSION,
+    OVERFLOW,
+    CORRUPT_TRANSCRIPT,
+    BUSY_SESSION,
+)
+
+FORBIDDEN: dict[FailureClass, tuple[Invariant, frozenset[str]]] = {
+    "native_session_missing": (MISSING_SESSION, frozenset({"retry_same_session", "archive"})),
+    "context_overflow": (OVERFLOW, frozenset({"retry_same_session", "archive"})),
+    "transcript_corrupt": (
+        CORRUPT_TRANSCRIPT,
+        frozenset(get_args(Verdict)) - {"operator", "reconcile"},
+    ),
+    "session_busy": (BUSY_SESSION, frozenset({"archive", "continue_fresh"})),
+}
+"""The harness classes of 4.3, each with its invariant and the verdicts it forbids: a session
+the harness does not have is never tried again as it is, one too large to resume or with a
+broken transcript is never resumed whole or replaced behind the operator's back, and one another
+process holds is never written by a second process."""
 
 
 def recovery_facts(rows: tuple[Row, ...]) -> Iterator[Facts]:
@@ -94,13 +135,19 @@ def check(policy: Policy) -> None:
 def _check_recovery(row: Row | None, facts: Facts) -> None:
     if row is None:
         raise PolicyRefused(TOTAL.name, f"no recovery row matches {_show(facts)}")
+    forbidden = FORBIDDEN.get(facts.failure_class)
+    if forbidden is not None and row.verdict in forbidden[1]:
+        invariant = forbidden[0]
+        raise PolicyRefused(
+            invariant.name, f"row {row.id} decides {row.verdict} for {_show(facts)}; {invariant.text}"
+        )
     if facts.failure_class in CLOSED_CLASSES and row.verdict == "archive":
         raise PolicyRefused(
             CLOSED_REFUSAL.name,
             f"row {row.id} archives and replaces for {_show(facts)}; {CLOSED_REFUSAL.text}",
         )
     pending = facts.pending_tool_call or facts.failure_class == "provider_side_effect_pending"
-    if pending and row.verdict in ("retry_same_session", "archive"):
+    if pending and row.verdict in ("retry_same_session", "archive", "continue_fresh"):
         raise PolicyRefused(
             PENDING_SIDE_EFFECT.name,
             f"row {row.id} decides {row.verdict} for {_show(facts)}; {PENDING_SIDE_EFFECT.text}",

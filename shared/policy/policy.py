@@ -63,7 +63,7 @@ RECOVERY: tuple[Row, ...] = (
     ),
     Row(
         "4.4.5",
-        ("unclassified",),
+        ("unclassified", "session_busy"),
         budget_spent=True,
         verdict="operator",
         reason="tenant_recovery_budget_exhausted",
@@ -71,7 +71,7 @@ RECOVERY: tuple[Row, ...] = (
     ),
     Row(
         "4.4.6",
-        ("unclassified",),
+        ("unclassified", "session_busy"),
         min_attempt=ATTEMPT_BUDGET,
         verdict="operator",
         reason="native_session_retry_exhausted",
@@ -99,6 +99,36 @@ RECOVERY: tuple[Row, ...] = (
         ("unclassified",),
         verdict="retry_same_session",
         reason="native_session_interrupted",
+        holds_session=False,
+    ),
+    # The harness classes (4.3): read by a runner's harness adapter, signed by the runner.
+    Row(
+        "4.4.10",
+        ("native_session_missing",),
+        verdict="continue_fresh",
+        reason="native_session_missing",
+        holds_session=False,
+        rejects_session=True,
+    ),
+    Row(
+        "4.4.11",
+        ("context_overflow",),
+        verdict="operator",
+        reason="native_context_overflow",
+        holds_session=True,
+    ),
+    Row(
+        "4.4.12",
+        ("transcript_corrupt",),
+        verdict="operator",
+        reason="native_transcript_corrupt",
+        holds_session=True,
+    ),
+    Row(
+        "4.4.13",
+        ("session_busy",),
+        verdict="retry_same_session",
+        reason="native_session_busy",
         holds_session=False,
     ),
 )

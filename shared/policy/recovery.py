@@ -17,8 +17,10 @@ from shared.contract.types import CheckpointPolicy, ClassSource, DecisionReason,
 SAFE_POLICY: CheckpointPolicy = "same_session_only"
 """With no record, or a policy value this release does not know, nothing may be replaced."""
 
-Verdict = Literal["reconcile", "operator", "retry_same_session", "archive"]
-"""A runner action, or `archive`: archive first, then `open_replacement` (the archiver's)."""
+Verdict = Literal["reconcile", "operator", "retry_same_session", "continue_fresh", "archive"]
+"""A runner action, or `archive`: archive first, then `open_replacement` (the archiver's). A
+table's `continue_fresh` rejects the saved handle (`Row.rejects_session`): the runner's next
+decide answers `fresh` with the full transcript."""
 
 CLOSED_CLASSES: frozenset[FailureClass] = frozenset(get_args(FailureClass)) - {"unclassified"}
 """The classes read from a deterministic refusal or a pending side effect (contract 4.3)."""
@@ -55,6 +57,13 @@ class Row:
     """After this verdict the saved session is left exactly as it was and its state is `held`
     (the contract's column; `shared.records.decisions.holds_session` is the rule every service
     applies, and a unit test keeps the two alike)."""
+    rejects_session: bool = False
+    """After this verdict the saved handle is rejected, as by `continuity.sessions.reject`
+    (contract 3.4): in the same step that records the decision, its state becomes `rejected`
+    while the record still saves the failed handle and is neither held nor archived, so the
+    next decide answers `fresh` with the full transcript (clause 3.3.1d). Set with
+    `continue_fresh`, and only with it (the contract's sentence; a unit test keeps the two
+    alike)."""
     or_pending_tool_call: bool = False
     min_attempt: int | None = None
     policy: CheckpointPolicy | None = None

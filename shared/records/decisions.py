@@ -30,6 +30,10 @@ HOLDING_ACTIONS: frozenset[str] = frozenset({"reconcile", "operator"})
 """The actions after which the saved session is left exactly as it was, `held` (contract 4.4,
 last line); the classifier's table states it per row and a unit test keeps the two alike."""
 
+REJECTING_ACTIONS: frozenset[str] = frozenset({"continue_fresh"})
+"""The actions after which a table's row rejects the saved handle (contract 4.4); the policy
+states it per row (`Row.rejects_session`) and a unit test keeps the two alike."""
+
 STATUS_BY_ACTION: dict[Action, RunStatus] = {
     "retry_same_session": "retrying",
     "open_replacement": "replacing",
@@ -57,6 +61,13 @@ class Run(Protocol):
 def holds_session(action: str) -> bool:
     """Whether a decision with this action holds the saved session."""
     return action in HOLDING_ACTIONS
+
+
+def rejects(action: str) -> bool:
+    """Whether a table's decision with this action may reject the saved handle (contract 4.4):
+    a `continue_fresh` of the classifier's table; an operator's `continue_fresh` keeps the held
+    session as it is (contract 6)."""
+    return action in REJECTING_ACTIONS
 
 
 def within_budget(attempt: int) -> bool:
@@ -146,11 +157,15 @@ def decision_step(
     read: tuple[str, int] | None = None,
     for_runner: str | None = None,
     explanation: Explanation | None = None,
+    rejects_session: bool = False,
 ) -> RunStep:
     """The step recording `decided` in `slot`: its outbox entry (then `also`), the run record,
     the audit entry of `audit_kind` by `actor` and, when the action holds the saved session,
-    the hold of `native_session_id`. The run record's `last_decision` is the slot value, which
-    the recording script copies there."""
+    the hold of `native_session_id`; with `rejects_session` (a table's row that says so, only
+    for `continue_fresh`), the rejection of `native_session_id` instead (contract 3.4). The run
+    record's `last_decision` is the slot value, which the recording script copies there."""
+    if rejects_session and not rejects(decided.action):
+        raise ValueError(f"a {decided.action} decision does not reject the saved handle")
     entry = decision_entry(decided)
     return RunStep(
         slot=slot,
@@ -168,6 +183,7 @@ def decision_step(
         outbox=[entry, *also],
         audit=decision_audit(decided, actor, audit_kind, explanation),
         hold=native_session_id if native_session_id is not None and holds_session(decided.action) else None,
+        reject=native_session_id if rejects_session else None,
         read=read,
         for_runner=for_runner,
     )

@@ -1,7 +1,8 @@
 """A run step, and how the recording scripts take one (no I/O: `shared.records.store` runs them).
 
 A step is what one decision point writes, in one atomic script: the decision slot, the run
-record, the outbox entries, an audit entry and, after some decisions, the saved session held.
+record, the outbox entries, an audit entry and, after some decisions, the saved session held
+(or its handle rejected).
 Four scripts record steps (`record_step`, the archiver's `archive_local_move`, the operator's
 `reconciliation_resolve` and `reconciliation_retry`); they take the same KEYS
 (`scripts.step_keys`) and the step's five common arguments in the same order, packed here once.
@@ -31,6 +32,10 @@ class RunStep(msgspec.Struct, kw_only=True):
     hold: str | None = None
     """The native session id to hold for an operator: the saved session's state becomes `held`
     only while its record still saves this handle."""
+    reject: str | None = None
+    """The native session id to reject (contract 3.4, as a `resume_target_missing`): the saved
+    session's state becomes `rejected`, with `revision` + 1, only while its record still saves
+    this handle and is neither `held` nor `archived` (`record_step` only)."""
     read: tuple[str, int] | None = None
     """The session's checkpoint policy and epoch the step was decided on ('' and 0 without a
     record): when given, the step is recorded only while they are still the stored ones."""
@@ -129,4 +134,5 @@ def step_args(step: RunStep, retention: Retention = DEFAULT) -> list[bytes | str
         str(read[1]) if read is not None else "0",
         *retention_args(step, retention),
         step.for_runner or "",
+        step.reject or "",
     ]

@@ -18,6 +18,13 @@ from shared.records import decisions
 POLICIES: tuple[CheckpointPolicy, ...] = get_args(CheckpointPolicy)
 CLASSES: tuple[FailureClass, ...] = get_args(FailureClass)
 CLOSED: tuple[FailureClass, ...] = tuple(c for c in CLASSES if c != "unclassified")
+HARNESS: tuple[FailureClass, ...] = (
+    "native_session_missing",
+    "context_overflow",
+    "transcript_corrupt",
+    "session_busy",
+)
+"""The classes a runner's harness adapter reads from its harness and the runner signs."""
 
 
 def class_of(evidence: Evidence) -> FailureClass:
@@ -52,6 +59,10 @@ def by_code(code: str, message: str = "") -> Evidence:
         (by_code("native_runner_source_a.b:c-9_reconciliation_required"), "source_reconciliation_required"),
         (by_code("runner_remote_provider_artifact_incompatible"), "provider_state_incompatible"),
         (by_code("native_event_replay_conflict"), "event_replay_conflict"),
+        (by_result("native_session_missing"), "native_session_missing"),
+        (by_result("context_overflow"), "context_overflow"),
+        (by_result("transcript_corrupt"), "transcript_corrupt"),
+        (by_result("session_busy"), "session_busy"),
         (by_result(None), "unclassified"),
         (by_result("transport_closed"), "unclassified"),
         (by_code("runner_transport_closed"), "unclassified"),
@@ -68,6 +79,14 @@ def test_each_value_counts_only_from_its_own_source() -> None:
     assert class_of(by_code("provider_side_effect_pending")) == "unclassified"
     assert class_of(by_result("native_event_replay_conflict")) == "unclassified"
     assert class_of(by_result("native_runner_source_semantic_reconciliation_required")) == "unclassified"
+    # The harness classes have no error code: only the signed command result carries them.
+    for failure_class in HARNESS:
+        assert class_of(by_code(failure_class)) == "unclassified", failure_class
+        assert class_of(by_result(failure_class.upper())) == "unclassified", failure_class
+        assert class_of(by_result(f"{failure_class} ")) == "unclassified", failure_class
+    for reason in ("native_session_missing", "native_context_overflow", "native_transcript_corrupt"):
+        assert class_of(by_code(reason)) == "unclassified", reason
+    assert class_of(by_result("native_context_overflow")) == "unclassified"
 
 
 def test_codes_match_exactly() -> None:
@@ -84,6 +103,11 @@ def test_the_same_words_in_a_message_without_the_type_stay_unclassified() -> Non
         "native_event_replay_conflict",
         "provider_attach_refused: run.attach cannot change protected launch arguments",
         "provider_side_effect_pending",
+        "native_session_missing",
+        "No conversation found with session ID: native_session_missing",
+        "context_overflow: prompt is too long",
+        "transcript_corrupt",
+        "session_busy: another process holds the session",
     ):
         assert class_of(by_code("runner_error", message=words)) == "unclassified"
 
@@ -176,6 +200,29 @@ def facts(
         # row 8
         (facts(), ("retry_same_session", "native_session_interrupted")),
         (facts(attempt=2, governed=True), ("retry_same_session", "native_session_interrupted")),
+        # 4.4.10: a session the harness does not have continues fresh, whatever the attempt or policy
+        (facts("native_session_missing"), ("continue_fresh", "native_session_missing")),
+        (
+            facts("native_session_missing", attempt=3, policy="allow_replacement_after_resume_failure"),
+            ("continue_fresh", "native_session_missing"),
+        ),
+        # 4.4.11 and 4.4.12: stop for an operator, never retried or replaced
+        (
+            facts("context_overflow", policy="allow_replacement_after_resume_failure"),
+            ("operator", "native_context_overflow"),
+        ),
+        (
+            facts("transcript_corrupt", policy="allow_replacement_after_governed_wait", governed=True),
+            ("operator", "native_transcript_corrupt"),
+        ),
+        (facts("transcript_corrupt", pending=True), ("reconcile", "native_provider_side_effect_pending")),
+        # 4.4.13: a busy session is retried within the budget, never replaced; then 4.4.6
+        (facts("session_busy"), ("retry_same_session", "native_session_busy")),
+        (
+            facts("session_busy", attempt=2, policy="allow_replacement_after_resume_failure"),
+            ("retry_same_session", "native_session_busy"),
+        ),
+        (facts("session_busy", attempt=3), ("operator", "native_session_retry_exhausted")),
     ],
 )
 def test_each_row_of_the_decision_table(given: table.Facts, expected: tuple[str, str]) -> None:
@@ -183,12 +230,15 @@ def test_each_row_of_the_decision_table(given: table.Facts, expected: tuple[str,
 
 
 def test_a_closed_class_never_reaches_replacement_whatever_the_policy() -> None:
+    # The refusals stop for a person; a missing session continues fresh (its handle rejected) and
+    # a busy one is retried as it is: none is ever archived and replaced.
+    allowed = {"native_session_missing": {"continue_fresh"}, "session_busy": {"retry_same_session"}}
     for failure_class, policy, governed, pending, attempt in itertools.product(
         CLOSED, POLICIES, (False, True), (False, True), (1, 2, 3, 4)
     ):
         given = facts(failure_class, pending=pending, attempt=attempt, policy=policy, governed=governed)
         verdict, _ = decide(given)
-        assert verdict in ("operator", "reconcile"), given
+        assert verdict in {"operator", "reconcile", *allowed.get(failure_class, ())}, given
 
 
 def test_a_pending_tool_call_always_reconciles() -> None:
@@ -244,3 +294,5 @@ def test_the_source_of_each_class_is_the_field_it_was_read_from() -> None:
     assert classify(by_result("provider_attach_refused")) == ("provider_attach_refused", "command_result")
     assert classify(by_code("native_event_replay_conflict")) == ("event_replay_conflict", "error_code")
     assert classify(by_code("runner_transport_closed")) == ("unclassified", "none")
+    for failure_class in HARNESS:
+        assert classify(by_result(failure_class)) == (failure_class, "command_result")

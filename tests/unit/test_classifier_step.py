@@ -156,6 +156,62 @@ def test_a_verified_command_result_classifies_and_a_forged_one_quarantines() -> 
     )
 
 
+def test_a_missing_session_continues_fresh_and_rejects_the_saved_handle() -> None:
+    chosen = choice(event(attempt=3), REPLACING, "native_session_missing")
+    assert (chosen.verdict, chosen.reason) == ("continue_fresh", "native_session_missing")
+    step = chosen.step
+    assert (step.hold, step.reject) == (None, "ns-1")
+    assert step.read == ("allow_replacement_after_resume_failure", 4)
+    decision = msgspec.json.decode(step.slot_value, type=Decision)
+    assert decision.decision_id == "run-1:3:continue_fresh" and decision.rule == "4.4.10"
+    assert decision.not_before is None and decision.epoch == 4
+    assert decision.failure_class == "native_session_missing"
+    assert step.run_fields["status"] == "continued"
+
+
+@pytest.mark.parametrize(
+    ("failure_class", "reason", "rule"),
+    [
+        ("context_overflow", "native_context_overflow", "4.4.11"),
+        ("transcript_corrupt", "native_transcript_corrupt", "4.4.12"),
+    ],
+)
+def test_an_overflow_or_a_corrupt_transcript_holds_the_session(
+    failure_class: str, reason: str, rule: str
+) -> None:
+    chosen = choice(event(), REPLACING, failure_class)  # type: ignore[arg-type]
+    assert (chosen.verdict, chosen.reason, chosen.explanation.rule) == ("operator", reason, rule)
+    assert (chosen.step.hold, chosen.step.reject) == ("ns-1", None)
+
+
+def test_a_busy_session_is_retried_after_the_backoff_then_stops_at_the_budget() -> None:
+    chosen = choice(event(attempt=2), REPLACING, "session_busy")
+    assert (chosen.verdict, chosen.reason, chosen.explanation.rule) == (
+        "retry_same_session",
+        "native_session_busy",
+        "4.4.13",
+    )
+    decision = msgspec.json.decode(chosen.step.slot_value, type=Decision)
+    assert decision.not_before == rfc3339_from_epoch(NOW + 10.0)
+    assert (chosen.step.hold, chosen.step.reject) == (None, None)
+    last = choice(event(attempt=3), REPLACING, "session_busy")
+    assert (last.verdict, last.reason, last.explanation.rule) == (
+        "operator",
+        "native_session_retry_exhausted",
+        "4.4.6",
+    )
+
+
+def test_a_signed_harness_class_is_read_from_the_command_result_only() -> None:
+    for failure_class in ("native_session_missing", "context_overflow", "transcript_corrupt", "session_busy"):
+        assert failure_class_of(event(command_result=signed(failure_class)), KEYS) == (
+            failure_class,
+            "command_result",
+        )
+        typed = event(error=ErrorInfo(type="t", code=failure_class, message=failure_class))
+        assert failure_class_of(typed, KEYS) == ("unclassified", "none")
+
+
 def test_the_saved_session_is_read_from_its_fields_alone() -> None:
     # HMGET of SAVED_FIELDS: policy, epoch, handle.
     assert saved_session_of([b"allow_replacement_after_resume_failure", b"4", b"ns"]) == REPLACING

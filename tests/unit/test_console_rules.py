@@ -37,6 +37,10 @@ def test_the_class_tells_the_rows_own_cases_apart() -> None:
     pending = rule_of("reconcile", "native_provider_side_effect_pending", "provider_side_effect_pending")
     tool_call = rule_of("reconcile", "native_provider_side_effect_pending", "unclassified")
     assert "side effect" in pending and "pending tool call" in tool_call
+    busy = rule_of("operator", "native_session_retry_exhausted", "session_busy")
+    exhausted = rule_of("operator", "native_session_retry_exhausted", "unclassified")
+    assert busy.startswith("contract 4.4, row 6:") and exhausted.startswith("contract 4.4, row 6:")
+    assert "another process" in busy and "unclassified" in exhausted
 
 
 def test_every_reason_has_a_rule_and_an_unknown_decision_says_so() -> None:

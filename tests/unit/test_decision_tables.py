@@ -85,6 +85,17 @@ def held_actions(text: str) -> frozenset[str]:
     return frozenset(re.findall(r"`([a-z_]+)`", found.group(1)))
 
 
+def rejected_actions(text: str) -> frozenset[str]:
+    """The actions named in "After a `x` decision of this table the saved handle is rejected"."""
+    found = re.search(
+        r"After an? (`[a-z_]+`(?:(?:, | or )`[a-z_]+`)*) decision of this table the saved handle is rejected",
+        flat(text),
+    )
+    if found is None:
+        raise ParseError("4.4: no sentence saying which decisions reject the saved handle")
+    return frozenset(re.findall(r"`([a-z_]+)`", found.group(1)))
+
+
 def recovery_condition(cell: str, where: str) -> dict[str, Any]:
     """The "class or condition" cell as the `table.Row` fields it sets."""
     fields: dict[str, Any] = {"classes": ()}
@@ -122,6 +133,7 @@ def recovery_table(doc: str) -> tuple[table.Row, ...]:
     """Contract 4.4: one `table.Row` per line of the markdown table, in order."""
     text = section(doc, "### 4.4 Decision table")
     held = held_actions(text)
+    rejected = rejected_actions(text)
     lines = [line for line in text.splitlines() if line.startswith("|")]
     if len(lines) < 3 or lines[0] != "| row | class or condition | action | reason |":
         raise ParseError("4.4: the table's header is not `row | class or condition | action | reason`")
@@ -146,6 +158,7 @@ def recovery_table(doc: str) -> tuple[table.Row, ...]:
                 verdict=verdict,
                 reason=ticked(reason_match.group(1), DECISION_REASONS, "decision reason", where),
                 holds_session=verdict in held,
+                rejects_session=verdict in rejected,
             )
         )
     return tuple(parsed)
@@ -263,6 +276,13 @@ def test_the_tables_hold_column_is_the_rule_every_service_applies() -> None:
     assert all(row.holds_session == decisions.holds_session(row.verdict) for row in shipped.RECOVERY)
 
 
+def test_the_reject_rule_is_the_contract_sentence() -> None:
+    rejected = rejected_actions(section(DOC, "### 4.4 Decision table"))
+    assert rejected == {"continue_fresh"} == decisions.REJECTING_ACTIONS
+    assert all(row.rejects_session == decisions.rejects(row.verdict) for row in shipped.RECOVERY)
+    assert not any(row.rejects_session and row.holds_session for row in shipped.RECOVERY)
+
+
 def test_every_verdict_holds_or_not_in_every_row_alike() -> None:
     # The hold rule is per action, so that services deciding the same action hold alike.
     for verdict in VERDICTS:
@@ -314,10 +334,19 @@ ROW_7 = (
     "| `4.4.8` | unclassified, policy `allow_replacement_after_governed_wait` and `governed_wait_elapsed` | "
     "archive, then `open_replacement` | `native_session_continuity_break` |"
 )
-ROW_EXHAUSTED = "| `4.4.6` | unclassified, attempt >= 3 | `operator` | `native_session_retry_exhausted` |"
+ROW_EXHAUSTED = (
+    "| `4.4.6` | unclassified, `session_busy`, attempt >= 3 | `operator` | `native_session_retry_exhausted` |"
+)
 ROW_BREAKER = (
-    "| `4.4.5` | unclassified, the tenant's recovery budget spent | `operator` | "
+    "| `4.4.5` | unclassified, `session_busy`, the tenant's recovery budget spent | `operator` | "
     "`tenant_recovery_budget_exhausted` |"
+)
+ROW_MISSING = "| `4.4.10` | `native_session_missing` | `continue_fresh` | `native_session_missing` |"
+ROW_OVERFLOW = "| `4.4.11` | `context_overflow` | `operator` | `native_context_overflow` |"
+ROW_CORRUPT = "| `4.4.12` | `transcript_corrupt` | `operator` | `native_transcript_corrupt` |"
+ROW_BUSY = (
+    "| `4.4.13` | `session_busy` | `retry_same_session` (with `not_before`, backoff) | "
+    "`native_session_busy` |"
 )
 
 
@@ -358,10 +387,36 @@ ROW_BREAKER = (
         pytest.param(
             "After an\n`operator` or `reconcile` decision", "After an\n`operator` decision", [1], id="hold"
         ),
-        pytest.param(f"{ROW_6}\n", "", [7, 8, 9], id="row removed"),
-        pytest.param(f"{ROW_6}\n", f"{ROW_6}\n{ROW_6}\n", [8, 9, 10], id="row added"),
+        pytest.param(f"{ROW_6}\n", "", [7, 8, 9, 10, 11, 12, 13], id="row removed"),
+        pytest.param(f"{ROW_6}\n", f"{ROW_6}\n{ROW_6}\n", [8, 9, 10, 11, 12, 13, 14], id="row added"),
         pytest.param(
             ROW_BREAKER, ROW_BREAKER.replace(", the tenant's recovery budget spent", ""), [5], id="breaker"
+        ),
+        pytest.param(ROW_BREAKER, ROW_BREAKER.replace(", `session_busy`", ""), [5], id="busy not spent"),
+        pytest.param(ROW_EXHAUSTED, ROW_EXHAUSTED.replace(", `session_busy`", ""), [6], id="busy unbounded"),
+        pytest.param(
+            ROW_MISSING, ROW_MISSING.replace("`continue_fresh`", "`retry_same_session`"), [10], id="missing"
+        ),
+        pytest.param(
+            ROW_OVERFLOW, ROW_OVERFLOW.replace("`operator`", "`continue_fresh`"), [11], id="overflow"
+        ),
+        pytest.param(
+            ROW_CORRUPT,
+            ROW_CORRUPT.replace("native_transcript_corrupt", "native_context_overflow"),
+            [12],
+            id="corrupt",
+        ),
+        pytest.param(
+            ROW_BUSY, ROW_BUSY.replace("native_session_busy", "native_session_interrupted"), [13], id="busy"
+        ),
+        pytest.param(
+            f"{ROW_CORRUPT}\n{ROW_BUSY}", f"{ROW_BUSY}\n{ROW_CORRUPT}", [12, 13], id="harness swapped"
+        ),
+        pytest.param(
+            "After a `continue_fresh` decision of this table",
+            "After an `operator` decision of this table",
+            [2, 3, 4, 5, 6, 10, 11, 12],
+            id="reject",
         ),
     ],
 )
@@ -415,7 +470,13 @@ def test_a_doctored_resume_rule_is_reported(old: str, new: str, rows: list[int])
 @pytest.mark.parametrize(
     ("parse", "old", "new"),
     [
-        (recovery_table, "| unclassified, attempt >= 3 |", "| unclassified, attempt > 2 |"),
+        (recovery_table, ", `session_busy`, attempt >= 3 |", ", `session_busy`, attempt > 2 |"),
+        (recovery_table, "| `session_busy` | `retry", "| `sessions_busy` | `retry"),
+        (
+            recovery_table,
+            "After a `continue_fresh` decision of this table",
+            "After a continue_fresh decision of this table",
+        ),
         (
             recovery_table,
             "| `event_replay_conflict` | `operator` |",
@@ -441,10 +502,19 @@ def test_wording_the_parser_cannot_read_fails(parse: Callable[[str], object], ol
 
 
 def test_a_changed_code_table_is_reported() -> None:
-    swapped = (*shipped.RECOVERY[:6], shipped.RECOVERY[7], shipped.RECOVERY[6], shipped.RECOVERY[8])
+    swapped = (*shipped.RECOVERY[:6], shipped.RECOVERY[7], shipped.RECOVERY[6], *shipped.RECOVERY[8:])
     assert len(mismatches(recovery_table(DOC), swapped)) == 2
     no_hold = (dataclasses.replace(shipped.RECOVERY[0], holds_session=False), *shipped.RECOVERY[1:])
     assert len(mismatches(recovery_table(DOC), no_hold)) == 1
+    # A planted row: the missing session retried as it is, in the code only.
+    planted = dataclasses.replace(shipped.RECOVERY[9], verdict="retry_same_session", rejects_session=False)
+    assert mismatches(recovery_table(DOC), (*shipped.RECOVERY[:9], planted, *shipped.RECOVERY[10:])) == [
+        f"row 10: document {shipped.RECOVERY[9]} != code {planted}"
+    ]
+    no_reject = dataclasses.replace(shipped.RECOVERY[9], rejects_session=False)
+    assert (
+        len(mismatches(recovery_table(DOC), (*shipped.RECOVERY[:9], no_reject, *shipped.RECOVERY[10:]))) == 1
+    )
     shorter = shipped.RESUME[:-1]
     assert mismatches(resume_rules(DOC), shorter) == [f"row 11: document {shipped.RESUME[-1]} != code None"]
     guard = dataclasses.replace(shipped.RESUME[4], request_field="adapter", stored_field="adapter")

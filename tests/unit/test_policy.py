@@ -5,6 +5,7 @@ policy that made them finds no change, and a candidate changing one row reports 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,7 +13,7 @@ import pytest
 from shared.contract.decisions import Explanation
 from shared.policy import INVARIANTS, SHIPPED, PolicyRefused, dump, load
 from shared.policy.invariants import recovery_facts
-from shared.policy.recovery import decide_row, explanation
+from shared.policy.recovery import Facts, decide_row, explanation
 from shared.policy.replay import Recorded, ordered, replay
 
 
@@ -63,6 +64,28 @@ def broken(change: str) -> dict[str, Any]:
         doc["resume"] = [c for c in doc["resume"] if c["id"] != "3.3.1b"]
     elif change == "no_catch_all":
         doc["recovery"] = [r for r in doc["recovery"] if r["id"] != "4.4.9"]
+    elif change == "missing_session_retried":
+        row(doc, "4.4.10").update(action="retry_same_session", reason="native_session_interrupted")
+    elif change == "missing_session_replaced":
+        row(doc, "4.4.10").update(action="archive", reason="native_session_continuity_break")
+    elif change == "missing_session_as_unclassified":
+        # Left out of its own row, the class falls to no row at all: the table is not total.
+        doc["recovery"] = [r for r in doc["recovery"] if r["id"] != "4.4.10"]
+    elif change == "overflow_retried":
+        row(doc, "4.4.11").update(action="retry_same_session", reason="native_session_interrupted")
+    elif change == "overflow_replaced":
+        # Listed with the unclassified rows: replaced by the full transcript under a permissive policy.
+        row(doc, "4.4.7")["classes"].append("context_overflow")
+    elif change == "corrupt_continued_fresh":
+        row(doc, "4.4.12").update(action="continue_fresh", reason="native_session_missing")
+    elif change == "corrupt_retried":
+        row(doc, "4.4.12").update(action="retry_same_session", reason="native_session_interrupted")
+    elif change == "busy_continued_fresh":
+        row(doc, "4.4.13").update(action="continue_fresh", reason="native_session_missing")
+    elif change == "busy_replaced":
+        row(doc, "4.4.8")["classes"].append("session_busy")
+    elif change == "pending_continued_fresh":
+        row(doc, "4.4.1").update(action="continue_fresh", reason="native_session_missing")
     return doc
 
 
@@ -76,6 +99,16 @@ def broken(change: str) -> dict[str, Any]:
         ("generation_missing_dropped", "no_resume_across_generation"),
         ("held_resumes", "only_an_active_record_resumes"),
         ("no_catch_all", "total"),
+        ("missing_session_retried", "missing_session_never_retried"),
+        ("missing_session_replaced", "missing_session_never_retried"),
+        ("missing_session_as_unclassified", "total"),
+        ("overflow_retried", "overflow_never_resumed_whole"),
+        ("overflow_replaced", "overflow_never_resumed_whole"),
+        ("corrupt_continued_fresh", "corrupt_transcript_never_replaced_silently"),
+        ("corrupt_retried", "corrupt_transcript_never_replaced_silently"),
+        ("busy_continued_fresh", "busy_session_one_writer"),
+        ("busy_replaced", "busy_session_one_writer"),
+        ("pending_continued_fresh", "pending_side_effect_never_retried"),
     ],
 )
 def test_a_policy_breaking_an_invariant_is_refused_naming_it(change: str, invariant: str) -> None:
@@ -92,8 +125,21 @@ def test_every_invariant_has_a_planted_violation_above() -> None:
         "no_resume_across_generation",
         "only_an_active_record_resumes",
         "total",
+        "missing_session_never_retried",
+        "overflow_never_resumed_whole",
+        "corrupt_transcript_never_replaced_silently",
+        "busy_session_one_writer",
     }
     assert {i.name for i in INVARIANTS} == planted
+
+
+def test_every_invariant_is_named_in_the_contract_and_the_policy_reference() -> None:
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    contract = " ".join((docs / "contract-v1.md").read_text().split())
+    reference = (docs / "policies.md").read_text()
+    for invariant in INVARIANTS:
+        assert f"`{invariant.name}`" in contract, invariant.name
+        assert f"| `{invariant.name}` | " in reference, invariant.name
 
 
 @pytest.mark.parametrize(
@@ -120,6 +166,62 @@ def test_a_file_that_is_not_a_policy_is_refused_without_echoing_it(text: bytes, 
         load(text)
     assert refused.value.invariant == "format" and fragment in str(refused.value)
     assert "<script>" not in str(refused.value)
+
+
+def test_a_candidate_retrying_a_missing_session_names_the_row_and_the_fact() -> None:
+    doc = shipped_doc()
+    row(doc, "4.4.10").update(action="retry_same_session", reason="native_session_interrupted")
+    with pytest.raises(PolicyRefused) as refused:
+        loaded(doc)
+    assert refused.value.invariant == "missing_session_never_retried"
+    assert "row 4.4.10 decides retry_same_session" in str(refused.value)
+    assert "failure_class=native_session_missing" in str(refused.value)
+
+
+def test_the_shipped_harness_rows_decide_as_the_contract_says() -> None:
+    def decided(failure_class: Any, **facts: Any) -> tuple[str, str, str, bool]:
+        given = Facts(
+            failure_class,
+            facts.get("pending", False),
+            facts.get("attempt", 1),
+            facts.get("policy", "allow_replacement_after_resume_failure"),
+            True,
+            facts.get("spent", False),
+        )
+        found = decide_row(SHIPPED.recovery, given)
+        assert found is not None
+        return found.id, found.verdict, found.reason, found.rejects_session
+
+    assert decided("native_session_missing") == ("4.4.10", "continue_fresh", "native_session_missing", True)
+    assert decided("native_session_missing", attempt=3)[0] == "4.4.10"
+    assert decided("context_overflow") == ("4.4.11", "operator", "native_context_overflow", False)
+    assert decided("transcript_corrupt") == ("4.4.12", "operator", "native_transcript_corrupt", False)
+    assert decided("transcript_corrupt", pending=True)[:3] == (
+        "4.4.1",
+        "reconcile",
+        "native_provider_side_effect_pending",
+    )
+    assert decided("session_busy") == ("4.4.13", "retry_same_session", "native_session_busy", False)
+    assert decided("session_busy", attempt=2)[0] == "4.4.13"
+    assert decided("session_busy", attempt=3)[:3] == ("4.4.6", "operator", "native_session_retry_exhausted")
+    assert decided("session_busy", spent=True)[:3] == (
+        "4.4.5",
+        "operator",
+        "tenant_recovery_budget_exhausted",
+    )
+
+
+def test_a_continue_fresh_row_of_a_file_rejects_the_saved_handle_and_no_other_does() -> None:
+    policy = load(dump(SHIPPED))
+    assert [r.id for r in policy.recovery if r.rejects_session] == ["4.4.10"]
+    assert all(r.rejects_session == (r.verdict == "continue_fresh") for r in policy.recovery)
+    assert b'"action": "continue_fresh"' in dump(SHIPPED)
+    # The flag follows from the action: a file cannot set it.
+    doc = shipped_doc()
+    row(doc, "4.4.10")["rejects_session"] = False
+    with pytest.raises(PolicyRefused) as refused:
+        loaded(doc)
+    assert refused.value.invariant == "format"
 
 
 def test_duplicate_row_ids_are_refused() -> None:

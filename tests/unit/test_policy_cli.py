@@ -20,7 +20,32 @@ def test_show_prints_the_shipped_policy_which_loads_back(capsys: pytest.CaptureF
 def test_show_invariants_names_each(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["policy", "show", "--invariants", "--json"]) == 0
     names = [i["name"] for i in json.loads(capsys.readouterr().out)]
-    assert "closed_refusal_never_replaced" in names and len(names) == 5
+    assert "closed_refusal_never_replaced" in names and len(names) == 9
+    assert {
+        "missing_session_never_retried",
+        "overflow_never_resumed_whole",
+        "corrupt_transcript_never_replaced_silently",
+        "busy_session_one_writer",
+    } <= set(names)
+
+
+def test_show_prints_the_harness_rows(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["policy", "show"]) == 0
+    rows = {r["id"]: r for r in json.loads(capsys.readouterr().out)["recovery"]}
+    assert rows["4.4.10"] == {
+        "id": "4.4.10",
+        "classes": ["native_session_missing"],
+        "action": "continue_fresh",
+        "reason": "native_session_missing",
+    }
+    assert (rows["4.4.11"]["action"], rows["4.4.11"]["reason"]) == ("operator", "native_context_overflow")
+    assert (rows["4.4.12"]["action"], rows["4.4.12"]["reason"]) == ("operator", "native_transcript_corrupt")
+    assert (rows["4.4.13"]["action"], rows["4.4.13"]["reason"]) == (
+        "retry_same_session",
+        "native_session_busy",
+    )
+    assert rows["4.4.6"]["classes"] == ["unclassified", "session_busy"]
+    assert rows["4.4.5"]["classes"] == ["unclassified", "session_busy"]
 
 
 def test_check_passes_a_good_file_and_refuses_a_broken_one(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import msgspec
+import pytest
 
 from shared.contract.decisions import Decision
 from shared.contract.reconciliation import AuditEntry
@@ -92,10 +93,18 @@ def test_every_script_takes_the_step_in_the_same_order() -> None:
     assert args[5:9] == ["ns", "1", "same_session_only", "3"]
     # Then the retention, and whether the step waits on a person (an operator's does).
     assert args[9:11] == [str(DEFAULT.run_ms), "1"]
-    # Last, the runner the step answers ('' for none: no ownership check, contract 10.4).
-    assert args[11:] == [""]
+    # Then the runner the step answers ('' for none: no ownership check, contract 10.4), and
+    # last the handle to reject ('' for none: an operator decision holds, it never rejects).
+    assert args[11:] == ["", ""]
     step.for_runner = "runner-a"
-    assert steps.step_args(step)[11:] == ["runner-a"]
+    assert steps.step_args(step)[11:] == ["runner-a", ""]
+    fresh = decisions.decision(RUN, "continue_fresh", "native_session_missing", NOW)
+    rejecting = decisions.decision_step(fresh, "2", "svc", native_session_id="ns", rejects_session=True)
+    assert (rejecting.hold, rejecting.reject) == (None, "ns")
+    assert steps.step_args(rejecting)[5] == "" and steps.step_args(rejecting)[12] == "ns"
+    assert decisions.decision_step(fresh, "2", "svc", native_session_id="ns").reject is None
+    with pytest.raises(ValueError, match="does not reject"):
+        decisions.decision_step(decided, "2", "svc", native_session_id="ns", rejects_session=True)
     step.read = None
     assert steps.step_args(step)[6:9] == ["0", "", "0"]
     assert steps.outbox_arg([]) == ""

@@ -221,7 +221,7 @@ DECISION_TABLE: tuple[tuple[Callable[[Facts], bool], Expected], ...] = (
         Expected("operator", "native_event_replay_conflict", "4.4.4"),
     ),
     (
-        lambda f: _unclassified(f) and f.attempt >= ATTEMPT_BUDGET,
+        lambda f: (_unclassified(f) or f.failure_class == "session_busy") and f.attempt >= ATTEMPT_BUDGET,
         Expected("operator", "native_session_retry_exhausted", "4.4.6"),
     ),
     (
@@ -237,6 +237,22 @@ DECISION_TABLE: tuple[tuple[Callable[[Facts], bool], Expected], ...] = (
         Expected("archive", "native_session_continuity_break", "4.4.8"),
     ),
     (_unclassified, Expected("retry_same_session", "native_session_interrupted", "4.4.9")),
+    (
+        lambda f: f.failure_class == "native_session_missing",
+        Expected("continue_fresh", "native_session_missing", "4.4.10"),
+    ),
+    (
+        lambda f: f.failure_class == "context_overflow",
+        Expected("operator", "native_context_overflow", "4.4.11"),
+    ),
+    (
+        lambda f: f.failure_class == "transcript_corrupt",
+        Expected("operator", "native_transcript_corrupt", "4.4.12"),
+    ),
+    (
+        lambda f: f.failure_class == "session_busy",
+        Expected("retry_same_session", "native_session_busy", "4.4.13"),
+    ),
 )
 
 

@@ -96,6 +96,10 @@ FailureClass = Literal[
     "source_reconciliation_required",
     "provider_state_incompatible",
     "event_replay_conflict",
+    "native_session_missing",
+    "context_overflow",
+    "transcript_corrupt",
+    "session_busy",
     "unclassified",
 ]
 Action = Literal["retry_same_session", "open_replacement", "operator", "reconcile", "continue_fresh"]
@@ -111,6 +115,10 @@ DecisionReason = Literal[
     "execution_reconciled",
     "operator_retry",
     "tenant_recovery_budget_exhausted",
+    "native_session_missing",
+    "native_context_overflow",
+    "native_transcript_corrupt",
+    "native_session_busy",
 ]
 RefusalCode = Literal[
     "runner_not_registered",

@@ -14,6 +14,10 @@ export type FailureClass =
   | "source_reconciliation_required"
   | "provider_state_incompatible"
   | "event_replay_conflict"
+  | "native_session_missing"
+  | "context_overflow"
+  | "transcript_corrupt"
+  | "session_busy"
   | "unclassified";
 export type RecordedOutcome = "completed" | "not_performed";
 export type ActionOutcome = RecordedOutcome | "mixed";
@@ -29,7 +33,11 @@ export type DecisionReason =
   | "runner_continuity_break_archive_failed"
   | "execution_reconciled"
   | "operator_retry"
-  | "tenant_recovery_budget_exhausted";
+  | "tenant_recovery_budget_exhausted"
+  | "native_session_missing"
+  | "native_context_overflow"
+  | "native_transcript_corrupt"
+  | "native_session_busy";
 /** Why an event was refused before any decision (contract 10.5); only `quota_exceeded` is not
  * final: the same report is sent again, with a new event id, at or after `not_before`. */
 export type RefusalCode =

@@ -63,6 +63,18 @@ local function hold_session(session_key, handle)
   redis.call('HSET', session_key, 'state', 'held')
 end
 
+-- Reject a saved handle (contract 3.4, as `session_reject.lua` does): only while the record
+-- still saves `handle` and is neither held (evidence for an operator) nor archived (moved aside
+-- for a replacement); `revision` + 1. A record already rejected is left as it is. Version-1
+-- fields are not touched, so the generation binding stays as it was.
+local function reject_session(session_key, handle)
+  local cur = redis.call('HMGET', session_key, 'native_session_id', 'state', 'revision')
+  if cur[1] ~= handle or cur[2] == 'held' or cur[2] == 'archived' or cur[2] == 'rejected' then
+    return
+  end
+  redis.call('HSET', session_key, 'state', 'rejected', 'revision', (tonumber(cur[3]) or 0) + 1)
+end
+
 -- Retention (docs/contract-v1.md, section 9.9): set in the script that writes the keys, so no
 -- key is ever without one. `ttl_ms` > 0 keeps `keys` that long from now; 0 keeps them until a
 -- later step (the run waits on a person). Keys that do not exist are left alone.

@@ -1,12 +1,13 @@
 -- Record one step of a run atomically: the decision slot, the run record, outbox entries,
--- an audit entry, and optionally hold the saved session.
+-- an audit entry, and optionally hold the saved session or reject its handle.
 -- KEYS: 1 run hash, 2 run decision slots, 3 outbox, 4 audit list, 5 session hash,
 --       6 reconciliation hash, 7 its history list
 -- ARGV: 1 slot, 2 slot value, 3 run fields (JSON object; true: the slot value), 4 outbox entries (JSON array),
 --       5 audit entry (JSON), 6 the native session id to hold ('' to hold none),
 --       7 '1' when 8 and 9 are the session's checkpoint_policy and epoch the step was decided on,
 --       10 retention in milliseconds, 11 '1' when the step waits on a person, 12 the runner
---       whose event the step answers ('' when no runner's: no ownership check)
+--       whose event the step answers ('' when no runner's: no ownership check),
+--       13 the native session id to reject ('' to reject none; contract 3.4)
 -- Returns {1, '', ttl} when recorded, {0, <value already in the slot>, ttl} for a duplicate,
 -- {2, '', -2} when the session changed since it was read (nothing is written: decide
 -- again), and {3, <reason>, -2} when the run or the session belongs to another runner
@@ -39,5 +40,8 @@ outbox_put(KEYS[3], ARGV[4])
 audit_push(KEYS[4], ARGV[5])
 if ARGV[6] ~= '' then
   hold_session(KEYS[5], ARGV[6])
+end
+if ARGV[13] ~= '' then
+  reject_session(KEYS[5], ARGV[13])
 end
 return {1, '', retain_run(ARGV[10], ARGV[11], {KEYS[1], KEYS[2], KEYS[4], KEYS[6], KEYS[7]}, KEYS[6], KEYS[3])}

@@ -80,8 +80,9 @@ system: install tools
 	$(BIN)/pytest -m system
 
 # The TypeScript runner SDK: type-checked build and node's test runner against real servers and
-# the four services (node and npm on PATH; npm ci installs from the lock file).
-sdk-ts: install
+# the four services (node and npm on PATH; npm ci installs from the lock file), and the Codex
+# runner example with the pinned codex CLI (`make harnesses`).
+sdk-ts: install harnesses
 	cd sdk/typescript && npm ci --no-audit --no-fund --loglevel=error && npm test
 
 # The partition suite (tests/chaos, docs/protocol.md "Under partitions"): NATS, Redis and the

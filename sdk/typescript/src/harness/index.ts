@@ -4,6 +4,23 @@
  * `harness` namespace of the package: `harness.adapter("claude-code").assess(outcome)`.
  */
 
+export {
+  canonicalJson,
+  canonicalPath,
+  canonicalValue,
+  changedComponents,
+  compareCodePoints,
+  componentDigest,
+  executable,
+  generationOf,
+  Components,
+  COMPONENT_NAMES,
+  PATH_COMPONENTS,
+  SET_COMPONENTS,
+  type CanonicalValue,
+  type ComponentName,
+  type ComponentValues,
+} from "./compatibility.js";
 export { adapter, names, Adapter, UnknownHarness } from "./adapter.js";
 export {
   assessWith,

@@ -129,3 +129,58 @@ async def test_a_step_decided_on_a_stale_read_writes_nothing(
     assert await redis_client.exists(keys.run_decisions(session.key, run_id), keys.outbox(session.key)) == 0
     step.read = ("allow_replacement_after_resume_failure", 0)
     assert await RunStore(records_redis).record_step(session.key, run_id, step) is None
+
+
+def _rejecting_step(run_id: str, session: SessionRef) -> RunStep:
+    """A table's `continue_fresh` for the failed handle "ns", which rejects it (contract 4.4)."""
+    from shared.records.decisions import decision, decision_step
+
+    run = _decision(run_id, session, "r1")
+    fresh = decision(run, "continue_fresh", "native_session_missing", time.time())
+    return decision_step(fresh, "1", "classifier", native_session_id="ns", rejects_session=True)
+
+
+@pytest.mark.parametrize(
+    ("stored", "after"),
+    [
+        ({"native_session_id": "ns", "revision": "4"}, {"state": b"rejected", "revision": b"5"}),
+        ({"native_session_id": "ns", "state": "active"}, {"state": b"rejected", "revision": b"1"}),
+        ({"native_session_id": "ns", "state": "held", "revision": "4"}, None),
+        ({"native_session_id": "ns", "state": "archived", "revision": "4"}, None),
+        ({"native_session_id": "ns", "state": "rejected", "revision": "4"}, None),
+        ({"native_session_id": "ns-newer", "revision": "4"}, None),
+    ],
+    ids=["active", "active-no-revision", "held", "archived", "already-rejected", "newer-handle"],
+)
+async def test_a_rejecting_step_rejects_only_the_failed_handle_of_a_resumable_record(
+    redis_client: aioredis.Redis, records_redis: Redis, stored: dict[str, str], after: dict[str, bytes] | None
+) -> None:
+    session = SessionRef(tenant="t", conversation_id=uuid.uuid4().hex, agent_id="a")
+    key = keys.session(session.key)
+    await redis_client.hset(key, mapping=stored)  # type: ignore[misc]
+    before: dict[bytes, bytes] = await redis_client.hgetall(key)  # type: ignore[misc]
+    run_id = f"run-{uuid.uuid4().hex}"
+    step = _rejecting_step(run_id, session)
+    assert step.hold is None and step.reject == "ns"
+    assert await RunStore(records_redis).record_step(session.key, run_id, step) is None
+    expected = {**before, **{k.encode(): v for k, v in (after or {}).items()}}
+    assert await redis_client.hgetall(key) == expected  # type: ignore[misc]
+    # The same step again finds its slot taken: nothing is rejected twice.
+    assert await RunStore(records_redis).record_step(session.key, run_id, step) is not None
+    assert await redis_client.hgetall(key) == expected  # type: ignore[misc]
+
+
+async def test_a_rejecting_step_decided_on_a_stale_read_rejects_nothing(
+    redis_client: aioredis.Redis, records_redis: Redis
+) -> None:
+    from shared.records.steps import SessionChanged
+
+    session = SessionRef(tenant="t", conversation_id=uuid.uuid4().hex, agent_id="a")
+    key = keys.session(session.key)
+    await redis_client.hset(key, mapping={"native_session_id": "ns", "epoch": "3"})  # type: ignore[misc]
+    run_id = f"run-{uuid.uuid4().hex}"
+    step = _rejecting_step(run_id, session)
+    step.read = ("", 2)  # decided before a replacement raised the epoch
+    with pytest.raises(SessionChanged):
+        await RunStore(records_redis).record_step(session.key, run_id, step)
+    assert await redis_client.hgetall(key) == {b"native_session_id": b"ns", b"epoch": b"3"}  # type: ignore[misc]

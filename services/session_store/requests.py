@@ -11,9 +11,18 @@ claim it.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
 
-from shared.contract.errors import CATALOGUE, CLAIM_REFUSED, NOT_FOUND, RUNNER_NOT_ISSUED, SESSION_HELD
+from shared.contract.components import generation_of
+from shared.contract.errors import (
+    CATALOGUE,
+    CLAIM_REFUSED,
+    INVALID_FIELD,
+    MISSING_FIELD,
+    NOT_FOUND,
+    RUNNER_NOT_ISSUED,
+    SESSION_HELD,
+)
 from shared.contract.policy import (
     Declaration,
     DeclarationsReply,
@@ -47,11 +56,12 @@ from shared.contract.tenancy import (
     SessionAuditRequest,
     TransferRequest,
 )
-from shared.contract.types import GenerationCheck
+from shared.contract.types import ComponentName, GenerationCheck
 from shared.platform import metrics
 from shared.platform.logs import Log
 from shared.policy import SHIPPED, Policy
 from shared.records import runners as identity
+from shared.records.compatibility import NOT_DECLARED
 from shared.records.runners import Access, RunnerDirectory
 from shared.records.session import StoredSession
 
@@ -119,6 +129,8 @@ class SessionRequests:
 
     def decide(self, req: DecideRequest, runner_id: str | None = None) -> Awaitable[DecideReply]:
         """A pipelined endpoint: the record's read is sent now, the rules run on its reply."""
+        if req.ready_components is not None:
+            made_of(req.ready_components, req.ready_generation, "ready_components", "ready_generation")
         return self._decided(self.store.read(req.session.key), req, runner_id)
 
     async def _decided(
@@ -129,24 +141,35 @@ class SessionRequests:
             if not await self._visible(runner_id, req.session, stored):
                 stored = None
         generation: GenerationCheck = "not_compared"
-        declaration: str | None = None
+        declared = NOT_DECLARED
+        changed: list[ComponentName] | None = None
         if stored is not None:
             generation = step.generation_check(stored, req)
-            if generation == "changed" and stored.v1["adapter"] == req.adapter:
-                # Generations differ: an operator may have declared the new one compatible.
-                assert req.ready_generation is not None
-                declaration = await self.declarations.declared(
-                    req.adapter, stored.generation, req.ready_generation
-                )
-                if declaration is not None:
-                    generation = "declared"
-        reply = step.decide(stored, req, self.policy, generation, declaration)
+            if generation == "changed":
+                changed = step.changed_components(stored, req)
+                if stored.v1["adapter"] == req.adapter:
+                    # Generations differ: an operator may have declared the new one compatible,
+                    # or every component that changed.
+                    assert req.ready_generation is not None
+                    declared = await self.declarations.declared(
+                        req.adapter, stored.generation, req.ready_generation, changed
+                    )
+                    if declared.resumes:
+                        generation = "declared"
+        reply = step.decide(stored, req, self.policy, generation, declared.pair, changed)
         metrics.adder(metrics.SESSION_DECISIONS, reply.mode, reply.reason or "none")()
         return reply
 
     # -- commit, get, reject -----------------------------------------------------------------
 
     async def commit(self, req: CommitRequest, runner_id: str | None = None) -> CommitReply:
+        if req.compatibility_components is not None:
+            made_of(
+                req.compatibility_components,
+                req.compatibility_generation,
+                "compatibility_components",
+                "compatibility_generation",
+            )
         if not await self._access(runner_id, req.session):
             metrics.adder(metrics.SESSION_COMMITS, NOT_FOUND.code)()
             raise NOT_FOUND.error(NO_RECORD)
@@ -208,10 +231,23 @@ class SessionRequests:
     # -- declared compatibility and the rollout preview (operators) --------------------------
 
     async def declare(self, req: DeclareRequest) -> Declaration:
+        pair = (req.saved_generation, req.ready_generation)
+        if req.component is not None and pair != (None, None):
+            raise INVALID_FIELD.error("`component` declares a component: give no generation with it")
+        if req.component is None and None in pair:
+            name = "saved_generation" if req.saved_generation is None else "ready_generation"
+            raise MISSING_FIELD.error(f"required field `{name}` is missing (or give `component`)")
         code, found = await self.declarations.declare(
-            req.adapter, req.saved_generation, req.ready_generation, req.actor, req.note
+            req.adapter, req.saved_generation, req.ready_generation, req.actor, req.note, req.component
         )
-        log.info("compatibility_declared", id=found.id, adapter=found.adapter, actor=req.actor, outcome=code)
+        log.info(
+            "compatibility_declared",
+            id=found.id,
+            adapter=found.adapter,
+            component=found.component,
+            actor=req.actor,
+            outcome=code,
+        )
         return found
 
     async def revoke_declaration(self, req: RevokeRequest) -> Declaration:
@@ -230,6 +266,10 @@ class SessionRequests:
         return DeclarationsReply(items=items, audit=audit)
 
     async def preview(self, req: PreviewRequest) -> PreviewReply:
+        if req.generation is None and req.components is None:
+            raise MISSING_FIELD.error("required field `generation` is missing (or give `components`)")
+        if req.generation is not None and req.components is not None:
+            made_of(req.components, req.generation, "components", "generation")
         return await preview.preview(self.store.redis, self.declarations, self.policy, req)
 
     # -- the runner directory (operators) ----------------------------------------------------
@@ -251,3 +291,12 @@ class SessionRequests:
 
     async def runners_list(self, req: RunnersListRequest) -> RunnersListReply:
         return RunnersListReply(items=await self.directory.list())
+
+
+def made_of(
+    digests: Mapping[ComponentName, str], generation: str | None, field: str, generation_field: str
+) -> None:
+    """Refuse components whose digests do not make the generation sent with them (3.2, 3.3):
+    they would name changes the generation does not have. The message names the fields only."""
+    if generation is None or generation_of(digests) != generation:
+        raise INVALID_FIELD.error(f"value at `$.{field}` is not the components of `$.{generation_field}`")

@@ -5,10 +5,10 @@ decision by a policy's clauses (contract 3.3) with its explanation, and the view
 from __future__ import annotations
 
 from shared.contract.sessions import DecideReply, DecideRequest, SessionView
-from shared.contract.types import GenerationCheck
+from shared.contract.types import ComponentName, GenerationCheck
 from shared.policy import Policy
 from shared.policy.resume import FRESH_TRANSCRIPT, RESUME_TRANSCRIPT, ResumeFacts, first_rule
-from shared.records.session import StoredSession
+from shared.records.session import StoredSession, changed_by_prints, fingerprints
 
 NO_RECORD = ResumeFacts(record=False)
 
@@ -22,6 +22,17 @@ def generation_check(stored: StoredSession, req: DecideRequest) -> GenerationChe
     if ready is None or not stored.generation_trusted:
         return "missing"
     return "matched" if ready == stored.generation else "changed"
+
+
+def changed_components(stored: StoredSession, req: DecideRequest) -> list[ComponentName] | None:
+    """The names of the components that differ between the stored generation and the ready
+    one, read when the generations differ; None when either side has no components, or when no
+    component tells them apart (the fingerprints are 36 bits of each digest: not a name to
+    give, nor a change a component's declaration may cover)."""
+    prints = stored.prints
+    if prints is None or req.ready_components is None:
+        return None
+    return changed_by_prints(prints, fingerprints(req.ready_components)) or None
 
 
 def facts_of(stored: StoredSession | None, req: DecideRequest, generation: GenerationCheck) -> ResumeFacts:
@@ -41,7 +52,7 @@ def facts_of(stored: StoredSession | None, req: DecideRequest, generation: Gener
     empty = [name for name in ("model", "cwd", "cursor") if not v1[name]]
     return ResumeFacts(
         record=True,
-        state=stored.state,
+        state=stored.state,  # type: ignore[arg-type]
         differs=frozenset(differs),
         empty=frozenset(empty),
         compatibility=req.compatibility,
@@ -55,9 +66,11 @@ def decide(
     policy: Policy,
     generation: GenerationCheck = "not_compared",
     declaration: str | None = None,
+    changed: list[ComponentName] | None = None,
 ) -> DecideReply:
     """Resume or start fresh: the policy's first clause that matches (`stored` None: no record,
-    or one the runner may not see)."""
+    or one the runner may not see). `changed`: the components that differ, named in the reply
+    when the generations were compared and differ."""
     rule = first_rule(policy.resume, facts_of(stored, req, generation))
     if rule is None:  # a loaded policy is total (its invariants were checked)
         raise ValueError(f"no resume clause of policy {policy.version} applies")
@@ -73,6 +86,7 @@ def decide(
             policy=policy.version,
             generation=generation,
             declaration=declaration if generation == "declared" else None,
+            changed_components=changed if generation == "declared" else None,
         )
     return DecideReply(
         mode="fresh",
@@ -84,6 +98,7 @@ def decide(
         rule=rule.id,
         policy=policy.version,
         generation=generation if stored is not None else "not_compared",
+        changed_components=changed if stored is not None and generation == "changed" else None,
     )
 
 
@@ -104,4 +119,6 @@ def view(stored: StoredSession) -> SessionView:
         has_generation=stored.has_generation,
         generation_trusted=stored.generation_trusted,
         owner=stored.owner or None,
+        components=stored.component_names(),
+        changed_components=stored.last_changed(),
     )

@@ -11,32 +11,41 @@ import msgspec
 from msgspec import Meta
 
 from shared.contract import limits
-from shared.contract.types import Name, RunnerId, Token
+from shared.contract.types import ComponentDigests, ComponentName, Name, RunnerId, Token
 
 DeclarationId = Annotated[str, Meta(pattern=r"^compat-[0-9a-f]{16}$")]
 
 
 class Declaration(msgspec.Struct, kw_only=True):
     """An operator's word that sessions saved under one generation of an adapter resume under a
-    newer one: `id` is derived from the adapter and both generations, which are not kept."""
+    newer one: `id` is derived from the adapter and both generations, which are not kept. Or,
+    with `component`, that a change of that component resumes, whatever its values, when every
+    other component that changed is declared too (9.11)."""
 
     id: DeclarationId
     adapter: Name
     declared_by: Token
     declared_at: str
     note: Name | None = None
+    component: ComponentName | None = None
+    """The component a per-component declaration covers; null for a declaration of a pair of
+    generations."""
 
 
 class DeclareRequest(msgspec.Struct, kw_only=True):
     """`continuity.compatibility.declare` (operators)."""
 
     adapter: Name
-    saved_generation: Token
-    """The generation sessions were saved under."""
-    ready_generation: Token
+    saved_generation: Token | None = None
+    """The generation sessions were saved under (with `ready_generation`; not with
+    `component`)."""
+    ready_generation: Token | None = None
     """The newer generation that resumes them."""
     actor: Token
     note: Name | None = None
+    component: ComponentName | None = None
+    """Declare a component instead of a pair of generations: a change of the adapter's
+    generation limited to declared components resumes."""
 
 
 class RevokeRequest(msgspec.Struct, kw_only=True):
@@ -55,6 +64,8 @@ class DeclarationAudit(msgspec.Struct, kw_only=True):
     actor: str
     id: str
     adapter: str
+    component: str | None = None
+    """The component of a per-component declaration; null for a pair of generations."""
 
 
 class DeclarationsRequest(msgspec.Struct, kw_only=True):
@@ -73,8 +84,13 @@ class PreviewRequest(msgspec.Struct, kw_only=True):
     does to the saved sessions at their next turn."""
 
     adapter: Name
-    generation: Token
+    generation: Token | None = None
+    """The new generation; or, with `components` alone, each session's own generation with
+    the given components changed."""
     tenant: Token | None = None
+    components: ComponentDigests | None = None
+    """The digests of the new release's components; a component not given is taken as each
+    session stored it (its `cwd`, say). At least one of `generation` and `components`."""
 
 
 class TenantPreview(msgspec.Struct, kw_only=True):
@@ -83,6 +99,9 @@ class TenantPreview(msgspec.Struct, kw_only=True):
     fresh: int
     reasons: dict[str, int]
     """The fresh ones by the reason their next decide gives."""
+    changed_components: dict[str, int] = {}
+    """Sessions by each component their next decide finds changed (compared by components:
+    both the preview and the record have them); names only."""
 
 
 class PreviewReply(msgspec.Struct, kw_only=True):

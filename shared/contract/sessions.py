@@ -8,6 +8,8 @@ import msgspec
 from shared.contract.types import (
     CheckpointPolicy,
     Compatibility,
+    ComponentDigests,
+    ComponentName,
     Count,
     Cursor,
     Cwd,
@@ -48,6 +50,9 @@ class CommitRequest(msgspec.Struct, kw_only=True):
     expected_revision: Count | None = None
     epoch: Count | None = None
     cancelled: bool = False
+    compatibility_components: ComponentDigests | None = None
+    """The digests of the components `compatibility_generation` is made of (an addition, 3.2):
+    with them, the generation must be their digest, and a later decide names what changed."""
 
 
 class CommitReply(msgspec.Struct, kw_only=True):
@@ -63,6 +68,8 @@ class DecideRequest(msgspec.Struct, kw_only=True):
     latest_cursor: Cursor | None = None
     compatibility: Compatibility = "none"
     ready_generation: Token | None = None
+    ready_components: ComponentDigests | None = None
+    """The digests of the components `ready_generation` is made of (an addition, 3.3)."""
 
 
 class DecideReply(msgspec.Struct, kw_only=True, omit_defaults=False):
@@ -81,6 +88,10 @@ class DecideReply(msgspec.Struct, kw_only=True, omit_defaults=False):
     declaration: str | None = None
     """The id of the declaration that let it resume across a changed generation (`generation`
     is `declared`); null otherwise."""
+    changed_components: list[ComponentName] | None = None
+    """The names of the components that differ between the stored generation and the ready one
+    (`generation` `changed` or `declared`, both sides with components); null otherwise. Never a
+    value or a digest (9.11)."""
 
 
 class RejectRequest(msgspec.Struct, kw_only=True):
@@ -114,3 +125,9 @@ class SessionView(msgspec.Struct, kw_only=True):
     generation_trusted: bool
     owner: str | None = None
     """The runner that owns the session (contract section 10); null before its first commit."""
+    components: list[ComponentName] | None = None
+    """The names of the components the stored generation was committed with (9.11); null for a
+    generation committed without them, or none."""
+    changed_components: list[ComponentName] | None = None
+    """The names of the components that changed at the commit that last changed the stored
+    generation, when both commits carried components; null otherwise."""

@@ -1,19 +1,24 @@
 """Compatibility declarations: an operator's word that an adapter's sessions saved under one
-generation resume under a newer one (docs/contract-v1.md 9.11).
+generation resume under a newer one, or that a change of one component of its generation
+resumes (docs/contract-v1.md 9.11).
 
-A declaration is keyed by an id derived from the adapter and both generations' digests; the
-generations themselves are never stored, so a record, a reply or a log holds no value. `decide`
-reads one HEXISTS, and only when the generations differ.
+A declaration is keyed by an id derived from the adapter and both generations' digests, or from
+the adapter and the component's name; the generations themselves are never stored, so a record,
+a reply or a log holds no value. `decide` reads one HMGET, and only when the generations differ:
+the pair's id and the ids of the components that changed.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
+from typing import NamedTuple
 
 import msgspec
 
 from shared.contract.policy import Declaration, DeclarationAudit
 from shared.contract.times import now_rfc3339
+from shared.contract.types import ComponentName
 from shared.platform.redis import Redis
 from shared.records import keys
 from shared.records.store import COMPATIBILITY_AUDIT_KEPT, RunStore
@@ -32,21 +37,60 @@ def declaration_id(adapter: str, saved_generation: str, ready_generation: str) -
     return "compat-" + digest.hexdigest()[:16]
 
 
+COMPONENT_MARK = "*"
+"""Where a pair's saved generation would be: no generation (a TOKEN) is `*`, so the id of a
+component's declaration is never a pair's."""
+
+
+def component_declaration_id(adapter: str, component: str) -> str:
+    """The id of the declaration of `component` for `adapter`."""
+    return declaration_id(adapter, COMPONENT_MARK, component)
+
+
+class Declared(NamedTuple):
+    """What the declarations say of a changed generation: `pair`, the declaration of the pair
+    of generations; or `components`, the declarations of every changed component (empty when
+    one of them is not declared)."""
+
+    pair: str | None
+    components: tuple[str, ...]
+
+    @property
+    def resumes(self) -> bool:
+        return self.pair is not None or bool(self.components)
+
+
+NOT_DECLARED = Declared(None, ())
+
+
 class Declarations:
     def __init__(self, redis: Redis, runs: RunStore) -> None:
         self._redis = redis
         self._runs = runs
 
     async def declare(
-        self, adapter: str, saved: str, ready: str, actor: str, note: str | None
+        self,
+        adapter: str,
+        saved: str | None,
+        ready: str | None,
+        actor: str,
+        note: str | None,
+        component: ComponentName | None = None,
     ) -> tuple[str, Declaration]:
-        """`ok` and the new declaration, or `unchanged` and the one declared before."""
+        """`ok` and the new declaration, or `unchanged` and the one declared before: of the pair
+        (`saved`, `ready`), or with `component` (and neither generation), of that component."""
+        if component is not None:
+            made = component_declaration_id(adapter, component)
+        else:
+            assert saved is not None and ready is not None
+            made = declaration_id(adapter, saved, ready)
         found = Declaration(
-            id=declaration_id(adapter, saved, ready),
+            id=made,
             adapter=adapter,
             declared_by=actor,
             declared_at=now_rfc3339(),
             note=note,
+            component=component,
         )
         code = await self._runs.compatibility_change(
             "declare", found.id, _encode(found), self._audit("declared", found)
@@ -64,16 +108,30 @@ class Declarations:
             return None
         found = _decode(raw)
         entry = DeclarationAudit(
-            at=now_rfc3339(), kind="revoked", actor=actor, id=found.id, adapter=found.adapter
+            at=now_rfc3339(),
+            kind="revoked",
+            actor=actor,
+            id=found.id,
+            adapter=found.adapter,
+            component=found.component,
         )
         code = await self._runs.compatibility_change("revoke", declaration_id, b"", _encode(entry))
         return found if code == "ok" else None
 
-    async def declared(self, adapter: str, saved: str, ready: str) -> str | None:
-        """The id of the declaration that lets `ready` resume sessions saved under `saved`."""
-        found = declaration_id(adapter, saved, ready)
-        hit = await self._redis.execute("HEXISTS", keys.compatibility_declarations(), found)
-        return found if hit else None
+    async def declared(
+        self, adapter: str, saved: str, ready: str, changed: Sequence[str] | None = None
+    ) -> Declared:
+        """Whether `ready` resumes sessions saved under `saved`: by the pair's declaration, or,
+        when `changed` names the components that differ, by the declarations of every one of
+        them. One HMGET."""
+        pair = declaration_id(adapter, saved, ready)
+        ids = [component_declaration_id(adapter, name) for name in changed or ()]
+        hits = await self._redis.execute("HMGET", keys.compatibility_declarations(), pair, *ids)
+        if hits[0] is not None:
+            return Declared(pair, ())
+        if ids and all(hit is not None for hit in hits[1:]):
+            return Declared(None, tuple(ids))
+        return NOT_DECLARED
 
     async def all(self) -> list[Declaration]:
         raw = await self._redis.hgetall(keys.compatibility_declarations())
@@ -96,5 +154,6 @@ class Declarations:
                 actor=declaration.declared_by,
                 id=declaration.id,
                 adapter=declaration.adapter,
+                component=declaration.component,
             )
         )

@@ -5,15 +5,19 @@ its generation to hide it."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
+from shared.contract.components import COMPONENT_NAMES
 from shared.contract.sessions import CommitRequest
 from shared.contract.times import now_rfc3339
+from shared.contract.types import ComponentName
 
 _encode = msgspec.json.Encoder().encode
 
@@ -121,6 +125,62 @@ listpack encoding (docs/contract-v1.md, 9.6)."""
 _RAW_STAMP_BYTES = 16
 """The earlier compact form: the binding's first 16 bytes, raw. Still read, never written."""
 
+_HEX_GENERATION = re.compile(r"^[0-9a-f]{64}\Z")
+_PACKED = "~"
+"""The mark of a generation of 64 hex digits stored packed (a TOKEN never holds `~`)."""
+
+
+def stored_generation(generation: str) -> str:
+    """What the `generation` field holds after the stamp: a generation of 64 lowercase hex
+    digits (one made of components) packed as `~` and the 43 base64url characters of its 32
+    bytes, so that stamp and generation stay within the 64 bytes of a compact hash value
+    (9.6); any other generation as it is."""
+    if _HEX_GENERATION.match(generation):
+        return _PACKED + base64.urlsafe_b64encode(bytes.fromhex(generation)).decode()[:43]
+    return generation
+
+
+_PACKED_FORM = re.compile(r"^~[A-Za-z0-9_-]{42}[AEIMQUYcgkosw048]\Z")
+"""`~` and the base64url of 32 bytes: the last character carries 4 bits, its 2 low bits zero."""
+
+
+def _unpacked(generation: str) -> str:
+    if len(generation) == 44 and _PACKED_FORM.match(generation):
+        return base64.urlsafe_b64decode(generation[1:] + "=").hex()
+    return generation
+
+
+# The `components` field (9.6): the first TAG_CHARS characters of the binding stamp it was
+# committed with (so a generation rewritten by a release that knows no components leaves them
+# untrusted), three hex digits of the mask of the components that changed at the commit that
+# last changed the generation (0: not known), then per component, in name order, the first 36
+# bits of its digest as 6 base64url characters, or ABSENT. 64 characters in all.
+TAG_CHARS = 7
+MASK_CHARS = 3
+PRINT_CHARS = 6
+ABSENT = "." * PRINT_CHARS
+COMPONENTS_CHARS = TAG_CHARS + MASK_CHARS + PRINT_CHARS * len(COMPONENT_NAMES)
+
+
+def fingerprint(digest: str) -> str:
+    """The first 36 bits of a component's hex digest as 6 base64url characters."""
+    return base64.urlsafe_b64encode(bytes.fromhex(digest[:12])).decode()[:PRINT_CHARS]
+
+
+def fingerprints(digests: Mapping[ComponentName, str]) -> str:
+    """Every component's fingerprint in name order (ABSENT for a missing one)."""
+    return "".join([fingerprint(digests[name]) if name in digests else ABSENT for name in COMPONENT_NAMES])
+
+
+def changed_by_prints(stored: str, ready: str) -> list[ComponentName]:
+    """The names whose fingerprints differ between two `fingerprints` texts."""
+    return [
+        name
+        for i, name in enumerate(COMPONENT_NAMES)
+        if stored[i * PRINT_CHARS : (i + 1) * PRINT_CHARS] != ready[i * PRINT_CHARS : (i + 1) * PRINT_CHARS]
+    ]
+
+
 READ_FIELDS = (
     *V1_FIELDS,
     "revision",
@@ -130,10 +190,11 @@ READ_FIELDS = (
     "compatibility_generation",
     "generation_binding",
     "owner",
+    "components",
 )
 """Every field a reader of the record uses, in the order `StoredSession.from_values` takes them
 (HMGET): the version-1 fields, then the version-2 ones, then the contract's long form, then the
-owner (contract section 10)."""
+owner (contract section 10), then the components of the generation (9.6)."""
 _READ_KEYS = tuple(name.encode() for name in READ_FIELDS)
 _V1_COUNT = len(V1_FIELDS)
 
@@ -151,6 +212,9 @@ class StoredSession(msgspec.Struct, frozen=True, kw_only=True):
     owner: str = ""
     """The runner_id that owns the session; '' for none yet (a record of an older release, or
     one only the services have written)."""
+    components: str = ""
+    """The `components` field when it belongs to the stored generation (committed with it);
+    '' otherwise. Read only when the generations differ, and for a `get`."""
 
     @classmethod
     def from_hash(cls, raw: Mapping[bytes, bytes]) -> StoredSession:
@@ -166,7 +230,7 @@ class StoredSession(msgspec.Struct, frozen=True, kw_only=True):
         v1 = dict(zip(V1_FIELDS, [value.decode("utf-8", "replace") for value in raw_v1], strict=True))
         # The binding over the stored bytes: what a commit hashed, as it wrote them.
         digest = hashlib.sha256(b"\n".join(raw_v1)).digest()
-        revision, epoch, state, compact, long_generation, long_binding, owner = values[_V1_COUNT:]
+        revision, epoch, state, compact, long_generation, long_binding, owner, components = values[_V1_COUNT:]
         generation, trusted = _generation(compact, long_generation, long_binding, digest)
         return cls(
             v1=v1,
@@ -177,6 +241,7 @@ class StoredSession(msgspec.Struct, frozen=True, kw_only=True):
             generation=generation,
             generation_trusted=trusted,
             owner=text(owner),
+            components=_components(components, compact),
         )
 
     @property
@@ -187,6 +252,33 @@ class StoredSession(msgspec.Struct, frozen=True, kw_only=True):
     def has_generation(self) -> bool:
         return bool(self.generation)
 
+    @property
+    def prints(self) -> str | None:
+        """The stored components' fingerprints (`fingerprints`' form); None without them."""
+        return self.components[TAG_CHARS + MASK_CHARS :] if self.components else None
+
+    def component_names(self) -> list[ComponentName] | None:
+        """The names of the components stored with the generation; None without them."""
+        prints = self.prints
+        if prints is None:
+            return None
+        return [
+            name
+            for i, name in enumerate(COMPONENT_NAMES)
+            if prints[i * PRINT_CHARS : (i + 1) * PRINT_CHARS] != ABSENT
+        ]
+
+    def last_changed(self) -> list[ComponentName] | None:
+        """The names of the components that changed at the commit that last changed the
+        generation; None when not known."""
+        if not self.components:
+            return None
+        try:
+            mask = int(self.components[TAG_CHARS : TAG_CHARS + MASK_CHARS], 16)
+        except ValueError:
+            return None
+        return [name for i, name in enumerate(COMPONENT_NAMES) if mask >> i & 1] or None
+
 
 def _generation(
     compact: bytes | None, long_generation: bytes | None, long_binding: bytes | None, digest: bytes
@@ -196,11 +288,24 @@ def _generation(
     # Both compact forms have a 16-byte stamp: 16 hex characters (written now) or 16 raw bytes
     # (written by the previous release). A stamp of one form matching the other is a 2^-64 chance.
     if compact is not None and len(compact) > STAMP_CHARS:
-        stamp, generation = compact[:STAMP_CHARS], text(compact[STAMP_CHARS:])
+        stamp, generation = compact[:STAMP_CHARS], _unpacked(text(compact[STAMP_CHARS:]))
         return generation, stamp == _text_stamp(digest) or stamp == digest[:_RAW_STAMP_BYTES]
     # The long form of the contract's text (compatibility_generation, generation_binding).
     generation = text(long_generation)
     return generation, bool(generation) and text(long_binding) == digest.hex()
+
+
+def _components(raw: bytes | None, compact: bytes | None) -> str:
+    """The `components` field if it was committed with the stored `generation` field (the same
+    binding stamp opens both), else ''."""
+    if (
+        raw is None
+        or compact is None
+        or len(raw) != COMPONENTS_CHARS
+        or raw[:TAG_CHARS] != compact[:TAG_CHARS]
+    ):
+        return ""
+    return raw.decode("ascii", "replace")
 
 
 def commit_args(req: CommitRequest, runner_id: str | None, archive_ms: int) -> list[Any]:
@@ -217,15 +322,18 @@ def commit_args(req: CommitRequest, runner_id: str | None, archive_ms: int) -> l
         "updated_at": now_rfc3339(),
     }
     generation = req.compatibility_generation or ""
+    stamp = binding_stamp(v1) if generation else b""
+    components = req.compatibility_components if generation else None
     return [
         *(v1[name] for name in V1_FIELDS),
-        generation,
-        binding_stamp(v1) if generation else b"",
+        stored_generation(generation),
+        stamp,
         "" if req.expected_revision is None else req.expected_revision,
         "" if req.epoch is None else req.epoch,
         archive_ms,
         runner_id or "",
         _binding_entry(runner_id) if runner_id else "",
+        stamp[:TAG_CHARS].decode() + fingerprints(components) if components else "",
     ]
 
 

@@ -104,6 +104,13 @@ def _bounded_fields(
         elif isinstance(info, msgspec.inspect.UnionType):
             for t in info.types:
                 walk(t, path)
+        elif isinstance(info, msgspec.inspect.DictType):
+            # A map is bounded by its entries (the table's row of its name) and its keys and
+            # values by their own types.
+            name = path.rsplit(".", 1)[-1]
+            assert info.max_length is not None and info.max_length in LIMITS.get(name, set()), path
+            walk(info.key_type, f"{path}.<key>")
+            walk(info.value_type, f"{path}.<value>")
         elif not isinstance(info, msgspec.inspect.NoneType):
             found.append((path, info))
 

@@ -205,7 +205,16 @@ def _ts_fields(name: str) -> list[str]:
 
 @pytest.mark.parametrize(
     "name",
-    ["Action", "FailureClass", "DecisionReason", "RefusalCode", "QuotaScope", "QuotaKind", "GenerationCheck"],
+    [
+        "Action",
+        "FailureClass",
+        "DecisionReason",
+        "RefusalCode",
+        "QuotaScope",
+        "QuotaKind",
+        "GenerationCheck",
+        "ComponentName",
+    ],
 )
 def test_the_typescript_sdks_closed_sets_are_the_servers(name: str) -> None:
     assert _ts_union(name) == set(get_args(getattr(server_types, name)))

@@ -20,6 +20,8 @@ from continuity_runner.types import (
     CheckpointPolicy,
     Command,
     Compatibility,
+    ComponentDigests,
+    ComponentName,
     Count,
     Cursor,
     Cwd,
@@ -79,6 +81,9 @@ class CommitRequest(msgspec.Struct, kw_only=True):
     expected_revision: Count | None = None
     epoch: Count | None = None
     cancelled: bool = False
+    compatibility_components: ComponentDigests | None = None
+    """The digests of the components `compatibility_generation` is made of: the generation must
+    be their digest; a later decide then names the components that changed."""
 
 
 class CommitReply(msgspec.Struct, kw_only=True):
@@ -94,6 +99,8 @@ class DecideRequest(msgspec.Struct, kw_only=True):
     latest_cursor: Cursor | None = None
     compatibility: Compatibility = "none"
     ready_generation: Token | None = None
+    ready_components: ComponentDigests | None = None
+    """The digests of the components `ready_generation` is made of."""
 
 
 class DecideReply(msgspec.Struct, kw_only=True, omit_defaults=False):
@@ -118,6 +125,9 @@ class DecideReply(msgspec.Struct, kw_only=True, omit_defaults=False):
     declaration: str | None = None
     """The id of the operator's declaration that let it resume across a changed generation
     (`generation` is `declared`); None otherwise, and from an earlier release."""
+    changed_components: list[ComponentName] | None = None
+    """The names of the components that differ between the saved generation and the ready one
+    (`generation` `changed` or `declared`, both with components); None otherwise."""
 
 
 class RejectRequest(msgspec.Struct, kw_only=True):
@@ -151,6 +161,10 @@ class SessionView(msgspec.Struct, kw_only=True):
     generation_trusted: bool
     owner: str | None = None
     """The runner that owns the session; null before its first commit by a runner."""
+    components: list[ComponentName] | None = None
+    """The names of the components the stored generation was committed with; None without."""
+    changed_components: list[ComponentName] | None = None
+    """The components that changed at the commit that last changed the stored generation."""
 
 
 # ---- ownership (section 10.3) ------------------------------------------------------------------

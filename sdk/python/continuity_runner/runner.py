@@ -8,9 +8,9 @@ import logging
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 import nats.errors
@@ -56,6 +56,9 @@ from continuity_runner.errors import (
 from continuity_runner.options import RunnerOptions
 from continuity_runner.signing import now_rfc3339, sign_command_result
 from continuity_runner.types import Attempt, CheckpointPolicy, Compatibility, RejectCode, Token
+
+if TYPE_CHECKING:
+    from continuity_runner.harness.compatibility import Components
 
 log = logging.getLogger("continuity_runner")
 log.addHandler(logging.NullHandler())  # a library's records show only where the program routes them
@@ -197,11 +200,24 @@ class Runner:
         latest_cursor: str | None = None,
         compatibility: Compatibility = "none",
         ready_generation: str | None = None,
+        ready_components: Components | Mapping[str, str] | None = None,
         *,
         traceparent: str | None = None,
     ) -> DecideReply:
         """Resume or fresh, asked at the provider's `ready` frame, before the turn is sent. A
-        session the runner may not see is `fresh` with `no_session`."""
+        session the runner may not see is `fresh` with `no_session`.
+
+        `ready_components` (a `harness.compatibility.Components`, or their digests) are what the
+        ready generation is made of: without `ready_generation` it is theirs; with it, it must
+        be. A fresh answer across a changed generation then names the components that changed
+        (`changed_components`), and an operator's per-component declarations may resume it."""
+        digests = None
+        if ready_components is not None:
+            from continuity_runner.harness.compatibility import on_the_wire
+
+            digests, ready_generation = on_the_wire(
+                ready_components, ready_generation, "ready_components", "ready_generation"
+            )
         request = DecideRequest(
             session=session,
             adapter=adapter,
@@ -210,6 +226,7 @@ class Runner:
             latest_cursor=latest_cursor,
             compatibility=compatibility,
             ready_generation=ready_generation,
+            ready_components=digests,  # type: ignore[arg-type]
         )
         subject = subjects.sessions(self.runner_id, "decide")
         return await self._request(subject, request, DecideReply, traceparent)
@@ -228,13 +245,28 @@ class Runner:
         expected_revision: int | None = None,
         epoch: int | None = None,
         cancelled: bool = False,
+        compatibility_components: Components | Mapping[str, str] | None = None,
         *,
         traceparent: str | None = None,
     ) -> CommitReply:
         """Save the session after a turn (or a validated cancellation); the first commit binds
         the session to this runner. Raises `RevisionConflict`, `StaleEpoch`, `SessionHeld` or
         `SessionNotOwned` (another runner of the tenant owns it) when nothing was written, and
-        `NotFound` for a session outside the runner's tenants."""
+        `NotFound` for a session outside the runner's tenants.
+
+        `compatibility_components` (a `harness.compatibility.Components`, or their digests) are
+        stored with the generation, which is theirs when `compatibility_generation` is None (and
+        must be theirs when it is not)."""
+        digests = None
+        if compatibility_components is not None:
+            from continuity_runner.harness.compatibility import on_the_wire
+
+            digests, compatibility_generation = on_the_wire(
+                compatibility_components,
+                compatibility_generation,
+                "compatibility_components",
+                "compatibility_generation",
+            )
         request = CommitRequest(
             session=session,
             native_session_id=native_session_id,
@@ -248,6 +280,7 @@ class Runner:
             expected_revision=expected_revision,
             epoch=epoch,
             cancelled=cancelled,
+            compatibility_components=digests,  # type: ignore[arg-type]
         )
         subject = subjects.sessions(self.runner_id, "commit")
         return await self._request(subject, request, CommitReply, traceparent)

@@ -76,6 +76,23 @@ GenerationCheck = Literal["not_compared", "matched", "changed", "missing", "decl
 compatibility `none` (and from services of an earlier release), `declared` when they differ and
 an operator declared that the newer one resumes the older."""
 Transcript = Literal["incremental", "full"]
+ComponentName = Literal[
+    "composition",
+    "cwd",
+    "executable",
+    "mcp_servers",
+    "model_route",
+    "permission_mode",
+    "plugins",
+    "protocol",
+    "reasoning_effort",
+]
+"""The closed names of a compatibility generation's components (`continuity_runner.harness.
+compatibility` makes their digests)."""
+ComponentDigests = Annotated[
+    dict[ComponentName, Annotated[str, Meta(pattern=r"^[0-9a-f]{64}\Z")]], Meta(min_length=1, max_length=9)
+]
+"""`{name: digest}`: each component's lowercase hex SHA-256."""
 SessionReason = Literal[
     "no_session",
     "session_held",

@@ -37,7 +37,8 @@ export type Rule =
   | { kind: "int"; min: number; max: number }
   | { kind: "bool" }
   | { kind: "enum"; values: readonly string[] }
-  | { kind: "object"; fields: Record<string, Field> };
+  | { kind: "object"; fields: Record<string, Field> }
+  | { kind: "map"; keys: readonly string[]; value: Rule; min: number };
 
 /** A field of an object: optional when it has a default (`"fallback" in field`). */
 export interface Field {
@@ -61,6 +62,24 @@ const NAME = chars(LIMITS.nameChars);
 const COUNT: Rule = { kind: "int", min: 0, max: LIMITS.safeInteger };
 export const ATTEMPT: Rule = { kind: "int", min: 1, max: LIMITS.attempt };
 
+/** `{name: digest}` of compatibility components (contract 3.2, 3.3): 1 to 9 closed names. */
+const COMPONENTS: Rule = {
+  kind: "map",
+  keys: [
+    "composition",
+    "cwd",
+    "executable",
+    "mcp_servers",
+    "model_route",
+    "permission_mode",
+    "plugins",
+    "protocol",
+    "reasoning_effort",
+  ],
+  value: { kind: "string", pattern: /^[0-9a-f]{64}$/ },
+  min: 1,
+};
+
 const SESSION = object({ tenant: required(TOKEN), conversation_id: required(TOKEN), agent_id: required(TOKEN) });
 
 // The messages, field for field in the order of the contract's Structs (shared/contract).
@@ -72,6 +91,7 @@ export const DECIDE_REQUEST = object({
   latest_cursor: optional(chars(LIMITS.cursorChars), null),
   compatibility: optional(oneOf("none", "profile-ready"), "none"),
   ready_generation: optional(TOKEN, null),
+  ready_components: optional(COMPONENTS, null),
 });
 
 export const COMMIT_REQUEST = object({
@@ -89,6 +109,7 @@ export const COMMIT_REQUEST = object({
   expected_revision: optional(COUNT, null),
   epoch: optional(COUNT, null),
   cancelled: optional(BOOL, false),
+  compatibility_components: optional(COMPONENTS, null),
 });
 
 export const REJECT_REQUEST = object({
@@ -228,6 +249,16 @@ export function check(field: Field, value: unknown, path: string): void {
       if (!isRecord(value)) throw refused(path, "expected an object");
       for (const [name, member] of Object.entries(rule.fields)) check(member, value[name], join(path, name));
       return;
+    case "map": {
+      if (!isRecord(value)) throw refused(path, "expected an object");
+      const names = Object.keys(value);
+      if (names.length < rule.min) throw refused(path, `expected at least ${rule.min} entries`);
+      for (const name of names) {
+        if (!rule.keys.includes(name)) throw refused(join(path, name), "is not one of the contract's names");
+        check(required(rule.value), value[name], join(path, name));
+      }
+      return;
+    }
   }
 }
 

@@ -52,6 +52,20 @@ export type QuotaScope = "runner" | "tenant";
  * (`not_before` when the oldest leaves it: hours or days). */
 export type QuotaKind = "event_rate" | "stored_runs";
 
+/** The closed names of a compatibility generation's components (contract 9.11), in name order. */
+export type ComponentName =
+  | "composition"
+  | "cwd"
+  | "executable"
+  | "mcp_servers"
+  | "model_route"
+  | "permission_mode"
+  | "plugins"
+  | "protocol"
+  | "reasoning_effort";
+/** `{name: digest}`: each component's lowercase hex SHA-256 (1 to 9 entries). */
+export type ComponentDigests = Partial<Record<ComponentName, string>>;
+
 /** The slot that owns one saved native session (contract section 1). */
 export interface SessionRef {
   tenant: string;
@@ -71,6 +85,9 @@ export interface DecideArgs {
   compatibility?: Compatibility;
   /** Default null. */
   readyGeneration?: string | null;
+  /** The digests of the components `readyGeneration` is made of (the generation must be their
+   * digest). Default null. */
+  readyComponents?: ComponentDigests | null;
 }
 
 /** How a `decide` compared the compatibility generations (never a value): `not_compared` under
@@ -95,6 +112,9 @@ export interface DecideReply {
   generation: GenerationCheck;
   /** The id of the operator's declaration that let it resume across a changed generation. */
   declaration: string | null;
+  /** The names of the components that differ between the saved generation and the ready one
+   * (`generation` `changed` or `declared`, both with components); never a value or a digest. */
+  changed_components: ComponentName[] | null;
 }
 
 /** `continuity.sessions.<runner_id>.commit` (3.2, 10.1). */
@@ -112,6 +132,9 @@ export interface CommitArgs {
   expectedRevision?: number | null;
   epoch?: number | null;
   cancelled?: boolean;
+  /** The digests of the components `compatibilityGeneration` is made of (the generation must be
+   * their digest); a later decide names the components that changed. Default null. */
+  compatibilityComponents?: ComponentDigests | null;
 }
 
 export interface CommitReply {
@@ -139,6 +162,10 @@ export interface SessionView {
   generation_trusted: boolean;
   /** The runner that owns the session; null before its first commit by a runner. */
   owner?: string | null;
+  /** The names of the components the stored generation was committed with. */
+  components?: ComponentName[] | null;
+  /** The components that changed at the commit that last changed the stored generation. */
+  changed_components?: ComponentName[] | null;
 }
 
 /** The session's owner after `claim` (10.3), and the epoch that fences the previous owner (its

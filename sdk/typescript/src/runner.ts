@@ -248,6 +248,7 @@ export class Runner {
       latest_cursor: args.latestCursor,
       compatibility: args.compatibility,
       ready_generation: args.readyGeneration,
+      ready_components: args.readyComponents,
     }, LIMITS.requestBytes);
     const reply = await this.request<DecideReply>(subjects.sessions(this.runnerId, "decide"), body, args.traceparent);
     // Services of an earlier release explain nothing: the explanation's fields read as unknown.
@@ -257,6 +258,7 @@ export class Runner {
       policy: reply.policy ?? null,
       generation: reply.generation ?? "not_compared",
       declaration: reply.declaration ?? null,
+      changed_components: reply.changed_components ?? null,
     };
   }
 
@@ -280,6 +282,7 @@ export class Runner {
       expected_revision: args.expectedRevision,
       epoch: args.epoch,
       cancelled: args.cancelled,
+      compatibility_components: args.compatibilityComponents,
     }, LIMITS.requestBytes);
     return this.request<CommitReply>(subjects.sessions(this.runnerId, "commit"), body, args.traceparent);
   }

@@ -8,10 +8,15 @@
 --       milliseconds of the held record's copy (contract 9.9), 14 the committing runner ('' for
 --       the services' own account: no owner check, no binding), 15 the ownership entry (JSON
 --       without its closing brace: the script adds the epoch) written when this commit binds
---       the session to that runner
+--       the session to that runner, 16 the generation's components ('' = none): the binding
+--       stamp's first 7 characters, then 9 fingerprints of 6 characters in name order
+--       ('......' for a missing component); the script puts between them the mask of the
+--       components that changed at the commit that last changed the generation (3 hex digits,
+--       0 = not known), so the stored field is 64 characters (contract 9.6)
 -- Returns {result, revision, epoch}; result is 'ok' or a conflict code, and nothing is
 -- written unless it is 'ok'.
-local cur = redis.call('HMGET', KEYS[1], 'revision', 'epoch', 'state', 'native_session_id', 'owner')
+local cur = redis.call('HMGET', KEYS[1], 'revision', 'epoch', 'state', 'native_session_id', 'owner',
+  'generation', 'components')
 local revision = tonumber(cur[1]) or 0
 local epoch = tonumber(cur[2]) or 0
 local owner = cur[5] or ''
@@ -51,8 +56,30 @@ if ARGV[14] ~= '' and owner == '' then
   redis.call('LTRIM', KEYS[3], 0, 99)
 end
 if ARGV[9] == '' then
-  redis.call('HDEL', KEYS[1], 'generation')
-else
-  redis.call('HSET', KEYS[1], 'generation', ARGV[10] .. ARGV[9])
+  redis.call('HDEL', KEYS[1], 'generation', 'components')
+  return {'ok', revision, epoch}
 end
+redis.call('HSET', KEYS[1], 'generation', ARGV[10] .. ARGV[9])
+if ARGV[16] == '' then
+  redis.call('HDEL', KEYS[1], 'components')
+  return {'ok', revision, epoch}
+end
+-- Which components changed: read from the stored fingerprints when they were committed with
+-- the stored generation (their tag opens its stamp), compared with this commit's.
+local old_generation = cur[6] or ''
+local old = cur[7] or ''
+local mask = 0
+if #old == 64 and string.sub(old, 1, 7) == string.sub(old_generation, 1, 7) then
+  if string.sub(old_generation, 17) == ARGV[9] then
+    mask = tonumber(string.sub(old, 8, 10), 16) or 0  -- the same generation: the last change stands
+  else
+    for i = 0, 8 do
+      if string.sub(old, 11 + 6 * i, 16 + 6 * i) ~= string.sub(ARGV[16], 8 + 6 * i, 13 + 6 * i) then
+        mask = mask + 2 ^ i
+      end
+    end
+  end
+end
+redis.call('HSET', KEYS[1], 'components',
+  string.sub(ARGV[16], 1, 7) .. string.format('%03x', mask) .. string.sub(ARGV[16], 8))
 return {'ok', revision, epoch}

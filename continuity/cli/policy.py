@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from continuity.cli.arguments import actor_of, actor_option, connection_parent, number, token
 from continuity.cli.connect import execute
@@ -15,6 +16,7 @@ from continuity.cli.exits import EXIT_BAD_INPUT, EXIT_OK, Failure
 from continuity.cli.output import aligned, report, to_json
 from continuity.cli.run_filters import duration, runner_id
 from continuity.cli.tables import table
+from shared.contract.components import COMPONENT_NAMES
 from shared.contract.limits import REPLAY_MAX_RUNS
 from shared.contract.policy import (
     Declaration,
@@ -116,32 +118,71 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def render_declaration(d: Declaration) -> str:
-    pairs = [("Declaration", d.id), ("Adapter", d.adapter), ("By", d.declared_by), ("At", d.declared_at)]
+    pairs = [("Declaration", d.id), ("Adapter", d.adapter)]
+    if d.component:
+        pairs.append(("Component", f"{d.component}: a change of it alone resumes"))
+    pairs += [("By", d.declared_by), ("At", d.declared_at)]
     if d.note:
         pairs.append(("Note", d.note))
     return aligned(pairs)
 
 
 def render_declarations(reply: DeclarationsReply) -> str:
-    items = [[d.id, d.adapter, d.declared_by, d.declared_at, d.note or "-"] for d in reply.items]
-    audit = [[a.at, a.kind, a.actor, a.id, a.adapter] for a in reply.audit]
-    text = table(["ID", "ADAPTER", "BY", "AT", "NOTE"], items) if items else "No declarations."
+    items = [
+        [
+            d.id,
+            d.adapter,
+            d.component or "(a pair of generations)",
+            d.declared_by,
+            d.declared_at,
+            d.note or "-",
+        ]
+        for d in reply.items
+    ]
+    audit = [[a.at, a.kind, a.actor, a.id, a.adapter, a.component or "-"] for a in reply.audit]
+    text = table(["ID", "ADAPTER", "COMPONENT", "BY", "AT", "NOTE"], items) if items else "No declarations."
     return (
         text
         + "\n\nAudit trail\n"
-        + (table(["AT", "KIND", "ACTOR", "ID", "ADAPTER"], audit) if audit else "(empty)")
+        + (table(["AT", "KIND", "ACTOR", "ID", "ADAPTER", "COMPONENT"], audit) if audit else "(empty)")
     )
 
 
 def _declare(args: argparse.Namespace) -> int:
-    req = DeclareRequest(
-        adapter=args.adapter,
-        saved_generation=args.saved_generation,
-        ready_generation=args.ready_generation,
-        actor=actor_of(args),
-        note=args.note,
-    )
-    return execute(args, lambda c: c.declare(req), render_declaration)
+    pair = (args.saved_generation, args.ready_generation)
+    if args.component and pair != (None, None):
+        return report(
+            args,
+            Failure(EXIT_BAD_INPUT, "invalid_field", "--component declares components: give no generation"),
+        )
+    if not args.component and None in pair:
+        return report(
+            args,
+            Failure(
+                EXIT_BAD_INPUT,
+                "missing_field",
+                "give --saved-generation and --ready-generation, or --component",
+            ),
+        )
+    if not args.component:
+        req = DeclareRequest(
+            adapter=args.adapter,
+            saved_generation=args.saved_generation,
+            ready_generation=args.ready_generation,
+            actor=actor_of(args),
+            note=args.note,
+        )
+        return execute(args, lambda c: c.declare(req), render_declaration)
+    # One declaration per component: a change limited to declared components resumes.
+    reqs = [
+        DeclareRequest(adapter=args.adapter, component=name, actor=actor_of(args), note=args.note)
+        for name in dict.fromkeys(args.component)
+    ]
+
+    async def declare_each(c: Any) -> list[Declaration]:
+        return [await c.declare(req) for req in reqs]
+
+    return execute(args, declare_each, lambda found: "\n\n".join(render_declaration(d) for d in found))
 
 
 def _revoke(args: argparse.Namespace) -> int:
@@ -198,13 +239,33 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     compat = sub.add_parser(
         "compatibility",
-        help="declare that an adapter's new generation resumes sessions saved under an older one",
+        help="declare that an adapter's new generation resumes sessions saved under an older one, "
+        "or that a change of some of its components does",
     )
     verbs = compat.add_subparsers(dest="compatibility_command", required=True, metavar="COMMAND")
-    p = verbs.add_parser("declare", parents=[common], help="declare (audited; the values are not stored)")
+    p = verbs.add_parser(
+        "declare",
+        parents=[common],
+        help="declare a pair of generations, or components (audited; no value is stored)",
+        description="Declare that sessions of ADAPTER saved under --saved-generation resume under "
+        "--ready-generation; or, with --component, that a change of the adapter's generation "
+        "limited to declared components resumes, whatever their values (each --component is a "
+        "declaration of its own; a decide resumes when every component that changed is declared, "
+        "and only when the session and the runner both carry components).",
+    )
     p.add_argument("--adapter", required=True, type=token("--adapter"))
-    p.add_argument("--saved-generation", required=True, type=token("--saved-generation"))
-    p.add_argument("--ready-generation", required=True, type=token("--ready-generation"))
+    p.add_argument("--saved-generation", type=token("--saved-generation"), default=None)
+    p.add_argument("--ready-generation", type=token("--ready-generation"), default=None)
+    p.add_argument(
+        "--component",
+        action="append",
+        choices=COMPONENT_NAMES,
+        default=None,
+        metavar="NAME",
+        help="a component whose change alone resumes; repeat for several ("
+        + ", ".join(COMPONENT_NAMES)
+        + ")",
+    )
     p.add_argument("--note", default=None, help="why (recorded)")
     actor_option(p)
     p.set_defaults(func=_declare)
@@ -212,6 +273,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         p,
         "continuity compatibility declare --adapter codex --saved-generation g-41 --ready-generation g-42 "
         "--note 'release 4.2 reads 4.1 sessions' --actor release-bot",
+        "continuity compatibility declare --adapter claude-code --component mcp_servers "
+        "--note 'a new MCP server set resumes' --actor alice",
+        "continuity compatibility declare --adapter claude-code --component plugins "
+        "--component permission_mode "
+        "--actor alice",
     )
     p = verbs.add_parser("revoke", parents=[common], help="revoke a declaration by its id")
     p.add_argument("id", metavar="ID")

@@ -14,7 +14,7 @@ import sys
 from collections import Counter
 from collections.abc import Sequence
 
-from continuity.cli import run_filters
+from continuity.cli import components, run_filters
 from continuity.cli.arguments import add_page_options, connection_parent, page_limit, token
 from continuity.cli.connect import execute, session
 from continuity.cli.examples import examples
@@ -22,7 +22,15 @@ from continuity.cli.exits import EXIT_BAD_INPUT, EXIT_CONFLICT, EXIT_OK, Failure
 from continuity.cli.output import aligned, report, to_json
 from continuity.cli.run_text import render_delivered, session_text
 from continuity.cli.tables import table
-from shared.contract import AuditReply, RetryRequest, RunEntry, RunsListReply, RunView
+from shared.contract import (
+    AuditReply,
+    GetRequest,
+    RetryRequest,
+    RunEntry,
+    RunsListReply,
+    RunView,
+    SessionView,
+)
 from shared.contract.client import ContinuityClient, RequestError
 from shared.platform.text import age
 
@@ -108,6 +116,23 @@ def render_explanations(audit: AuditReply) -> str:
     return "\n\n".join(blocks)
 
 
+def render_compatibility(view: SessionView | None) -> str:
+    """What the saved session's generation is made of, and which of its components changed when
+    it last changed (names only, contract 9.11); '' when its generation has no components."""
+    if view is None or view.components is None:
+        return ""
+    pairs = [("Saved generation made of", components.names(view.components))]
+    if view.changed_components:
+        pairs.append(("Changed at its last change", components.names(view.changed_components)))
+    return aligned(pairs)
+
+
+def render_explained(result: tuple[AuditReply, SessionView | None]) -> str:
+    audit, view = result
+    extra = render_compatibility(view)
+    return render_explanations(audit) + (f"\n\n{extra}" if extra else "")
+
+
 _SOURCES = {
     "command_result": "the signed command result",
     "error_code": "the typed error code",
@@ -157,14 +182,29 @@ def _cmd_show(args: argparse.Namespace) -> int:
     )
 
 
+async def _audit_and_session(c: ContinuityClient, run_id: str) -> tuple[AuditReply, SessionView | None]:
+    """The run's audit, and its saved session's record (None when there is none)."""
+    audit = await c.audit(run_id)
+    try:
+        run = await c.run(run_id)
+        view = await c.get(GetRequest(session=run.session))
+    except RequestError as err:
+        if err.code != "not_found":
+            raise
+        view = None
+    return audit, view
+
+
 def _cmd_explain(args: argparse.Namespace) -> int:
     return execute(
         args,
-        lambda c: c.audit(args.run_id),
-        render_explanations,
-        lambda audit: {
-            "run_id": audit.run_id,
-            "items": [e for e in audit.items if e.explanation is not None],
+        lambda c: _audit_and_session(c, args.run_id),
+        render_explained,
+        lambda result: {
+            "run_id": result[0].run_id,
+            "items": [e for e in result[0].items if e.explanation is not None],
+            "session_components": result[1].components if result[1] else None,
+            "changed_components": result[1].changed_components if result[1] else None,
         },
     )
 
@@ -294,7 +334,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     examples(p, "continuity runs show run-7f3a", "continuity runs show run-7f3a --json")
 
     p = usub.add_parser(
-        "explain", parents=[common], help="why each decision of a run was made: its row and its inputs"
+        "explain",
+        parents=[common],
+        help="why each decision of a run was made: its row and its inputs, and which compatibility "
+        "components of its saved session changed at its last new generation",
     )
     p.add_argument("run_id", metavar="RUN_ID", type=run_id)
     p.set_defaults(func=_cmd_explain)

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import argparse
 
+from continuity.cli import components
 from continuity.cli.arguments import actor_of, actor_option, connection_parent, runner_id, token
 from continuity.cli.connect import execute
 from continuity.cli.examples import examples
-from continuity.cli.output import fields
+from continuity.cli.exits import EXIT_BAD_INPUT, Failure
+from continuity.cli.output import fields, report
 from continuity.cli.tables import table
 from shared.contract import CommitRequest, DecideRequest, GetRequest, SessionRef
 from shared.contract.policy import PreviewReply, PreviewRequest
@@ -33,10 +35,26 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "at their next turn under a new generation, by tenant",
     )
     preview.add_argument("--adapter", required=True, type=token("--adapter"))
-    preview.add_argument("--generation", required=True, type=token("--generation"), help="the new generation")
+    preview.add_argument(
+        "--generation",
+        type=token("--generation"),
+        default=None,
+        help="the new generation (or give --components; with both, the components' generation)",
+    )
     preview.add_argument("--tenant", type=token("--tenant"), default=None, help="only this tenant")
+    components.components_option(
+        preview,
+        "a JSON file of the new release's component values, {name: value}: digested here; without "
+        "--generation, each session keeps the components the file does not name (its own cwd), and "
+        "the result counts the sessions by component changed",
+    )
     preview.set_defaults(func=_preview, timeout=60.0)
-    examples(preview, "continuity sessions preview --adapter codex --generation g-42")
+    examples(
+        preview,
+        "continuity sessions preview --adapter codex --generation g-42",
+        'echo \'{"model_route": "openai/gpt-5"}\' > route.json && '
+        "continuity sessions preview --adapter claude-code --components route.json",
+    )
 
     decide = verbs.add_parser(
         "decide", parents=[common], help="ask the resume decision, as a runner at ready"
@@ -48,11 +66,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     decide.add_argument("--latest-cursor")
     decide.add_argument("--compatibility", choices=["none", "profile-ready"], default="none")
     decide.add_argument("--ready-generation")
+    components.components_option(decide)
     decide.set_defaults(func=_decide)
     examples(
         decide,
         "continuity sessions decide --tenant acme --conversation c-1 --agent codex "
         "--adapter codex --model gpt-5 --cwd /work",
+        "continuity sessions decide --tenant acme --conversation c-1 --agent claude "
+        "--adapter claude-code --model sonnet --cwd /work --compatibility profile-ready "
+        "--components ready.json   # names the components that changed",
     )
 
     commit = verbs.add_parser(
@@ -75,6 +97,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         ],
     )
     commit.add_argument("--generation", help="compatibility generation (omit to clear)")
+    components.components_option(commit)
     commit.add_argument("--expected-revision", type=int)
     commit.add_argument("--epoch", type=int)
     commit.add_argument("--cancelled", action="store_true")
@@ -114,17 +137,35 @@ def render_preview(reply: PreviewReply) -> str:
         f"{reply.resume} would resume, {reply.fresh} would start fresh (full transcript) at their next turn."
     )
     rows = [
-        [t.tenant, str(t.resume), str(t.fresh), ", ".join(f"{r}: {n}" for r, n in t.reasons.items()) or "-"]
+        [
+            t.tenant,
+            str(t.resume),
+            str(t.fresh),
+            ", ".join(f"{r}: {n}" for r, n in t.reasons.items()) or "-",
+            ", ".join(f"{c}: {n}" for c, n in t.changed_components.items()) or "-",
+        ]
         for t in reply.by_tenant
     ]
-    text = head + ("\n\n" + table(["TENANT", "RESUME", "FRESH", "FRESH BY REASON"], rows) if rows else "")
+    columns = ["TENANT", "RESUME", "FRESH", "FRESH BY REASON", "CHANGED COMPONENTS"]
+    text = head + ("\n\n" + table(columns, rows) if rows else "")
     if reply.declarations:
         text += "\n\nResumed by declarations: " + " ".join(reply.declarations)
     return text
 
 
 def _preview(args: argparse.Namespace) -> int:
-    req = PreviewRequest(adapter=args.adapter, generation=args.generation, tenant=args.tenant)
+    try:
+        digests = components.read(args.components) if args.components is not None else None
+        if args.generation is None and digests is None:
+            raise Failure(EXIT_BAD_INPUT, "missing_field", "give --generation, --components or both")
+    except Failure as failure:
+        return report(args, failure)
+    req = PreviewRequest(
+        adapter=args.adapter,
+        generation=args.generation,
+        tenant=args.tenant,
+        components=digests,  # type: ignore[arg-type]
+    )
     return execute(args, lambda c: c.preview(req), render_preview)
 
 
@@ -150,6 +191,10 @@ def _get(args: argparse.Namespace) -> int:
 
 
 def _decide(args: argparse.Namespace) -> int:
+    try:
+        digests, ready = components.on_the_wire(args.components, args.ready_generation)
+    except Failure as failure:
+        return report(args, failure)
     req = DecideRequest(
         session=_session(args),
         adapter=args.adapter,
@@ -157,12 +202,17 @@ def _decide(args: argparse.Namespace) -> int:
         cwd=args.cwd,
         latest_cursor=args.latest_cursor,
         compatibility=args.compatibility,
-        ready_generation=args.ready_generation,
+        ready_generation=ready,
+        ready_components=digests,  # type: ignore[arg-type]
     )
     return execute(args, lambda c: c.decide(req), fields)
 
 
 def _commit(args: argparse.Namespace) -> int:
+    try:
+        digests, generation = components.on_the_wire(args.components, args.generation)
+    except Failure as failure:
+        return report(args, failure)
     req = CommitRequest(
         session=_session(args),
         native_session_id=args.native_session_id,
@@ -172,10 +222,11 @@ def _commit(args: argparse.Namespace) -> int:
         cursor=args.cursor,
         prompt_hash=args.prompt_hash,
         checkpoint_policy=args.checkpoint_policy,
-        compatibility_generation=args.generation,
+        compatibility_generation=generation,
         expected_revision=args.expected_revision,
         epoch=args.epoch,
         cancelled=args.cancelled,
+        compatibility_components=digests,  # type: ignore[arg-type]
     )
     return execute(args, lambda c: c.commit(req), fields)
 

@@ -7,9 +7,13 @@ exactly as before."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
+import sys
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -20,16 +24,16 @@ from continuity_runner import InvalidRequest, RunnerOptions, connect
 from continuity_runner import SessionRef as SdkSessionRef
 from continuity_runner.harness.compatibility import Components
 
-from continuity.devstack.servers import NatsServer
+from continuity.devstack.servers import NatsServer, RedisServer
 from continuity.tools.bench.sessions import commit_request
 from services import registry
-from shared.contract import CommitRequest, DecideRequest, GetRequest, SessionRef, subjects
+from shared.contract import CommitRequest, DecideRequest, ErrorInfo, GetRequest, SessionRef, subjects
 from shared.contract.client import ContinuityClient, RequestError
 from shared.contract.policy import DeclarationsRequest, DeclareRequest, PreviewRequest, RevokeRequest
 from shared.platform.config import Config
 from shared.records import keys
 from shared.records.session import V1_FIELDS, binding_stamp, fingerprints
-from tests.support import RunningApp, running
+from tests.support import Bus, RunningApp, make_config, new_runner_id, resume_failed, running, wait_for
 from tests.support.sessions import commit_req, decide_req, new_session
 
 pytestmark = pytest.mark.asyncio
@@ -440,3 +444,118 @@ def _decide_bench(commit: CommitRequest, components: Components) -> DecideReques
         ready_generation=components.generation,
         ready_components=components.digests(),  # type: ignore[arg-type]
     )
+
+
+# ---- the command -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cli_nats(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
+    """A server of this module's own: its classifier's consumer clashes with no other module's."""
+    server = NatsServer(tmp_path_factory.mktemp("components-nats"))
+    server.start()
+    yield server
+    server.stop()
+
+
+async def cli(url: str, *args: str) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "continuity",
+        *args,
+        "--nats-url",
+        url,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+def values_file(path: Path, components: Components) -> str:
+    path.write_text(json.dumps({name: getattr(components, name) for name in components.names()}))
+    return str(path)
+
+
+async def test_the_command_sends_digests_and_shows_names(
+    cli_nats: NatsServer, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    config = make_config(cli_nats.url, redis_server.url)
+    async with (
+        running(registry.load("classifier"), config),
+        running(registry.load("session-store"), config),
+        running(registry.load("reconciliation"), config),
+    ):
+        nc = await nats.connect(cli_nats.url)
+        c = ContinuityClient(nc, timeout=30)
+        try:
+            await _the_command(cli_nats.url, c, Bus(nc.jetstream()), tmp_path)
+        finally:
+            await nc.close()
+
+
+async def _the_command(url: str, c: ContinuityClient, bus: Bus, tmp_path: Path) -> None:
+    adapter = f"cli-{uuid.uuid4().hex[:8]}"
+    saved, ready = values_file(tmp_path / "saved.json", SAVED), values_file(tmp_path / "ready.json", READY)
+    where = ["--tenant", "acme", "--conversation", f"conv-{uuid.uuid4().hex[:8]}", "--agent", "cc"]
+    turn = ["--adapter", adapter, "--model", "dsh-pro", "--cwd", "/work/acme"]
+    code, out, err = await cli(url, "sessions", "commit", *where, *turn, "--native-session-id", "ns-1",
+                               "--cursor", "c-1", "--components", saved)  # fmt: skip
+    assert code == 0, err
+    ask = [*where, *turn, "--latest-cursor", "c-1", "--compatibility", "profile-ready"]
+    code, out, err = await cli(url, "sessions", "decide", *ask, "--components", ready, "--json")
+    assert code == 0, err
+    decided = json.loads(out)
+    assert (decided["mode"], decided["changed_components"]) == ("fresh", ["mcp_servers", "model_route"])
+    assert_names_only(out, SAVED, READY)
+    # A generation that is not the components' is refused before anything is sent.
+    code, out, err = await cli(url, "sessions", "decide", *where, *turn, "--compatibility", "profile-ready",
+                               "--ready-generation", "g-1", "--components", ready)  # fmt: skip
+    assert code == 2 and "invalid_field" in err + out
+
+    declare = ["compatibility", "declare", "--adapter", adapter, "--actor", "alice"]
+    code, out, err = await cli(
+        url, *declare, "--component", "mcp_servers", "--component", "model_route", "--json"
+    )
+    assert code == 0, err
+    assert [d["component"] for d in json.loads(out)] == ["mcp_servers", "model_route"]
+    code, out, err = await cli(url, *declare, "--component", "cwd", "--saved-generation", "g-1")
+    assert code == 2, out
+    code, out, err = await cli(url, "compatibility", "list", "--adapter", adapter)
+    assert code == 0 and "COMPONENT" in out and "mcp_servers" in out and "model_route" in out, err
+    code, out, err = await cli(url, "sessions", "decide", *ask, "--components", ready)
+    assert code == 0 and "declared" in out and "resume" in out, err
+
+    route = tmp_path / "route.json"
+    route.write_text(json.dumps({"model_route": "openai/gpt-5"}))
+    code, out, err = await cli(url, "sessions", "preview", "--adapter", adapter, "--components", str(route))
+    assert code == 0, err
+    assert "CHANGED COMPONENTS" in out and "model_route: 1" in out and "1 would resume" in out
+    assert_names_only(out, SAVED, READY)
+
+    # A run of a session whose generation changed: `runs explain` names its components.
+    session = SessionRef(tenant="acme", conversation_id=f"conv-{uuid.uuid4().hex[:8]}", agent_id="cc")
+    await c.commit(commit_of(session, SAVED))
+    event = resume_failed(
+        new_runner_id(),
+        session=session,
+        error=ErrorInfo(type="runner_error", code="native_event_replay_conflict", message="x"),
+    )
+    await bus.settled(await bus.publish(event), timeout=30)
+
+    async def explained() -> bool:
+        return any(e.explanation is not None for e in (await c.audit(event.run_id)).items)
+
+    await wait_for(explained, timeout=30, what="the run's decision")
+    await c.commit(commit_of(session, READY, native_session_id="ns-2"))
+    code, out, err = await cli(url, "runs", "explain", event.run_id)
+    assert code == 0, err
+    assert "Saved generation made of" in out and "Changed at its last change  mcp_servers, model_route" in out
+    assert_names_only(out, SAVED, READY)
+    code, out, err = await cli(url, "runs", "explain", event.run_id, "--json")
+    assert code == 0, err
+    shown = json.loads(out)
+    assert shown["changed_components"] == ["mcp_servers", "model_route"]
+    assert shown["session_components"] == list(SAVED.names())

@@ -19,13 +19,15 @@ from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
+from continuity_runner.harness.compatibility import Components
 
-from services.console.web import REPLAY_FORM_BYTES, link
+from services.console.web import REPLAY_FORM_BYTES, link, session_link
 from shared.contract import RetryRequest
 from shared.contract.limits import NAME_CHARS, POLICY_MAX_BYTES
 from shared.contract.policy import PreviewReply, PreviewRequest
 from shared.policy import SHIPPED, dump
 from tests.support.console import HEADER, Consoles, Rollout, Runs
+from tests.support.sessions import commit_req
 
 pytestmark = pytest.mark.asyncio
 CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
@@ -363,3 +365,32 @@ async def test_the_preview_needs_the_token_the_origin_and_a_signed_in_operator(
     assert re.search(
         r'<a href="/replay"[^>]*>Replay</a></li>\s*<li><a href="/preview" aria-current="page">', text
     )
+
+
+async def test_the_run_and_session_pages_name_the_changed_components_never_their_values(
+    consoles: Consoles, http: aiohttp.ClientSession, runs: Runs
+) -> None:
+    """A saved session whose generation is made of components: the run's page and the session's
+    show which components it is made of and which changed at its last new generation, by name."""
+    saved = Components(model_route="anthropic/claude-sonnet-4", mcp_servers=["github"], cwd="/w/acme-7c1e")
+    ready = Components(
+        model_route="openai/gpt-5-7c1e", mcp_servers=["github", "sentry-7c1e"], cwd="/w/acme-7c1e"
+    )
+    run = await runs.stopped()
+    for handle, made in (("ns-2", saved), ("ns-3", ready)):
+        await runs.client.commit(
+            commit_req(
+                run.session,
+                native_session_id=handle,
+                compatibility_generation=made.generation,
+                compatibility_components=made.digests(),
+            )
+        )
+    secrets = [saved.generation, ready.generation, *saved.digests().values(), *ready.digests().values()]
+    secrets += ["openai", "sentry", "claude-sonnet"]
+    run_page = await page_text(http, f"{consoles.url}{link('run', run.run_id)}", "proxy-ivy")
+    session_page = await page_text(http, f"{consoles.url}{session_link(run.session)}", "proxy-ivy")
+    for text in (run_page, session_page):
+        assert field(text, "session-components") == "cwd, mcp_servers, model_route"
+        assert field(text, "session-changed-components") == "mcp_servers, model_route"
+        assert [s for s in secrets if s in text] == []

@@ -65,6 +65,10 @@ export type ComponentName =
   | "reasoning_effort";
 /** `{name: digest}`: each component's lowercase hex SHA-256 (1 to 9 entries). */
 export type ComponentDigests = Partial<Record<ComponentName, string>>;
+/** What gives its components' digests: a `harness.Components`. */
+export interface HasComponentDigests {
+  digests(): ComponentDigests;
+}
 
 /** The slot that owns one saved native session (contract section 1). */
 export interface SessionRef {
@@ -85,9 +89,10 @@ export interface DecideArgs {
   compatibility?: Compatibility;
   /** Default null. */
   readyGeneration?: string | null;
-  /** The digests of the components `readyGeneration` is made of (the generation must be their
-   * digest). Default null. */
-  readyComponents?: ComponentDigests | null;
+  /** The components `readyGeneration` is made of (a `harness.Components`, or their digests):
+   * without `readyGeneration` it is theirs; with it, it must be (else `InvalidRequest`, field
+   * `ready_components`). Default null. */
+  readyComponents?: ComponentDigests | HasComponentDigests | null;
 }
 
 /** How a `decide` compared the compatibility generations (never a value): `not_compared` under
@@ -132,9 +137,11 @@ export interface CommitArgs {
   expectedRevision?: number | null;
   epoch?: number | null;
   cancelled?: boolean;
-  /** The digests of the components `compatibilityGeneration` is made of (the generation must be
-   * their digest); a later decide names the components that changed. Default null. */
-  compatibilityComponents?: ComponentDigests | null;
+  /** The components `compatibilityGeneration` is made of (a `harness.Components`, or their
+   * digests): without `compatibilityGeneration` it is theirs; with it, it must be (else
+   * `InvalidRequest`, field `compatibility_components`). A later decide names the components that
+   * changed. Default null. */
+  compatibilityComponents?: ComponentDigests | HasComponentDigests | null;
 }
 
 export interface CommitReply {

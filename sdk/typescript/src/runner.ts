@@ -65,6 +65,7 @@ import {
 import { denied, Denials, permissionViolation } from "./denials.js";
 import { ContinuityError, errorFor, InvalidRequest, NotFound, RequestTimeout, Unavailable } from "./errors.js";
 import type { Adapter } from "./harness/adapter.js";
+import { onTheWire } from "./harness/compatibility.js";
 import type { Outcome } from "./harness/match.js";
 import { recover, type RecoverArgs, type Verdict } from "./harness/recover.js";
 import { natsOptions, settingsOf, type ConnectOptions, type Settings } from "./options.js";
@@ -240,6 +241,7 @@ export class Runner {
    * session the runner may not see is `fresh` with `no_session`. */
   async decide(args: DecideArgs & TraceOptions): Promise<DecideReply> {
     optionalTraceparent(args.traceparent);
+    const ready = onTheWire(args.readyComponents, args.readyGeneration, "ready_components", "ready_generation");
     const body = encodeChecked(DECIDE_REQUEST, {
       session: args.session,
       adapter: args.adapter,
@@ -247,8 +249,8 @@ export class Runner {
       cwd: args.cwd,
       latest_cursor: args.latestCursor,
       compatibility: args.compatibility,
-      ready_generation: args.readyGeneration,
-      ready_components: args.readyComponents,
+      ready_generation: ready.generation,
+      ready_components: ready.digests,
     }, LIMITS.requestBytes);
     const reply = await this.request<DecideReply>(subjects.sessions(this.runnerId, "decide"), body, args.traceparent);
     // Services of an earlier release explain nothing: the explanation's fields read as unknown.
@@ -269,6 +271,12 @@ export class Runner {
    */
   async commit(args: CommitArgs & TraceOptions): Promise<CommitReply> {
     optionalTraceparent(args.traceparent);
+    const saved = onTheWire(
+      args.compatibilityComponents,
+      args.compatibilityGeneration,
+      "compatibility_components",
+      "compatibility_generation",
+    );
     const body = encodeChecked(COMMIT_REQUEST, {
       session: args.session,
       native_session_id: args.nativeSessionId,
@@ -278,11 +286,11 @@ export class Runner {
       checkpoint_policy: args.checkpointPolicy,
       cursor: args.cursor,
       prompt_hash: args.promptHash,
-      compatibility_generation: args.compatibilityGeneration,
+      compatibility_generation: saved.generation,
       expected_revision: args.expectedRevision,
       epoch: args.epoch,
       cancelled: args.cancelled,
-      compatibility_components: args.compatibilityComponents,
+      compatibility_components: saved.digests,
     }, LIMITS.requestBytes);
     return this.request<CommitReply>(subjects.sessions(this.runnerId, "commit"), body, args.traceparent);
   }

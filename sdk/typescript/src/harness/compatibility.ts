@@ -34,6 +34,8 @@
  */
 
 import { createHash } from "node:crypto";
+import type { ComponentDigests, HasComponentDigests } from "../contract.js";
+import { InvalidRequest } from "../errors.js";
 
 /** The closed component names, in the order of the generation's lines. */
 export const COMPONENT_NAMES = [
@@ -213,8 +215,9 @@ export class Components {
     return Object.fromEntries(this.names().map((name) => [name, canonicalJson(name, this.values[name])]));
   }
 
-  /** `{name: digest}` of the components present, sorted by name: what a commit and a decide carry. */
-  digests(): Record<string, string> {
+  /** `{name: digest}` of the components present, sorted by name: what a commit and a decide carry
+   * (`compatibilityComponents`, `readyComponents`). */
+  digests(): ComponentDigests {
     return Object.fromEntries(Object.entries(this.canonical()).map(([name, text]) => [name, sha256(text)]));
   }
 
@@ -227,4 +230,42 @@ export class Components {
   changedFrom(saved: Components): string[] {
     return changedComponents(saved.digests(), this.digests());
   }
+}
+
+/**
+ * What a commit or a decide carries of `components` (a `Components`, or `{name: digest}`; null or
+ * undefined: none) and the generation sent with them: the generation they make when none is
+ * given. `InvalidRequest` (`invalid_field`), naming the field, for digests outside the contract or
+ * a generation they do not make, as the session-store refuses both.
+ */
+export function onTheWire(
+  components: ComponentDigests | HasComponentDigests | null | undefined,
+  generation: string | null | undefined,
+  field: string,
+  generationField: string,
+): { digests: ComponentDigests | null | undefined; generation: string | null | undefined } {
+  if (components === null || components === undefined) return { digests: components, generation };
+  const given: unknown = typeof (components as HasComponentDigests).digests === "function"
+    ? (components as HasComponentDigests).digests()
+    : components;
+  if (typeof given !== "object" || given === null || Array.isArray(given)) {
+    throw new InvalidRequest(400, "invalid_field", `${field}: expected an object`, field);
+  }
+  const digests = { ...(given as Record<string, unknown>) };
+  const names = Object.keys(digests);
+  if (names.length === 0) throw new InvalidRequest(400, "invalid_field", `${field}: expected at least 1 entries`, field);
+  for (const name of names) {
+    if (!isComponentName(name)) {
+      throw new InvalidRequest(400, "invalid_field", `${field}.${name}: is not one of the contract's names`, `${field}.${name}`);
+    }
+    const digest = digests[name];
+    if (typeof digest !== "string" || !DIGEST.test(digest)) {
+      throw new InvalidRequest(400, "invalid_field", `${field}.${name}: expected 64 lowercase hex digits`, `${field}.${name}`);
+    }
+  }
+  const made = generationOf(digests as Record<string, string>);
+  if (generation !== null && generation !== undefined && generation !== made) {
+    throw new InvalidRequest(400, "invalid_field", `${field} are not the components of ${generationField}`, field);
+  }
+  return { digests: digests as ComponentDigests, generation: made };
 }

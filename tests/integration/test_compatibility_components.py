@@ -405,6 +405,22 @@ async def test_the_preview_counts_sessions_by_changed_component(
             "declared",
             ["model_route"],
         )
+    # A whole release (its generation and all its components): one session's own cwd matches,
+    # the others differ in cwd too, which nothing declares.
+    full = like(SAVED, cwd="/work/a", model_route="openai/gpt-5")
+    whole = await client.preview(
+        PreviewRequest(adapter=adapter, generation=full.generation, components=full.digests())  # type: ignore[arg-type]
+    )
+    assert (whole.resume, whole.fresh) == (1, 3)
+    assert {t.tenant: t.changed_components for t in whole.by_tenant} == {
+        "acme": {"cwd": 1, "model_route": 2},
+        "globex": {"cwd": 1, "model_route": 1},
+    }
+    with pytest.raises(RequestError) as mismatched:
+        await client.preview(
+            PreviewRequest(adapter=adapter, generation=SAVED.generation, components=full.digests())  # type: ignore[arg-type]
+        )
+    assert mismatched.value.code == "invalid_field"
     with pytest.raises(RequestError) as nothing:
         await client.preview(PreviewRequest(adapter=adapter))
     assert nothing.value.code == "missing_field"

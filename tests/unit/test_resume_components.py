@@ -214,3 +214,13 @@ def test_the_fingerprints_are_36_bits_of_each_digest_in_name_order() -> None:
     assert prints[6:12] == "______" and prints[42:48] == "AAAAAA"
     assert prints.count(records.ABSENT) == 7
     assert records.changed_by_prints(prints, fingerprints({"cwd": "f" * 64})) == ["protocol"]
+
+
+def test_the_archiver_hides_a_packed_generation_as_the_runner_prints_it() -> None:
+    """The archiver reads the stored generation to hide it in a runner's output (9.6): a packed
+    one is read back as the hex digits a runner prints."""
+    from services.archiver.scrub import scrub, stored_generations
+
+    values = stored_generations(committed(SAVED))
+    assert values == {SAVED.generation}
+    assert SAVED.generation not in scrub(f"moved; generation {SAVED.generation.upper()} kept", values)

@@ -61,7 +61,9 @@ if ARGV[9] == '' then
 end
 redis.call('HSET', KEYS[1], 'generation', ARGV[10] .. ARGV[9])
 if ARGV[16] == '' then
-  redis.call('HDEL', KEYS[1], 'components')
+  if cur[7] then
+    redis.call('HDEL', KEYS[1], 'components')
+  end
   return {'ok', revision, epoch}
 end
 -- Which components changed: read from the stored fingerprints when they were committed with

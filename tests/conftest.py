@@ -29,6 +29,7 @@ SYSTEM_TESTS = (
     "tests/integration/test_stream_drift.py",
     "tests/integration/test_up.py",
     "tests/integration/test_up_front_door.py",
+    "tests/security/",
 )
 """The system tests: built packages in empty environments, whole stacks as processes, clustered
 and authorized servers, the browser. `make test` leaves them to `make test-system`, so that each

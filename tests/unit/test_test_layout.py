@@ -7,7 +7,7 @@ import ast
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parents[1]
-LAYERS = ("unit", "integration", "deploy", "chaos")
+LAYERS = ("unit", "integration", "deploy", "chaos", "security")
 
 
 def all_test_modules() -> list[Path]:

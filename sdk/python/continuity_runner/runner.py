@@ -53,6 +53,10 @@ from continuity_runner.errors import (
     Unavailable,
     error_from_reply,
 )
+from continuity_runner.harness.adapter import Adapter
+from continuity_runner.harness.match import OutcomeInput
+from continuity_runner.harness.probe import Env
+from continuity_runner.harness.recover import Verdict, recover_verdict
 from continuity_runner.options import RunnerOptions
 from continuity_runner.signing import now_rfc3339, sign_command_result
 from continuity_runner.types import Attempt, CheckpointPolicy, Compatibility, RejectCode, Token
@@ -398,6 +402,61 @@ class Runner:
             governed_wait_elapsed=governed_wait_elapsed,
         )
         return await self._report(event, traceparent)
+
+    async def recover(
+        self,
+        adapter: Adapter,
+        outcome: OutcomeInput,
+        *,
+        session: SessionRef,
+        run_id: str,
+        attempt: int,
+        native_session_id: str,
+        cwd: str | None = None,
+        env: Env | None = None,
+        probe_first: bool = True,
+        command: str | None = None,
+        pending_tool_call: ToolCall | None = None,
+        governed_wait_elapsed: bool = False,
+        event_id: str | None = None,
+        traceparent: str | None = None,
+    ) -> Verdict:
+        """What a resume of `native_session_id` with the harness of `adapter` left (`outcome`:
+        its exit code, output, and for an SDK harness the exception), turned into exactly one of:
+
+        - `NotAFailure(rule)`: the harness's rules say the resume did not fail; nothing is sent.
+        - `Rejected(failure_class, rule, cleared)`: a failure, and the presence probe (asked
+          first unless `probe_first` is False) finds no file of the session on this host: the
+          saved handle is rejected (`resume_target_missing`, contract 3.4) and nothing is
+          reported, so the next `decide` is `fresh` with the full transcript.
+        - `Reported(event_id, failure_class, rule, presence)`: a `resume_failed` is published with
+          a command result signed with the class (`unclassified`: classification null), so the
+          classifier decides by that class's row (contract 4.4.10 to 4.4.13).
+
+        `cwd` is the working directory the session was saved in and `env` the environment the
+        harness runs with (its sessions' root, HOME; default `os.environ`): without `cwd`, the
+        probe of a harness that keys sessions by it answers `unknown` and the failure is
+        reported. `command` is the signed result's command (default `<harness>.resume`); the
+        other arguments are `report_resume_failure`'s. Everything is checked before the probe
+        looks or anything is sent: `InvalidRequest` for a bad argument, an outcome of the wrong
+        types or larger than 4 MiB."""
+        return await recover_verdict(
+            self,
+            adapter,
+            outcome,
+            session=session,
+            run_id=run_id,
+            attempt=attempt,
+            native_session_id=native_session_id,
+            cwd=cwd,
+            env=env,
+            probe_first=probe_first,
+            command=command,
+            pending_tool_call=pending_tool_call,
+            governed_wait_elapsed=governed_wait_elapsed,
+            event_id=event_id,
+            traceparent=traceparent,
+        )
 
     async def report_again(self, refusal: Refusal, *, traceparent: str | None = None) -> str:
         """Send the report that `refusal` refused for its quota again, with a new `event_id`, at

@@ -1,0 +1,121 @@
+"""`Runner.recover`: from what a resume left to what Continuity is told, in one call.
+
+The outcome is assessed with the harness's rules. Not a failure: nothing is sent. A failure: the
+presence probe is asked first (unless told not to); when it finds the session absent from the
+host, the saved handle is rejected (contract 3.4, `resume_target_missing`) and nothing is
+reported, so the next `decide` starts fresh with the full transcript. Otherwise a `resume_failed`
+is reported with a command result signed with the class (`unclassified`: classification null), so
+the classifier decides by the class's row. The TypeScript SDK does the same (src/harness/recover.ts).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar, Literal
+
+from continuity_runner.checks import check_value
+from continuity_runner.contract import SessionRef, ToolCall
+from continuity_runner.harness.match import OutcomeInput
+from continuity_runner.harness.probe import Env, Presence
+from continuity_runner.harness.table import HarnessClass
+from continuity_runner.types import Attempt, Token
+
+if TYPE_CHECKING:
+    from continuity_runner.harness.adapter import Adapter
+    from continuity_runner.runner import Runner
+
+FAILED_STATUS = "failed"
+"""The signed command result's status of a failed resume."""
+
+
+@dataclass(frozen=True)
+class NotAFailure:
+    """The rule said the outcome is not a failure: nothing was sent."""
+
+    kind: ClassVar[Literal["not_a_failure"]] = "not_a_failure"
+    rule: str
+
+
+@dataclass(frozen=True)
+class Reported:
+    """A `resume_failed` was published (`event_id`), its command result signed with
+    `failure_class` (classification null for `unclassified`); the decision comes on the decisions
+    subject. `presence`: what the probe said (`present` or `unknown`), None when not asked."""
+
+    kind: ClassVar[Literal["reported"]] = "reported"
+    event_id: str
+    failure_class: HarnessClass
+    rule: str
+    presence: Presence | None
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """The probe found the session absent from the host: the saved handle was rejected
+    (`resume_target_missing`; `cleared` as the session-store answered: False when the record
+    saves another handle). Nothing was reported."""
+
+    kind: ClassVar[Literal["rejected"]] = "rejected"
+    code: ClassVar[Literal["resume_target_missing"]] = "resume_target_missing"
+    failure_class: HarnessClass
+    rule: str
+    cleared: bool
+
+
+Verdict = NotAFailure | Reported | Rejected
+
+
+async def recover_verdict(
+    runner: Runner,
+    adapter: Adapter,
+    outcome: OutcomeInput,
+    *,
+    session: SessionRef,
+    run_id: str,
+    attempt: int,
+    native_session_id: str,
+    cwd: str | None = None,
+    env: Env | None = None,
+    probe_first: bool = True,
+    command: str | None = None,
+    pending_tool_call: ToolCall | None = None,
+    governed_wait_elapsed: bool = False,
+    event_id: str | None = None,
+    traceparent: str | None = None,
+) -> Verdict:
+    """See `Runner.recover`."""
+    # Everything is checked before the probe looks or anything is sent.
+    check_value(run_id, Token, "run_id")
+    check_value(attempt, Attempt, "attempt")
+    check_value(native_session_id, Token, "native_session_id")
+    if not isinstance(session, SessionRef):
+        raise TypeError("session must be a SessionRef")
+    assessment = adapter.assess(outcome)
+    if assessment.failure_class is None:
+        return NotAFailure(assessment.rule)
+    failure_class: HarnessClass = assessment.failure_class
+    presence = adapter.probe(native_session_id, cwd=cwd, env=env) if probe_first else None
+    if presence == "absent":
+        reply = await runner.reject(
+            session, native_session_id, "resume_target_missing", traceparent=traceparent
+        )
+        return Rejected(failure_class, assessment.rule, reply.cleared)
+    signed = runner.sign_command_result(
+        run_id,
+        attempt,
+        command if command is not None else f"{adapter.name}.resume",
+        FAILED_STATUS,
+        None if failure_class == "unclassified" else failure_class,
+    )
+    sent = await runner.report_resume_failure(
+        run_id,
+        attempt,
+        session,
+        native_session_id,
+        command_result=signed,
+        pending_tool_call=pending_tool_call,
+        governed_wait_elapsed=governed_wait_elapsed,
+        event_id=event_id,
+        traceparent=traceparent,
+    )
+    return Reported(sent, failure_class, assessment.rule, presence)

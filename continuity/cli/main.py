@@ -24,6 +24,7 @@ COMMANDS = (
     "continuity.cli.runs",
     "continuity.cli.runners",
     "continuity.cli.policy",
+    "continuity.cli.harness",
     "continuity.tools.bench",
     "continuity.tools.simulate",
     "continuity.cli.streams",

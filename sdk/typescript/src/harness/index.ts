@@ -27,16 +27,18 @@ export {
   checkOutcome,
   jsonEqual,
   prepare,
+  pyStrip,
   stripAnsi,
   MAX_DOCUMENT_BYTES,
   MAX_DOCUMENT_LINES,
   MAX_OUTCOME_BYTES,
   type Assessment,
+  type CheckedOutcome,
   type Outcome,
   type OutcomeError,
   type Prepared,
 } from "./match.js";
-export { cwdKey, sessionsRoot, CWD_KEY_SCHEMES, type Presence, type ProbeOptions } from "./probe.js";
+export { claudeKey, cwdKey, sessionsRoot, CLAUDE_KEY_CHARS, type Env, type Presence, type ProbeOptions } from "./probe.js";
 export { NotAFailure, Rejected, Reported, FAILED_STATUS, type RecoverArgs, type Verdict } from "./recover.js";
 export {
   loadTable,
@@ -46,6 +48,7 @@ export {
   HARNESS_CLASSES,
   HARNESS_KINDS,
   InvalidTable,
+  PLACEHOLDERS,
   RULE_ID,
   SHIPPED_TABLE,
   type Capabilities,
@@ -61,4 +64,4 @@ export {
   type SessionsSpec,
   type When,
 } from "./table.js";
-export { compareVersions, parseRange, parseVersion, satisfies, type Comparator, type Operator } from "./versions.js";
+export { compareVersions, parseRange, parseVersion, satisfies, type Comparator, type Operator, type Version } from "./versions.js";

@@ -11,14 +11,27 @@ import type { HarnessClass, JsonCondition, Rule, When } from "./table.js";
  * SDK harness the exception's class name and the API's error code. */
 export interface Outcome {
   exit_code: number | null;
-  stdout: string;
-  stderr: string;
+  /** Default "". */
+  stdout?: string;
+  /** Default "". */
+  stderr?: string;
+  /** Default null. */
   error?: OutcomeError | null;
 }
 
+/** An outcome once checked: every field present. */
+export interface CheckedOutcome {
+  exit_code: number | null;
+  stdout: string;
+  stderr: string;
+  error: OutcomeError | null;
+}
+
 export interface OutcomeError {
-  type: string | null;
-  code: string | number | null;
+  /** Default null. */
+  type?: string | null;
+  /** Default null. */
+  code?: string | number | null;
 }
 
 /** The first rule that held: its class (null: not a failure) and its id. */
@@ -44,7 +57,7 @@ export function stripAnsi(text: string): string {
 
 /** An outcome, prepared once for all the rules. */
 export interface Prepared {
-  outcome: Outcome;
+  outcome: CheckedOutcome;
   /** stderr + "\n" + stdout, without ANSI escape sequences. */
   text: string;
   /** The JSON objects stdout holds: all of it as one, else each line that is one, in order. */
@@ -78,13 +91,23 @@ function headBytes(text: string, limit: number): string {
   return new TextDecoder().decode(bytes.subarray(0, end));
 }
 
+/** The characters Python's `str.strip()` removes (`str.isspace`): JavaScript's `trim()` removes
+ * U+FEFF too and keeps U+001C to U+001F and U+0085, so a line would read differently. */
+const PY_SPACE = "\t\n\v\f\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000";
+const PY_STRIP = new RegExp(`^[${PY_SPACE}]+|[${PY_SPACE}]+$`, "g");
+
+/** `text` without leading and trailing whitespace, as Python's `str.strip()` removes it. */
+export function pyStrip(text: string): string {
+  return text.replace(PY_STRIP, "");
+}
+
 function documentsOf(stdout: string): Record<string, unknown>[] {
   const head = stripAnsi(headBytes(stdout, MAX_DOCUMENT_BYTES));
-  const whole = parseObject(head.trim());
+  const whole = parseObject(pyStrip(head));
   if (whole !== null) return [whole];
   const documents: Record<string, unknown>[] = [];
   for (const line of head.split("\n").slice(0, MAX_DOCUMENT_LINES)) {
-    const trimmed = line.trim();
+    const trimmed = pyStrip(line);
     if (!trimmed.startsWith("{")) continue;
     const document = parseObject(trimmed);
     if (document !== null) documents.push(document);
@@ -96,25 +119,32 @@ function isInteger(value: unknown): value is number {
   return typeof value === "number" && Number.isSafeInteger(value);
 }
 
-/** `raw` as an outcome, or `InvalidRequest` naming the field (`exit_code`, `error.code`). */
-export function checkOutcome(raw: unknown): Outcome {
-  if (!isObject(raw)) throw new InvalidRequest(400, "invalid_field", "an outcome is an object", "outcome");
+/**
+ * `raw` as an outcome, or `InvalidRequest` naming the field (`exit_code`, `error.code`; a field
+ * an outcome does not have: `outcome`, or `error` within the error, as the Python SDK names them).
+ * `stdout` and `stderr` default to `""`, `error` to null.
+ */
+export function checkOutcome(raw: unknown): CheckedOutcome {
+  if (!isObject(raw)) throw new InvalidRequest(400, "invalid_field", "an outcome is an object of its fields", "outcome");
   for (const key of Object.keys(raw)) {
     if (!["exit_code", "stdout", "stderr", "error"].includes(key)) {
-      throw new InvalidRequest(400, "invalid_field", `${key} is not a field of an outcome`, key);
+      throw new InvalidRequest(400, "invalid_field", `${JSON.stringify(key)} is not a field of an outcome`, "outcome");
     }
   }
-  const { exit_code: exitCode, stdout, stderr, error } = raw;
+  if (!("exit_code" in raw)) throw new InvalidRequest(400, "invalid_field", "an outcome needs exit_code (null for none)", "outcome");
+  const { exit_code: exitCode, stdout = "", stderr = "", error = null } = raw;
   if (exitCode !== null && !isInteger(exitCode)) {
-    throw new InvalidRequest(400, "invalid_field", "exit_code must be an integer or null", "exit_code");
+    throw new InvalidRequest(400, "invalid_field", "exit_code must be an integer (2^53 - 1 at most) or null", "exit_code");
   }
   if (typeof stdout !== "string") throw new InvalidRequest(400, "invalid_field", "stdout must be a string", "stdout");
   if (typeof stderr !== "string") throw new InvalidRequest(400, "invalid_field", "stderr must be a string", "stderr");
   let checkedError: OutcomeError | null = null;
-  if (error !== undefined && error !== null) {
+  if (error !== null) {
     if (!isObject(error)) throw new InvalidRequest(400, "invalid_field", "error must be an object or null", "error");
     for (const key of Object.keys(error)) {
-      if (key !== "type" && key !== "code") throw new InvalidRequest(400, "invalid_field", `${key} is not a field of error`, `error.${key}`);
+      if (key !== "type" && key !== "code") {
+        throw new InvalidRequest(400, "invalid_field", `${JSON.stringify(key)} is not a field of error`, "error");
+      }
     }
     const type = error.type ?? null;
     const code = error.code ?? null;
@@ -196,7 +226,8 @@ export function whenHolds(when: When, prepared: Prepared): boolean {
     const items = when.json;
     if (!documents.some((document) => items.every((item) => holds(item, document)))) return false;
   }
-  const error = outcome.error ?? null;
+  const error = outcome.error;
+  if (when.error !== undefined && when.error !== (error !== null)) return false;
   if (when.error_type !== undefined && (error === null || !when.error_type.some((t) => jsonEqual(error.type, t)))) return false;
   if (when.error_code !== undefined && (error === null || !when.error_code.some((c) => jsonEqual(error.code, c)))) return false;
   if (when.text !== undefined && !when.text.some((s) => text.includes(s))) return false;

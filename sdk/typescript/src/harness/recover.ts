@@ -7,11 +7,12 @@
  * transcript.
  */
 
+import { ATTEMPT, checkValue, encodeChecked, GET_REQUEST, LIMITS, TOKEN } from "../checks.js";
 import type { SessionRef, ToolCall } from "../contract.js";
 import type { Runner, TraceOptions } from "../runner.js";
 import type { Adapter } from "./adapter.js";
 import type { Outcome } from "./match.js";
-import type { Presence } from "./probe.js";
+import type { Env, Presence } from "./probe.js";
 import type { HarnessClass } from "./table.js";
 
 export interface RecoverArgs extends TraceOptions {
@@ -23,7 +24,10 @@ export interface RecoverArgs extends TraceOptions {
   /** The working directory the session was saved in (the probe of harnesses keyed by it). */
   cwd?: string;
   /** The environment the harness ran with (its sessions' root, HOME); default process.env. */
-  env?: Record<string, string | undefined>;
+  env?: Env;
+  /** Ask the presence probe before reporting (default true); false: report without it
+   * (`presence` null), never rejecting. */
+  probeFirst?: boolean;
   /** The signed result's `command`; default `<harness>.resume`. */
   command?: string;
   pendingToolCall?: ToolCall | null;
@@ -39,19 +43,21 @@ export class NotAFailure {
 }
 
 /** A `resume_failed` was sent (its id), with a command result signed with `failure_class`
- * (classification null for `unclassified`); the decision comes on the decisions subject. */
+ * (classification null for `unclassified`); the decision comes on the decisions subject.
+ * `presence`: what the probe said (`present` or `unknown`), null when it was not asked. */
 export class Reported {
   readonly kind = "reported" as const;
   constructor(
     readonly event_id: string,
     readonly failure_class: HarnessClass,
     readonly rule: string,
-    readonly presence: Presence,
+    readonly presence: Presence | null,
   ) {}
 }
 
-/** The session is absent from the host: the saved handle was rejected (`resume_target_missing`);
- * `cleared` as the session-store answered. Nothing was reported. */
+/** The probe found the session absent from the host: the saved handle was rejected
+ * (`resume_target_missing`; `cleared` as the session-store answered: false when the record saves
+ * another handle). Nothing was reported. */
 export class Rejected {
   readonly kind = "rejected" as const;
   readonly code = "resume_target_missing" as const;
@@ -69,9 +75,14 @@ export const FAILED_STATUS = "failed";
 
 /** See `Runner.recover`. */
 export async function recover(runner: Runner, adapter: Adapter, outcome: Outcome, args: RecoverArgs): Promise<Verdict> {
+  // Everything is checked before the probe looks or anything is sent.
+  checkValue(TOKEN, args.runId, "run_id");
+  checkValue(ATTEMPT, args.attempt, "attempt");
+  checkValue(TOKEN, args.nativeSessionId, "native_session_id");
+  encodeChecked(GET_REQUEST, { session: args.session }, LIMITS.requestBytes);
   const { failure_class: failureClass, rule } = adapter.assess(outcome);
   if (failureClass === null) return new NotAFailure(rule);
-  const presence = await adapter.probe(args.nativeSessionId, { cwd: args.cwd, env: args.env });
+  const presence = args.probeFirst === false ? null : await adapter.probe(args.nativeSessionId, { cwd: args.cwd, env: args.env });
   const traceparent = args.traceparent;
   if (presence === "absent") {
     const reply = await runner.reject(args.session, args.nativeSessionId, "resume_target_missing", { traceparent });

@@ -22,8 +22,12 @@ export const HARNESS_KINDS = ["cli", "sdk", "protocol"] as const;
 export type HarnessKind = (typeof HARNESS_KINDS)[number];
 
 /** How a working directory becomes the folder name a harness keeps its sessions under. */
-export const CWD_KEYS = ["claude", "gemini"] as const;
+export const CWD_KEYS = ["claude"] as const;
 export type CwdKey = (typeof CWD_KEYS)[number];
+
+/** What a path template may name: the session id, its first 8 characters (all of it when
+ * shorter), and the working directory's key. */
+export const PLACEHOLDERS = ["{session_id}", "{session_id_8}", "{cwd_key}"] as const;
 
 export const RULE_ID = /^[a-z0-9][a-z0-9.-]{0,63}$/;
 const NAME = /^[a-z0-9][a-z0-9-]{0,63}$/;
@@ -52,7 +56,8 @@ export interface SessionsRoot {
 /** Where a harness keeps its sessions on the host (the presence probe). */
 export interface SessionsSpec {
   root: SessionsRoot;
-  /** Relative to the root, `/`-separated; `{session_id}`, `{cwd_key}`, `*` within one segment. */
+  /** Relative to the root, `/`-separated; `{session_id}`, `{session_id_8}`, `{cwd_key}`, and `*`
+   * within one segment. */
   paths: string[];
   cwd_key: CwdKey | null;
   keyed_by: string[];
@@ -73,6 +78,8 @@ export interface JsonCondition {
 export interface When {
   exit?: ExitCondition;
   json?: JsonCondition[];
+  /** true: the outcome has an `error` (an SDK's exception); false: it has none. */
+  error?: boolean;
   error_type?: string[];
   error_code?: (string | number)[];
   text?: string[];
@@ -176,7 +183,7 @@ function oneOf<T extends string>(value: unknown, values: readonly T[], path: str
 /** A session id pattern: a regular expression both SDKs read alike, anchored at both ends. */
 function sessionIdPattern(value: unknown, path: string): string {
   const pattern = nonEmpty(value, path);
-  if (!pattern.startsWith("^") || !pattern.endsWith("$")) throw new InvalidTable(path, "must be anchored with ^ and $");
+  if (!pattern.startsWith("^") || !pattern.endsWith("$") || pattern.endsWith("\\$")) throw new InvalidTable(path, "must be anchored with ^ and $");
   try {
     new RegExp(pattern, "u");
   } catch {
@@ -216,10 +223,12 @@ function sessions(value: unknown, path: string): SessionsSpec | null {
     if (p.startsWith("/") || p.split("/").some((seg) => seg === "" || seg === "." || seg === "..")) {
       throw new InvalidTable(where, "must be a relative path of non-empty segments, without . or ..");
     }
-    const unknown = p.replace(/\{(session_id|cwd_key)\}/g, "").match(/[{}]/);
-    if (unknown !== null) throw new InvalidTable(where, "names a placeholder other than {session_id} and {cwd_key}");
+    const rest = PLACEHOLDERS.reduce((text, placeholder) => text.replaceAll(placeholder, ""), p);
+    if (rest.includes("{") || rest.includes("}")) throw new InvalidTable(where, `names a placeholder other than ${PLACEHOLDERS.join(", ")}`);
     if (p.includes("{cwd_key}") && cwdKey === null) throw new InvalidTable(where, "uses {cwd_key} without a cwd_key scheme");
-    if (p.includes("**")) throw new InvalidTable(where, "* matches within one segment: ** is not allowed");
+    if (p.includes("**") || p.includes("\\") || p.includes("\0")) {
+      throw new InvalidTable(where, "* matches within one segment: no ** (nor a backslash or NUL)");
+    }
   });
   return {
     root: { env: stringOrNull(r.env, `${path}.root.env`), default: nonEmpty(r.default, `${path}.root.default`) },
@@ -230,7 +239,7 @@ function sessions(value: unknown, path: string): SessionsSpec | null {
   };
 }
 
-const WHEN_KEYS = ["exit", "json", "error_type", "error_code", "text", "unless_text"];
+const WHEN_KEYS = ["exit", "json", "error", "error_type", "error_code", "text", "unless_text"];
 const JSON_OPERATORS = ["equals", "in", "contains", "present"] as const;
 
 function exit(value: unknown, path: string): ExitCondition {
@@ -263,6 +272,7 @@ function when(value: unknown, path: string): When {
   const out: When = {};
   if ("exit" in w) out.exit = exit(w.exit, `${path}.exit`);
   if ("json" in w) out.json = array(w.json, `${path}.json`, 1).map((c, i) => jsonCondition(c, `${path}.json[${i}]`));
+  if ("error" in w) out.error = bool(w.error, `${path}.error`);
   if ("error_type" in w) out.error_type = strings(w.error_type, `${path}.error_type`, 1);
   if ("error_code" in w) {
     out.error_code = array(w.error_code, `${path}.error_code`, 1).map((c, i) => {

@@ -1,22 +1,26 @@
 /**
  * Version ranges of the harness table (`capabilities[].versions`): space-separated comparators,
  * each `>=`, `>`, `<=`, `<` or `=` and a numeric `MAJOR.MINOR.PATCH`; the empty string is every
- * version. Versions compare numerically part by part; a pre-release or build suffix
- * (`2.1.0-beta.1`, `2.1.0+abc`) is ignored, so `2.1.0-beta.1` is `2.1.0`.
+ * version. Versions compare numerically part by part (of any length, as the Python SDK's integers
+ * do); a pre-release or build suffix (`2.1.0-beta.1`, `2.1.0+abc`) is ignored, so `2.1.0-beta.1`
+ * is `2.1.0`.
  */
 
+import { pyStrip } from "./match.js";
+
 export type Operator = ">=" | ">" | "<=" | "<" | "=";
+export type Version = readonly [bigint, bigint, bigint];
 
 export interface Comparator {
   op: Operator;
-  version: readonly [number, number, number];
+  version: Version;
 }
 
 const COMPARATOR = /^(>=|<=|>|<|=)(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$/;
 /** A version as harnesses print it: `2.1.332`, `v0.61.0`, `1.18.33-beta.2`; missing parts are 0. */
 const VERSION = /^v?([0-9]+)(?:\.([0-9]+))?(?:\.([0-9]+))?(?:[-+].*)?$/s;
 
-/** The comparators of `range`; throws `RangeError` naming the bad one. */
+/** The comparators of `range`; throws `RangeError` naming the one that is not. */
 export function parseRange(range: string): Comparator[] {
   if (typeof range !== "string") throw new RangeError("a version range is a string");
   const parts = range.split(" ").filter((part) => part !== "");
@@ -24,24 +28,22 @@ export function parseRange(range: string): Comparator[] {
   return parts.map((part) => {
     const m = COMPARATOR.exec(part);
     if (m === null) throw new RangeError(`version range ${JSON.stringify(range)}: ${JSON.stringify(part)} is not a comparator`);
-    return { op: m[1] as Operator, version: [Number(m[2]), Number(m[3]), Number(m[4])] };
+    return { op: m[1] as Operator, version: [BigInt(m[2]!), BigInt(m[3]!), BigInt(m[4]!)] };
   });
 }
 
 /** `version` as three numbers, or null when it is not a version. */
-export function parseVersion(version: string): [number, number, number] | null {
+export function parseVersion(version: string): Version | null {
   if (typeof version !== "string") return null;
-  const m = VERSION.exec(version.trim());
+  const m = VERSION.exec(pyStrip(version));
   if (m === null) return null;
-  const parts = [m[1], m[2], m[3]].map((p) => (p === undefined ? 0 : Number(p)));
-  if (!parts.every(Number.isSafeInteger)) return null;
-  return parts as [number, number, number];
+  return [BigInt(m[1]!), BigInt(m[2] ?? 0), BigInt(m[3] ?? 0)];
 }
 
-export function compareVersions(a: readonly number[], b: readonly number[]): number {
+/** -1, 0 or 1 as `a` is before, equal to or after `b`. */
+export function compareVersions(a: Version, b: Version): number {
   for (let i = 0; i < 3; i++) {
-    const d = (a[i] ?? 0) - (b[i] ?? 0);
-    if (d !== 0) return d < 0 ? -1 : 1;
+    if (a[i]! !== b[i]!) return a[i]! < b[i]! ? -1 : 1;
   }
   return 0;
 }

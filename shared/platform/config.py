@@ -32,6 +32,12 @@ class Config:
     """CONTINUITY_NATS_NKEY_SEED_FILE: a file holding the NKEY seed to authenticate with (a user
     and password go in NATS_URL instead, `nats://user:password@host:4222`)."""
 
+    nats_inbox_prefix: str = ""
+    """CONTINUITY_NATS_INBOX_PREFIX: the prefix of this process's reply subjects (its inboxes);
+    unset, `_INBOX.<name>` after the process (`_INBOX.classifier`, `_INBOX.console`, ...; the
+    `continuity` command: `_INBOX.operator`): under deploy/nats/auth.conf each user may subscribe
+    only below its own prefix, so no other user reads its replies."""
+
     reply_prefixes: tuple[str, ...] = ("_INBOX.", "_R_.")
     """CONTINUITY_REPLY_PREFIXES: comma-separated prefixes of the reply subjects a service answers
     (inboxes, and `_R_.`, the server's replies to a service import); any other request is dropped."""
@@ -211,6 +217,7 @@ class Config:
         config = cls(
             nats_url=nats_url,
             nats_nkey_seed_file=_file(env, "CONTINUITY_NATS_NKEY_SEED_FILE"),
+            nats_inbox_prefix=inbox_prefix_setting(env),
             reply_prefixes=_prefixes(env, "CONTINUITY_REPLY_PREFIXES", d.reply_prefixes),
             redis_url=redis_url,
             redis_cluster=_choice(env, "CONTINUITY_REDIS_CLUSTER", d.redis_cluster.upper(), _CLUSTER).lower(),
@@ -288,6 +295,35 @@ class Config:
         tls.nats_context(config)
         tls.redis_context(config)
         return config
+
+
+    def inbox_prefix(self, name: str) -> str:
+        """The inbox prefix of the process `name` (a service's name, `operator` for the command):
+        CONTINUITY_NATS_INBOX_PREFIX when set, else `_INBOX.<name>`."""
+        return self.nats_inbox_prefix or default_inbox_prefix(name)
+
+
+INBOX_PREFIX_VARIABLE = "CONTINUITY_NATS_INBOX_PREFIX"
+
+
+def default_inbox_prefix(name: str) -> str:
+    """`_INBOX.<name>`: the one prefix deploy/nats/auth.conf lets the user `name` subscribe below."""
+    return f"_INBOX.{name}"
+
+
+# Literal subject tokens: no wildcard, no empty token, no space; nats-py adds `.<id>` itself.
+_INBOX_PREFIX = re.compile(r"^[A-Za-z0-9_$-]+(\.[A-Za-z0-9_$:-]+)*\Z")
+
+
+def inbox_prefix_setting(env: Mapping[str, str]) -> str:
+    """CONTINUITY_NATS_INBOX_PREFIX: literal subject tokens without a trailing `.`, or ''."""
+    value = env.get(INBOX_PREFIX_VARIABLE, "").strip()
+    if value and not _INBOX_PREFIX.match(value):
+        raise ConfigError(
+            f"{INBOX_PREFIX_VARIABLE}: {value!r} must be literal subject tokens such as "
+            "_INBOX.classifier (no wildcard, no trailing '.')"
+        )
+    return value
 
 
 MAX_IN_FLIGHT = 4096

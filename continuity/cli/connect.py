@@ -27,6 +27,8 @@ from continuity.cli.refusals import Refusals, is_authentication_failure
 from shared.contract.client import ContinuityClient, RequestError
 
 DEFAULT_NATS_URL = "nats://127.0.0.1:4222"
+OPERATOR = "operator"
+"""The NATS user of the `continuity` command in deploy/nats/auth.conf, which names its inboxes."""
 
 
 def redacted_url(url: str) -> str:
@@ -36,6 +38,16 @@ def redacted_url(url: str) -> str:
 
 def nats_url(args: argparse.Namespace) -> str:
     return str(args.nats_url or setting("NATS_URL") or DEFAULT_NATS_URL)
+
+
+def inbox_prefix() -> str:
+    """CONTINUITY_NATS_INBOX_PREFIX, else the operator's `_INBOX.operator`: the operator user may
+    subscribe only there, so the command's replies reach no other user (a ConfigError when the
+    variable is not literal subject tokens)."""
+    from shared.platform.config import INBOX_PREFIX_VARIABLE, default_inbox_prefix, inbox_prefix_setting
+
+    chosen = inbox_prefix_setting({INBOX_PREFIX_VARIABLE: setting(INBOX_PREFIX_VARIABLE) or ""})
+    return chosen or default_inbox_prefix(OPERATOR)
 
 
 def _record(args: argparse.Namespace, subject: str | None) -> str | None:
@@ -65,6 +77,7 @@ async def connect(url: str, timeout: float, refusals: Refusals | None = None) ->
     from shared.platform.tls import nats_context_from_env
 
     tls = nats_context_from_env(url)
+    inbox = inbox_prefix()
 
     async def quiet(_: Exception) -> None:  # failures are reported once, by the command
         return None
@@ -83,6 +96,7 @@ async def connect(url: str, timeout: float, refusals: Refusals | None = None) ->
             reconnect_time_wait=0.1,
             error_cb=refusals.on_error if refusals is not None else quiet,
             nkeys_seed=os.environ.get("CONTINUITY_NATS_NKEY_SEED_FILE") or None,
+            inbox_prefix=inbox,
             tls=tls,
             tls_handshake_first=tls is not None,
         ),

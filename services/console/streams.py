@@ -1,5 +1,5 @@
-"""What the console reads from JetStream directly: recent decisions and dead letters, by
-sequence (`$JS.API.STREAM.MSG.GET`), and the live feed of decisions from an ordered consumer.
+"""What the console reads from JetStream directly, all of it by sequence
+(`$JS.API.STREAM.MSG.GET`): recent decisions and dead letters, and the live feed of decisions.
 
 Dead letters keep a runner's original bytes as their body; the console shows only their
 headers (closed reasons, sizes, times), never the body. CONTINUITY_DECISIONS also carries
@@ -14,10 +14,7 @@ from collections import deque
 from dataclasses import dataclass
 
 import msgspec
-from nats.aio.msg import Msg
-from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext
-from nats.js.api import DeliverPolicy
 from nats.js.errors import NotFoundError
 
 from shared.contract import Decision, subjects
@@ -31,6 +28,8 @@ SUBJECT_CHARS = 200
 RECENT_SCAN = 200
 """How many of the stream's latest messages are looked through for the recent decisions: a
 storm of refusals must not hide the decisions before it, nor make a page read the stream."""
+FEED_POLL_S = 0.5
+"""How often the live feed looks for new decisions."""
 
 
 @dataclass(frozen=True)
@@ -155,38 +154,75 @@ async def recent_dead_letters(js: JetStreamContext, limit: int) -> list[DeadLett
 
 
 class DecisionFeed:
-    """One ordered consumer on CONTINUITY_DECISIONS (new messages only), fanned out to every
-    open page. A page that cannot keep up loses its oldest lines, never the console's memory."""
+    """The live feed of decisions, fanned out to every open page: CONTINUITY_DECISIONS read by
+    sequence, from the moment the console starts (new messages only), every `poll_s`. No
+    consumer is created for it: the console's NATS user may create none (a consumer create
+    request may name any deliver subject, which the server does not check against the creator's
+    permissions; docs/operations/nats-authorization.md). A page that cannot keep up loses its
+    oldest lines, never the console's memory; a poll shows at most `batch` new messages, the
+    newest."""
 
-    def __init__(self, js: JetStreamContext, keep: int = 20, per_listener: int = 100) -> None:
+    def __init__(
+        self,
+        js: JetStreamContext,
+        keep: int = 20,
+        per_listener: int = 100,
+        poll_s: float = FEED_POLL_S,
+        batch: int = RECENT_SCAN,
+    ) -> None:
         self._js = js
-        self._sub: Subscription | None = None
         self._listeners: set[asyncio.Queue[DecisionLine | None]] = set()
         self._per_listener = per_listener
+        self._poll_s = poll_s
+        self._batch = batch
+        self._next: int | None = None
+        """The sequence of the next message to show; None until the feed started."""
+        self._task: asyncio.Task[None] | None = None
         self.latest: deque[DecisionLine] = deque(maxlen=keep)
 
     @property
     def ready(self) -> bool:
-        return self._sub is not None
+        return self._next is not None
 
     @property
     def listeners(self) -> int:
         return len(self._listeners)
 
     async def start(self) -> None:
-        self._sub = await self._js.subscribe(
-            subjects.DECISIONS_ALL,
-            stream=subjects.DECISIONS_STREAM,
-            ordered_consumer=True,
-            deliver_policy=DeliverPolicy.NEW,
-            cb=self._received,
-        )
+        info = await self._js.stream_info(subjects.DECISIONS_STREAM)
+        self._next = info.state.last_seq + 1
+        self._task = asyncio.create_task(self._follow())
 
-    async def _received(self, msg: Msg) -> None:
-        line = decision_of(msg.data)
+    async def _follow(self) -> None:
+        while True:
+            try:
+                await self.read_new()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # NATS away for a moment: the next poll tries again
+                log.warning("console_feed_read_failed", error_type=type(exc).__name__)
+            await asyncio.sleep(self._poll_s)  # the feed's pace, not a wait for an event
+
+    async def read_new(self) -> None:
+        """Show the messages published since the last read (the newest `batch` of them)."""
+        assert self._next is not None, "start() first"
+        info = await self._js.stream_info(subjects.DECISIONS_STREAM)
+        first, last = info.state.first_seq, info.state.last_seq
+        if last + 1 < self._next:  # the stream was made again: its sequences start over
+            self._next = first
+        if last < self._next:
+            return
+        start = max(self._next, last - self._batch + 1, first)
+        shown = await _between(self._js, subjects.DECISIONS_STREAM, subjects.DECISIONS_ALL, start, last)
+        for _, raw in shown:
+            self._received(getattr(raw, "data", b"") or b"")
+        self._next = last + 1
+
+    def _received(self, data: bytes) -> None:
+        line = decision_of(data)
         if line is None:
             # A refusal is expected on this stream (a quota storm sends many): skipped unlogged.
-            if not is_refusal(msg.data):
+            if not is_refusal(data):
                 log.warning("console_undecodable_decision")
             return
         self.latest.appendleft(line)
@@ -209,7 +245,8 @@ class DecisionFeed:
             with contextlib.suppress(asyncio.QueueEmpty):
                 queue.get_nowait()
             queue.put_nowait(None)
-        if self._sub is not None:
-            with contextlib.suppress(Exception):
-                await self._sub.unsubscribe()
-            self._sub = None
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None

@@ -25,7 +25,7 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext
 
 from shared.platform import logs, metrics, tls, tracing
-from shared.platform.bus.connection import connect
+from shared.platform.bus.connection import Login, Stopped, connect
 from shared.platform.bus.streams import ensure_streams
 from shared.platform.config import Config, ConfigError
 from shared.platform.redis import Redis
@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 log = logs.Log("continuity.runtime")
 T = TypeVar("T")
 
+EXIT_CONFIGURATION = 2
+"""The exit code of a service stopped before NATS accepted its credentials, as of a bad configuration."""
 EXIT_CONNECTION_LOST = 3
 """The exit code of a service whose NATS connection was closed under it (2 is a bad configuration)."""
 CLOSED_POLL_S = 0.5
@@ -123,20 +125,29 @@ async def _retrying(
 
 
 async def _connect_nats(
-    config: Config, name: str, stop: asyncio.Event, watch: _ConnectionWatch
+    config: Config, service: str, stop: asyncio.Event, watch: _ConnectionWatch, login: Login
 ) -> Client | None:
+    """The connection, or None when `stop` came first: nats-py tries the servers until one
+    accepts, and only `stop` ends that wait (a SIGTERM must not wait for a server that keeps
+    refusing the credentials)."""
     nats_tls = tls.nats_context(config)
 
     async def attempt() -> Client:
         return await connect(
             config.nats_url,
-            name,
+            f"continuity-{service}",
             on_closed=watch.closed,
             nkeys_seed=config.nats_nkey_seed_file,
+            inbox_prefix=config.inbox_prefix(service),
             tls=nats_tls,
+            stop=stop,
+            login=login,
         )
 
-    return await _retrying(attempt, stop, "nats_connect_failed")
+    try:
+        return await _retrying(attempt, stop, "nats_connect_failed", fatal=(Stopped,))
+    except Stopped:
+        return None
 
 
 async def _connect_redis(config: Config, stop: asyncio.Event) -> Redis | None:
@@ -177,8 +188,20 @@ async def serve(
                 loop.add_signal_handler(sig, stop.set)
 
     watch = _ConnectionWatch(stop)
-    nc = await _connect_nats(config, f"continuity-{service.name}", stop, watch)
+    login = Login()
+    nc = await _connect_nats(config, service.name, stop, watch, login)
     if nc is None:
+        if login.refused:
+            # One line that says why this process never served, for whoever reads its end.
+            log.error(
+                "service_stopped",
+                exit_code=EXIT_CONFIGURATION,
+                cause="nats_authorization_violation",
+                detail="stopped before NATS accepted the credentials of NATS_URL "
+                "(or CONTINUITY_NATS_NKEY_SEED_FILE)",
+            )
+            return EXIT_CONFIGURATION
+        log.info("service_stopped", before="connected")
         return 0
     watch_task = asyncio.create_task(watch.run(nc))
     js = nc.jetstream()

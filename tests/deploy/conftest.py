@@ -98,6 +98,12 @@ TENANTS: Mapping[str, tuple[str, ...]] = {"runner-a": ("t1",), "runner-b": ("t1"
 """The tenants each runner is issued for (the tests' sessions are of tenant t1)."""
 
 
+def inbox(who: str) -> str:
+    """The inbox prefix a user of CONTINUITY (`_INBOX.<user>`) or a runner (`_INBOX.<runner_id>`)
+    connects with: under the shipped authorization each may subscribe below its own only."""
+    return f"_INBOX.{who}"
+
+
 def env_name(user: str) -> str:
     return f"CONTINUITY_NATS_{user.upper().replace('-', '_')}_PASSWORD"
 

@@ -46,6 +46,7 @@ from tests.deploy.conftest import (
     authorized_services,
     continuity,
     free_port,
+    inbox,
     issued_stack,
     start_server,
 )
@@ -100,9 +101,9 @@ async def connect(stack: Stack) -> AsyncIterator[Connect]:
         async def on_error(err: Exception) -> None:
             errors.append(str(err))
 
-        options: dict[str, object] = {}
+        options: dict[str, object] = {"inbox_prefix": inbox(who)}
         if who in RUNNERS:
-            options = {"nkeys_seed": str(seed or stack.seeds[who]), "inbox_prefix": f"_INBOX.{who}"}
+            options["nkeys_seed"] = str(seed or stack.seeds[who])
         nc = await nats.connect(
             stack.url(None if who in RUNNERS else who),
             error_cb=on_error,
@@ -447,7 +448,7 @@ async def test_the_console_serves_its_pages_as_the_console_user(
         ),
     )
     app = RunningApp(console, make_config(stack.url("console"), redis_server.url))
-    await app.start()  # its live view of the decisions is an ordered consumer: created, bound
+    await app.start()  # its live view of the decisions reads the stream by sequence
     try:
         runner = await connect("runner-a")
         await runner.nc.jetstream().publish(
@@ -547,7 +548,7 @@ async def test_the_console_with_the_development_login_signs_in_and_out_as_the_co
     finally:
         await app.stop()
     assert stack.violations_of(("console",)) == []
-    operator = await nats.connect(stack.url("operator"))
+    operator = await nats.connect(stack.url("operator"), inbox_prefix=inbox("operator"))
     try:
         info = await operator.jetstream().stream_info(f"KV_{BUCKET}")
         assert info.state.messages == 1  # the one session signed out

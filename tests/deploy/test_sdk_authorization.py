@@ -26,7 +26,7 @@ from continuity_runner import (
 
 from continuity.devstack.servers import RedisServer
 from shared.contract import subjects
-from tests.deploy.conftest import Stack, authorized_services, issued_stack
+from tests.deploy.conftest import Stack, authorized_services, inbox, issued_stack
 from tests.support import wait_for
 
 pytestmark = pytest.mark.asyncio
@@ -120,7 +120,7 @@ async def test_a_runner_cannot_read_another_runners_decisions(services: None, st
     impostor = await _runner(
         stack, "runner-b", seed_of="runner-a", inbox_prefix="_INBOX.runner-a", create_consumer=False
     )
-    operator = await nats.connect(stack.url("operator"))
+    operator = await nats.connect(stack.url("operator"), inbox_prefix=inbox("operator"))
     try:
         session = _session()
         await owner.commit(session, "ns-1", "codex", "m", "/w", "same_session_only", cursor="c1")

@@ -37,6 +37,7 @@ from tests.deploy.conftest import (
     Stack,
     acontinuity,
     authorized_services,
+    inbox,
     issued_stack,
     start_server,
 )
@@ -111,9 +112,9 @@ async def connect(stack: Stack) -> AsyncIterator[Callable[[str], Awaitable[Conn]
             errors.append(str(err))
 
         runner = who in TENANTS
-        options: dict[str, Any] = (
-            {"nkeys_seed": str(stack.seeds[who]), "inbox_prefix": f"_INBOX.{who}"} if runner else {}
-        )
+        options: dict[str, Any] = {"inbox_prefix": inbox(who)}
+        if runner:
+            options["nkeys_seed"] = str(stack.seeds[who])
         nc = await nats.connect(
             stack.url(None if runner else who),
             error_cb=on_error,
@@ -507,8 +508,8 @@ async def test_removing_a_runner_revokes_it_and_takes_it_out_of_nats(
 async def test_the_operator_and_the_console_may_not_delete_the_runs_index_consumer(
     services: None, connect: Callable[[str], Awaitable[Conn]]
 ) -> None:
-    """The operator deletes runners' decisions consumers (`runners remove`), the console its
-    own ordered consumers: neither the reconciliation service's runs index."""
+    """The operator deletes runners' decisions consumers (`runners remove`), the console none:
+    neither may delete the reconciliation service's runs index."""
     operator, console = await connect("operator"), await connect("console")
     for user in (operator, console):
         await user.nc.publish(RUNS_INDEX_DELETE, b"", reply=user.nc.new_inbox())

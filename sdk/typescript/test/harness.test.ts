@@ -137,16 +137,30 @@ describe("the harness table", () => {
     }
   });
 
-  it("is in the npm package", () => {
-    const done = spawnSync("npm", ["pack", "--dry-run", "--ignore-scripts", "--json"], {
-      cwd: join(ROOT, "sdk", "typescript"),
-      encoding: "utf8",
-      timeout: 120_000,
-    });
-    assert.equal(done.status, 0, done.stderr);
-    const paths = (JSON.parse(done.stdout) as { files: { path: string }[] }[])[0]!.files.map((f) => f.path);
-    assert.ok(paths.includes("dist/src/harness/harnesses.json"), "the table is packed");
-    assert.ok(paths.includes("dist/src/harness/index.js"));
+  it("is in the npm package, and the packed adapters read it", () => {
+    const dir = mkdtempSync(join(tmpdir(), "continuity-harness-pack-"));
+    try {
+      const done = spawnSync("npm", ["pack", "--ignore-scripts", "--json", "--pack-destination", dir], {
+        cwd: join(ROOT, "sdk", "typescript"),
+        encoding: "utf8",
+        timeout: 120_000,
+      });
+      assert.equal(done.status, 0, done.stderr);
+      const [packed] = JSON.parse(done.stdout) as { filename: string; files: { path: string }[] }[];
+      const paths = packed!.files.map((f) => f.path);
+      assert.ok(paths.includes("dist/src/harness/harnesses.json"), "the table is packed");
+      assert.ok(!paths.some((p) => p.startsWith("scripts/")), "the build's own script is not");
+      assert.equal(spawnSync("tar", ["-xzf", join(dir, packed!.filename), "-C", dir]).status, 0);
+      // The harness modules need none of the package's dependencies: imported from the tarball's files.
+      const check = `const { adapter } = await import(${JSON.stringify(join(dir, "package", "dist", "src", "harness", "index.js"))});
+const a = adapter("claude-code").assess({ exit_code: 1, stderr: "No conversation found with session ID: x" });
+console.log(JSON.stringify(a));`;
+      const run = spawnSync(process.execPath, ["--input-type=module", "-e", check], { encoding: "utf8", timeout: 60_000 });
+      assert.equal(run.status, 0, run.stderr);
+      assert.deepEqual(JSON.parse(run.stdout), { failure_class: "native_session_missing", rule: "claude-code.missing.stderr" });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it("names an unknown harness", () => {

@@ -35,20 +35,30 @@ from shared.contract.tenancy import MAX_TENANTS, RunnerPutRequest, RunnerRecord,
 ACCOUNTS_FILE = "runners.conf"
 IMPORTS_FILE = "runner-imports.conf"
 
+RUNNER_MAX_PAYLOAD = 72 * 1024
+"""The largest message a runner's connection may publish: an event or a request of the contract
+(MAX_EVENT_BYTES, MAX_REQUEST_BYTES: 64 KiB) with room for its headers. Larger ones close the
+runner's connection at the server, so that its share of CONTINUITY_EVENTS is bounded in bytes
+as well as in messages (`max_msgs_per_subject`, shared/platform/bus/streams.py)."""
+
 # One account per runner: what it may publish and subscribe, what it imports from CONTINUITY,
 # and its archive subject exported to CONTINUITY (which imports it, IMPORT_TEMPLATE). Its
 # permissions and its imports name the same subjects: the permission refuses at once what the
-# missing import would leave without a responder.
+# missing import would leave without a responder. Its events go on the subject of the one event
+# type of the contract (section 4.1), so that the events stream's per-subject limit is a limit
+# per runner.
 ACCOUNT_TEMPLATE = """\
 # runner {runner_id}
 RUNNER_{runner_id}: {{
+  # at most {max_payload} bytes a message (RUNNER_MAX_PAYLOAD in continuity/cli/runners.py)
+  limits: {{ max_payload: {max_payload} }}
   users: [
     {{
       nkey: {public_key}
       permissions: {{
         publish: {{
           allow: [
-            "continuity.events.{runner_id}.*"
+            "continuity.events.{runner_id}.resume_failed"
             "continuity.sessions.{runner_id}.decide"
             "continuity.sessions.{runner_id}.commit"
             "continuity.sessions.{runner_id}.get"
@@ -72,7 +82,7 @@ RUNNER_{runner_id}: {{
     {{ service: {{ account: CONTINUITY, subject: "continuity.sessions.{runner_id}.get" }} }}
     {{ service: {{ account: CONTINUITY, subject: "continuity.sessions.{runner_id}.reject" }} }}
     {{ service: {{ account: CONTINUITY, subject: "continuity.sessions.{runner_id}.claim" }} }}
-    {{ service: {{ account: CONTINUITY, subject: "continuity.events.{runner_id}.*" }} }}
+    {{ service: {{ account: CONTINUITY, subject: "continuity.events.{runner_id}.resume_failed" }} }}
     {{ service: {{
       account: CONTINUITY, subject: "$JS.API.CONSUMER.MSG.NEXT.CONTINUITY_DECISIONS.{runner_id}"
     }} }}
@@ -100,7 +110,7 @@ RESTART = (
 
 
 def account_block(runner_id: str, public_key: str) -> str:
-    return ACCOUNT_TEMPLATE.format(runner_id=runner_id, public_key=public_key)
+    return ACCOUNT_TEMPLATE.format(runner_id=runner_id, public_key=public_key, max_payload=RUNNER_MAX_PAYLOAD)
 
 
 def import_entry(runner_id: str) -> str:

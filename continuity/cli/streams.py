@@ -69,7 +69,7 @@ def _wanted(args: argparse.Namespace) -> tuple[list[Any], list[streams.DurableCo
     config = Config.from_env()
     replicas = args.replicas or config.stream_replicas
     return (
-        streams.stream_configs(replicas, config.duplicate_window_s),
+        streams.stream_configs(replicas, config.duplicate_window_s, streams.StreamLimits.of(config)),
         # The consumers the services' specs declare: the ones they create at start.
         registry.durable_consumers(replicas, config.ack_wait_s),
     )

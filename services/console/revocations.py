@@ -20,6 +20,9 @@ from shared.platform.logs import Log
 log = Log("continuity.console")
 
 BUCKET = "continuity_console_revoked"
+BUCKET_MAX_BYTES = 16 * 1024 * 1024
+"""What the bucket may hold: each signed-out session is a key without a value, for one session
+lifetime; full, a sign-out fails rather than an older one being forgotten."""
 _KEY = re.compile(r"^[A-Za-z0-9_-]{1,64}\Z")  # a session id (`secrets.token_urlsafe`)
 
 
@@ -47,7 +50,12 @@ class Revocations:
         except BucketNotFoundError:
             # Replicas starting together create the same configuration: JetStream accepts both.
             return await js.create_key_value(
-                bucket=BUCKET, ttl=float(ttl_s), history=1, replicas=replicas, storage=StorageType.FILE
+                bucket=BUCKET,
+                ttl=float(ttl_s),
+                history=1,
+                replicas=replicas,
+                storage=StorageType.FILE,
+                max_bytes=BUCKET_MAX_BYTES,  # the shipped authorization refuses a stream without one
             )
         kept = (await js.stream_info(f"KV_{BUCKET}")).config.max_age
         if kept and kept < ttl_s:

@@ -23,6 +23,9 @@ class ConfigError(ValueError):
     """A configuration variable has a value that cannot be used."""
 
 
+MIB = 1024 * 1024
+
+
 @dataclass(frozen=True)
 class Config:
     nats_url: str = "nats://127.0.0.1:4222"
@@ -106,6 +109,26 @@ class Config:
 
     duplicate_window_s: float = 120.0
     """CONTINUITY_DUPLICATE_WINDOW_S: the streams' `Nats-Msg-Id` duplicate window."""
+
+    events_max_bytes: int = 1024 * MIB
+    """CONTINUITY_EVENTS_MAX_BYTES: what CONTINUITY_EVENTS may hold (bytes, or with Ki, Mi or
+    Gi); full, its oldest events go. JetStream reserves every stream's size in the server's
+    store (`max_file_store`): the four together must fit it."""
+
+    decisions_max_bytes: int = 1024 * MIB
+    """CONTINUITY_DECISIONS_MAX_BYTES: the same for CONTINUITY_DECISIONS."""
+
+    work_max_bytes: int = 256 * MIB
+    """CONTINUITY_WORK_MAX_BYTES: the same for CONTINUITY_WORK, which refuses new work items when
+    full (their publishers try again) rather than drop waiting ones."""
+
+    dead_max_bytes: int = 512 * MIB
+    """CONTINUITY_DEAD_MAX_BYTES: the same for CONTINUITY_DEAD; full, its oldest letters go."""
+
+    stream_messages_per_runner: int = 2048
+    """CONTINUITY_STREAM_MESSAGES_PER_RUNNER: the messages of one runner CONTINUITY_EVENTS and
+    CONTINUITY_DECISIONS keep (`max_msgs_per_subject`: each of their subjects names one runner);
+    past it that runner's oldest go, never another runner's."""
 
     max_deliver: int = 5
     """CONTINUITY_MAX_DELIVER: deliveries of a message before it moves to `continuity.dead.exhausted`."""
@@ -245,6 +268,13 @@ class Config:
             metrics_port=_int(env, "CONTINUITY_METRICS_PORT", d.metrics_port, lo=0, hi=65535),
             stream_replicas=_int(env, "CONTINUITY_STREAM_REPLICAS", d.stream_replicas, lo=1, hi=5),
             duplicate_window_s=_float(env, "CONTINUITY_DUPLICATE_WINDOW_S", d.duplicate_window_s),
+            events_max_bytes=_bytes(env, "CONTINUITY_EVENTS_MAX_BYTES", d.events_max_bytes),
+            decisions_max_bytes=_bytes(env, "CONTINUITY_DECISIONS_MAX_BYTES", d.decisions_max_bytes),
+            work_max_bytes=_bytes(env, "CONTINUITY_WORK_MAX_BYTES", d.work_max_bytes),
+            dead_max_bytes=_bytes(env, "CONTINUITY_DEAD_MAX_BYTES", d.dead_max_bytes),
+            stream_messages_per_runner=_int(
+                env, "CONTINUITY_STREAM_MESSAGES_PER_RUNNER", d.stream_messages_per_runner, lo=1, hi=10**9
+            ),
             max_deliver=_int(env, "CONTINUITY_MAX_DELIVER", d.max_deliver, lo=1, hi=1000),
             nak_delay_s=_float(env, "CONTINUITY_NAK_DELAY_S", d.nak_delay_s),
             ack_wait_s=_float(env, "CONTINUITY_ACK_WAIT_S", d.ack_wait_s),
@@ -452,6 +482,24 @@ def _int(env: Mapping[str, str], name: str, default: int, *, lo: int, hi: int) -
         raise ConfigError(f"{name}: expected a whole number, got {raw!r}") from None
     if not lo <= value <= hi:
         raise ConfigError(f"{name}: must be between {lo} and {hi}, got {value}")
+    return value
+
+
+_UNITS = {"": 1, "Ki": 1024, "Mi": MIB, "Gi": 1024 * MIB}
+_SIZE = re.compile(r"^([0-9]+)(Ki|Mi|Gi)?\Z")
+
+
+def _bytes(env: Mapping[str, str], name: str, default: int) -> int:
+    """A size: a whole number of bytes, or of Ki, Mi or Gi; from 1 MiB to 1 TiB."""
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    found = _SIZE.match(raw)
+    if found is None:
+        raise ConfigError(f"{name}: expected bytes such as 1073741824 or 1Gi, got {raw!r}")
+    value = int(found.group(1)) * _UNITS[found.group(2) or ""]
+    if not MIB <= value <= 1024 * 1024 * MIB:
+        raise ConfigError(f"{name}: must be between 1Mi and 1024Gi, got {raw}")
     return value
 
 

@@ -26,7 +26,7 @@ from nats.js import JetStreamContext
 
 from shared.platform import logs, metrics, tls, tracing
 from shared.platform.bus.connection import Login, Stopped, connect
-from shared.platform.bus.streams import ensure_streams
+from shared.platform.bus.streams import StreamLimits, ensure_streams
 from shared.platform.config import Config, ConfigError
 from shared.platform.redis import Redis
 
@@ -170,7 +170,7 @@ async def _connect_redis(config: Config, stop: asyncio.Event) -> Redis | None:
 
 async def _ensure_streams(js: JetStreamContext, config: Config, stop: asyncio.Event) -> None:
     async def attempt() -> None:
-        await ensure_streams(js, config.stream_replicas, config.duplicate_window_s)
+        await ensure_streams(js, config.stream_replicas, config.duplicate_window_s, StreamLimits.of(config))
 
     await _retrying(attempt, stop, "streams_unavailable")
 

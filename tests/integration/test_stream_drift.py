@@ -230,10 +230,19 @@ async def test_limits_of_an_existing_stream_are_kept_reported_and_applied_on_req
     )
 
     drifts = await streams.ensure_streams(js, replicas=1, duplicate_window_s=120)
+    limits = streams.StreamLimits()
     assert {(d.stream, d.field, d.stored, d.configured) for d in drifts} == {
         (subjects.EVENTS_STREAM, "max_age", "3600", "604800"),
         (subjects.EVENTS_STREAM, "max_msgs", "1000", "-1"),
         (subjects.EVENTS_STREAM, "duplicate_window", "60", "120"),
+        # A stream made before the streams had a size and a share per runner.
+        (subjects.EVENTS_STREAM, "max_bytes", "-1", str(limits.events_max_bytes)),
+        (
+            subjects.EVENTS_STREAM,
+            "max_msgs_per_subject",
+            "-1",
+            str(limits.per_runner_messages),
+        ),
     }
     spec = next(c for c in registry.durable_consumers(1, 30.0) if c.durable == subjects.CLASSIFIER_CONSUMER)
     consumer_drifts = await streams.ensure_consumer(js, spec)
@@ -257,6 +266,8 @@ async def test_limits_of_an_existing_stream_are_kept_reported_and_applied_on_req
         (subjects.EVENTS_STREAM, None, "max_age"),
         (subjects.EVENTS_STREAM, None, "max_msgs"),
         (subjects.EVENTS_STREAM, None, "duplicate_window"),
+        (subjects.EVENTS_STREAM, None, "max_bytes"),
+        (subjects.EVENTS_STREAM, None, "max_msgs_per_subject"),
         (subjects.EVENTS_STREAM, subjects.CLASSIFIER_CONSUMER, "ack_wait"),
         (subjects.EVENTS_STREAM, subjects.CLASSIFIER_CONSUMER, "max_ack_pending"),
     }
@@ -270,6 +281,10 @@ async def test_limits_of_an_existing_stream_are_kept_reported_and_applied_on_req
     assert code == 0, err
     info = await js.stream_info(subjects.EVENTS_STREAM)
     assert (info.config.max_age, info.config.max_msgs, info.config.duplicate_window) == (604800.0, -1, 120.0)
+    assert (info.config.max_bytes, info.config.max_msgs_per_subject) == (
+        limits.events_max_bytes,
+        limits.per_runner_messages,
+    )
     assert (
         await js.consumer_info(subjects.EVENTS_STREAM, subjects.CLASSIFIER_CONSUMER)
     ).config.ack_wait == 30.0

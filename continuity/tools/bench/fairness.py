@@ -223,6 +223,9 @@ def main(args: argparse.Namespace) -> int:
     # The shipped limits: the flood meets its runner's event quota, as it would in production.
     env = classifier_env(limits=True)
     env["CONTINUITY_TENANT_RECOVERY_BUDGET"] = "1000000000"  # both runners share one tenant
+    # Every event of the flood is waited for: none may leave the events stream before the
+    # classifier took it (the classifier, started first, creates the streams with this).
+    env["CONTINUITY_STREAM_MESSAGES_PER_RUNNER"] = str(max(args.flood, args.quiet_events) * 2)
     if args.unfair:
         env |= {"CONTINUITY_RUNNER_IN_FLIGHT": "256", "CONTINUITY_RUNNER_EVENT_RATE": "1000000"}
         env |= {"CONTINUITY_RUNNER_EVENT_BURST": "1000000"}

@@ -33,13 +33,40 @@ from nats.js.errors import BadRequestError, NotFoundError
 
 from shared.contract import subjects
 from shared.platform import metrics
-from shared.platform.config import MAX_IN_FLIGHT
+from shared.platform.config import MAX_IN_FLIGHT, Config
 from shared.platform.logs import Log
 
 log = Log("continuity.streams")
 
 DAY_S = 86400.0
 MAX_ACK_PENDING = MAX_IN_FLIGHT
+
+
+@dataclass(frozen=True)
+class StreamLimits:
+    """What each stream may hold (docs/configuration.md). JetStream reserves each stream's
+    `max_bytes` in the server's store (`max_file_store`), so together they must fit it."""
+
+    events_max_bytes: int = Config.events_max_bytes
+    decisions_max_bytes: int = Config.decisions_max_bytes
+    work_max_bytes: int = Config.work_max_bytes
+    dead_max_bytes: int = Config.dead_max_bytes
+    per_runner_messages: int = Config.stream_messages_per_runner
+    """`max_msgs_per_subject` of CONTINUITY_EVENTS and CONTINUITY_DECISIONS, whose subjects carry
+    one runner_id each (a runner's account may publish its events on one subject,
+    `continuity.events.<runner_id>.resume_failed`): past it, that runner's oldest messages go,
+    never another runner's. A runner that floods keeps at most this many events, each at most
+    its account's `max_payload` (runners.conf)."""
+
+    @classmethod
+    def of(cls, config: Config) -> StreamLimits:
+        return cls(
+            config.events_max_bytes,
+            config.decisions_max_bytes,
+            config.work_max_bytes,
+            config.dead_max_bytes,
+            config.stream_messages_per_runner,
+        )
 
 
 def _stream(
@@ -49,21 +76,31 @@ def _stream(
     max_age_s: float | None,
     replicas: int,
     duplicate_window_s: float,
+    max_bytes: int,
+    *,
+    per_subject: int = -1,
+    discard: DiscardPolicy = DiscardPolicy.OLD,
 ) -> StreamConfig:
     return StreamConfig(
         name=name,
         subjects=subjects_,
         retention=retention,
         max_age=max_age_s,
+        max_bytes=max_bytes,
+        max_msgs_per_subject=per_subject,  # -1: no limit
         storage=StorageType.FILE,
         num_replicas=replicas,
         duplicate_window=duplicate_window_s,
-        discard=DiscardPolicy.OLD,
+        discard=discard,
     )
 
 
-def stream_configs(replicas: int, duplicate_window_s: float) -> list[StreamConfig]:
+def stream_configs(
+    replicas: int, duplicate_window_s: float, limits: StreamLimits | None = None
+) -> list[StreamConfig]:
+    limits = limits or StreamLimits()
     return [
+        # Full, the oldest events go; a runner's share is its own subject's limit.
         _stream(
             subjects.EVENTS_STREAM,
             [subjects.EVENTS_ALL],
@@ -71,6 +108,8 @@ def stream_configs(replicas: int, duplicate_window_s: float) -> list[StreamConfi
             7 * DAY_S,
             replicas,
             duplicate_window_s,
+            limits.events_max_bytes,
+            per_subject=limits.per_runner_messages,
         ),
         _stream(
             subjects.DECISIONS_STREAM,
@@ -79,8 +118,11 @@ def stream_configs(replicas: int, duplicate_window_s: float) -> list[StreamConfi
             7 * DAY_S,
             replicas,
             duplicate_window_s,
+            limits.decisions_max_bytes,
+            per_subject=limits.per_runner_messages,
         ),
-        # A work queue: an item leaves the stream when its worker acknowledges it.
+        # A work queue: an item leaves the stream when its worker acknowledges it. Full, it
+        # refuses new items (their publisher's outbox tries again) rather than drop waiting work.
         _stream(
             subjects.WORK_STREAM,
             [subjects.WORK_ARCHIVE, subjects.WORK_RECONCILE],
@@ -88,6 +130,8 @@ def stream_configs(replicas: int, duplicate_window_s: float) -> list[StreamConfi
             None,
             replicas,
             duplicate_window_s,
+            limits.work_max_bytes,
+            discard=DiscardPolicy.NEW,
         ),
         _stream(
             subjects.DEAD_STREAM,
@@ -96,6 +140,7 @@ def stream_configs(replicas: int, duplicate_window_s: float) -> list[StreamConfi
             30 * DAY_S,
             replicas,
             duplicate_window_s,
+            limits.dead_max_bytes,
         ),
     ]
 
@@ -179,6 +224,7 @@ _STREAM_FIELDS: dict[str, Callable[[StreamConfig], Any]] = {
     "max_age": lambda c: float(c.max_age or 0),
     "max_msgs": lambda c: -1 if c.max_msgs is None else c.max_msgs,
     "max_bytes": lambda c: -1 if c.max_bytes is None else c.max_bytes,
+    "max_msgs_per_subject": lambda c: -1 if c.max_msgs_per_subject in (None, 0) else c.max_msgs_per_subject,
     "max_msg_size": lambda c: -1 if c.max_msg_size is None else c.max_msg_size,
     "duplicate_window": lambda c: float(c.duplicate_window or 0),
     "discard": lambda c: c.discard or DiscardPolicy.OLD,
@@ -252,12 +298,15 @@ async def _create_stream(js: JetStreamContext, config: StreamConfig) -> StreamCo
 
 
 async def ensure_streams(
-    js: JetStreamContext, replicas: int = 1, duplicate_window_s: float = 120
+    js: JetStreamContext,
+    replicas: int = 1,
+    duplicate_window_s: float = 120,
+    limits: StreamLimits | None = None,
 ) -> list[Drift]:
     """Create the streams that are missing; leave existing ones exactly as they are and report
     (log and metric) how they differ from this configuration. Returns the differences."""
     found: list[Drift] = []
-    for config in stream_configs(replicas, duplicate_window_s):
+    for config in stream_configs(replicas, duplicate_window_s, limits):
         assert config.name is not None
         try:
             stored: StreamConfig | None = (await js.stream_info(config.name)).config

@@ -371,13 +371,14 @@ async def test_bad_input_is_refused_before_anything_is_probed_or_sent(
     }
     adapter = harness.adapter("claude-code")
     missing = CASES["claude-code.real.missing-exit1"]["outcome"]
-    for outcome, changes, code in [
+    cases: list[tuple[Any, dict[str, Any], str]] = [
         ({"exit_code": 1, "stdout": "x" * (4 * 1024 * 1024), "stderr": "y"}, {}, "payload_too_large"),
         ({"exit_code": "1", "stdout": "", "stderr": ""}, {}, "invalid_field"),
         (missing, {"run_id": "run id with spaces"}, "invalid_field"),
         (missing, {"attempt": 0}, "invalid_field"),
         (missing, {"native_session_id": "a/b"}, "invalid_field"),
-    ]:
+    ]
+    for outcome, changes, code in cases:
         with pytest.raises(InvalidRequest) as refused:
             await runner.recover(adapter, outcome, **(good | changes))
         assert refused.value.code == code

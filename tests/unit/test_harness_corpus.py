@@ -123,8 +123,8 @@ def test_the_shapes_seen_in_the_field_are_in_the_corpus(shape: str, expected: st
     def text(case: dict[str, Any]) -> str:
         return (
             json.dumps(case["outcome"], ensure_ascii=False)
-            + case["outcome"]["stdout"]
-            + case["outcome"]["stderr"]
+            + str(case["outcome"]["stdout"])
+            + str(case["outcome"]["stderr"])
         )
 
     assert any(shape in text(c) and c["expect"]["failure_class"] == expected for c in CASES), (

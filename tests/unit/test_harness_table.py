@@ -37,7 +37,8 @@ NAMES = [
 
 
 def raw() -> dict[str, Any]:
-    return json.loads(TABLE.read_text())
+    table: dict[str, Any] = json.loads(TABLE.read_text())
+    return table
 
 
 def validate(table: dict[str, Any]) -> harness.Table:
@@ -85,7 +86,7 @@ def test_every_harness_ends_with_the_two_rules_that_make_it_total() -> None:
         assert success.failure_class is None and success.when in (harness.When(), harness.When(exit="any"))
 
 
-outcomes = st.builds(
+outcomes: st.SearchStrategy[dict[str, Any]] = st.builds(
     dict,
     exit_code=st.one_of(st.none(), st.integers(-300, 300)),
     stdout=st.one_of(
@@ -343,7 +344,7 @@ def test_a_range_that_is_not_one_is_refused(bad: str) -> None:
 
 def rules(*when: dict[str, Any]) -> list[harness.Rule]:
     """Rules `t.r0`, `t.r1`... (class unclassified) for `when`s, then a catch-all `t.any`."""
-    items = [
+    items: list[dict[str, Any]] = [
         {"id": f"t.r{i}", "class": "unclassified", "when": w, "evidence": ["test"], "note": ""}
         for i, w in enumerate(when)
     ]

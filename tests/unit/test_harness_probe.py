@@ -101,6 +101,7 @@ def claude_session(tmp_path: Path, cwd: Path, env: dict[str, str]) -> str:
     ],
 )
 def test_claude_code_sessions_are_where_the_real_claude_writes_them(tmp_path: Path, folder: str) -> None:
+    cli("claude")  # skips, naming `make harnesses`, when the CLI is not installed
     env = env_for(tmp_path)
     cwd = tmp_path / folder
     session_id = claude_session(tmp_path, cwd, env)
@@ -118,6 +119,7 @@ def test_claude_code_sessions_are_where_the_real_claude_writes_them(tmp_path: Pa
 def test_claude_code_finds_a_session_from_another_working_directory_and_so_does_the_probe(
     tmp_path: Path,
 ) -> None:
+    cli("claude")  # skips, naming `make harnesses`, when the CLI is not installed
     env = env_for(tmp_path)
     session_id = claude_session(tmp_path, tmp_path / "first", env)
     other = tmp_path / "second"
@@ -139,6 +141,7 @@ def test_claude_code_finds_a_session_from_another_working_directory_and_so_does_
 
 
 def test_claude_code_names_the_project_folder_after_claude_code_project_dir_name(tmp_path: Path) -> None:
+    cli("claude")  # skips, naming `make harnesses`, when the CLI is not installed
     env = env_for(tmp_path, CLAUDE_CODE_PROJECT_DIR_NAME="my-project")
     session_id = claude_session(tmp_path, tmp_path / "work", env)
     assert (Path(env["CLAUDE_CONFIG_DIR"]) / "projects" / "my-project" / f"{session_id}.jsonl").is_file()
@@ -151,6 +154,7 @@ def test_claude_code_names_the_project_folder_after_claude_code_project_dir_name
 
 
 def test_codex_rollouts_are_where_the_real_codex_writes_them(tmp_path: Path) -> None:
+    cli("codex")  # skips, naming `make harnesses`, when the CLI is not installed
     env = env_for(tmp_path)
     work = tmp_path / "work"
     work.mkdir()
@@ -175,6 +179,7 @@ def test_codex_rollouts_are_where_the_real_codex_writes_them(tmp_path: Path) -> 
 
 
 def test_gemini_sessions_are_where_the_real_gemini_writes_them(tmp_path: Path) -> None:
+    cli("gemini")  # skips, naming `make harnesses`, when the CLI is not installed
     env = env_for(tmp_path, GEMINI_API_KEY="not-a-key")
     work = tmp_path / "work"
     work.mkdir()

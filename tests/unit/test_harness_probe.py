@@ -32,7 +32,7 @@ UUID_TAIL = "-1f0a-4c4e-9a43-5c1d2e3f4a5b"
 def cli(name: str) -> Path:
     path = BIN / name
     if not path.exists():
-        pytest.skip(f"{path} is not installed: `make harnesses` installs the pinned CLIs (tests/harnesses)")
+        pytest.fail(f"{path} is not installed: `make harnesses` installs the pinned CLIs (tests/harnesses)")
     return path
 
 
@@ -101,7 +101,7 @@ def claude_session(tmp_path: Path, cwd: Path, env: dict[str, str]) -> str:
     ],
 )
 def test_claude_code_sessions_are_where_the_real_claude_writes_them(tmp_path: Path, folder: str) -> None:
-    cli("claude")  # skips, naming `make harnesses`, when the CLI is not installed
+    cli("claude")  # fails, naming `make harnesses`, when the CLI is not installed
     env = env_for(tmp_path)
     cwd = tmp_path / folder
     session_id = claude_session(tmp_path, cwd, env)
@@ -119,7 +119,7 @@ def test_claude_code_sessions_are_where_the_real_claude_writes_them(tmp_path: Pa
 def test_claude_code_finds_a_session_from_another_working_directory_and_so_does_the_probe(
     tmp_path: Path,
 ) -> None:
-    cli("claude")  # skips, naming `make harnesses`, when the CLI is not installed
+    cli("claude")  # fails, naming `make harnesses`, when the CLI is not installed
     env = env_for(tmp_path)
     session_id = claude_session(tmp_path, tmp_path / "first", env)
     other = tmp_path / "second"
@@ -141,7 +141,7 @@ def test_claude_code_finds_a_session_from_another_working_directory_and_so_does_
 
 
 def test_claude_code_names_the_project_folder_after_claude_code_project_dir_name(tmp_path: Path) -> None:
-    cli("claude")  # skips, naming `make harnesses`, when the CLI is not installed
+    cli("claude")  # fails, naming `make harnesses`, when the CLI is not installed
     env = env_for(tmp_path, CLAUDE_CODE_PROJECT_DIR_NAME="my-project")
     session_id = claude_session(tmp_path, tmp_path / "work", env)
     assert (Path(env["CLAUDE_CONFIG_DIR"]) / "projects" / "my-project" / f"{session_id}.jsonl").is_file()
@@ -154,7 +154,7 @@ def test_claude_code_names_the_project_folder_after_claude_code_project_dir_name
 
 
 def test_codex_rollouts_are_where_the_real_codex_writes_them(tmp_path: Path) -> None:
-    cli("codex")  # skips, naming `make harnesses`, when the CLI is not installed
+    cli("codex")  # fails, naming `make harnesses`, when the CLI is not installed
     env = env_for(tmp_path)
     work = tmp_path / "work"
     work.mkdir()
@@ -179,7 +179,7 @@ def test_codex_rollouts_are_where_the_real_codex_writes_them(tmp_path: Path) -> 
 
 
 def test_gemini_sessions_are_where_the_real_gemini_writes_them(tmp_path: Path) -> None:
-    cli("gemini")  # skips, naming `make harnesses`, when the CLI is not installed
+    cli("gemini")  # fails, naming `make harnesses`, when the CLI is not installed
     env = env_for(tmp_path, GEMINI_API_KEY="not-a-key")
     work = tmp_path / "work"
     work.mkdir()

@@ -521,3 +521,11 @@ def test_json_equal() -> None:
     assert not harness.json_equal("1", 1) and not harness.json_equal(None, 0)
     assert not harness.json_equal({"a": 1}, {"a": 1, "b": 2}) and not harness.json_equal([1], (1,))
     assert not harness.json_equal(float("nan"), float("nan"))
+
+
+def test_an_error_type_with_a_lone_surrogate_is_classified_not_crashed() -> None:
+    # A lone surrogate cannot be encoded to UTF-8 strictly: measuring the outcome must not fail.
+    assessed = harness.adapter("openai-agents").assess(
+        harness.Outcome(exit_code=None, error=harness.OutcomeError(type="Err\ud800or", code=None))
+    )
+    assert assessed.rule.startswith("openai-agents.")

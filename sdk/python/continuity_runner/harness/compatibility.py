@@ -64,7 +64,7 @@ PATH_COMPONENTS: frozenset[str] = frozenset({"cwd"})
 
 DIGEST_PATTERN = re.compile(r"^[0-9a-f]{64}\Z")
 
-_VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.\d+)?(?:[-+].*)?\Z")
+_VERSION = re.compile(r"^([0-9]+)\.([0-9]+)(?:\.[0-9]+)?(?:[-+].*)?\Z")
 
 
 def executable(harness: str, version: str) -> str:

@@ -113,7 +113,9 @@ def check_outcome(outcome: OutcomeInput) -> Outcome:
         code = error.code
         if code is not None and not isinstance(code, str) and not _is_safe_int(code):
             raise InvalidRequest("error.code must be a string, an integer or None", field="error.code")
-        size += len(msgspec.json.encode(error))
+        # Measured without encoding to UTF-8 first: a lone surrogate is refused by a strict encoder.
+        error_json = json.dumps({"type": error.type, "code": code}, ensure_ascii=False, separators=(",", ":"))
+        size += _utf8_size(error_json)
     if size > MAX_OUTCOME_BYTES:
         raise InvalidRequest(
             f"the outcome is {size} bytes: more than {MAX_OUTCOME_BYTES} are refused",

@@ -81,3 +81,33 @@ def test_the_service_table_names_every_durable_consumer_and_the_runs_list() -> N
     assert f"`{subjects.RUNS_INDEX_CONSUMER}`" in SERVICES_TABLE
     assert f"`{subjects.RUNS_LIST}`" in SERVICES_TABLE
     assert "| [console](services/console) |" in SERVICES_TABLE
+
+
+def test_the_invariant_count_the_readme_gives_is_the_policy_s() -> None:
+    from shared.policy.invariants import INVARIANTS
+
+    words = {5: "five", 6: "six", 7: "seven", 8: "eight", 9: "nine", 10: "ten", 11: "eleven"}
+    assert f"one of {words[len(INVARIANTS)]} invariants" in " ".join(OPERATIONS.split())
+
+
+def test_the_harness_paragraph_names_every_harness_and_class_and_a_real_command() -> None:
+    from continuity_runner import harness
+
+    paragraph = " ".join(README.split("**Harness adapters**", 1)[1].split("\n\n", 1)[0].split())
+    titles = {
+        "claude-code": "Claude Code",
+        "codex": "Codex (CLI",
+        "codex-app-server": "app-server",
+        "gemini-cli": "Gemini CLI",
+        "opencode": "OpenCode",
+        "claude-agent-sdk": "Claude Agent SDK",
+        "openai-agents": "OpenAI Agents SDK",
+        "acp": "ACP agents",
+    }
+    assert set(titles) == set(harness.names())
+    for title in titles.values():
+        assert title in paragraph, title
+    for cls in ("native_session_missing", "context_overflow", "transcript_corrupt", "session_busy"):
+        assert f"`{cls}`" in paragraph
+    classify = _subcommands(_subcommands(build_parser())["harness"])["classify"]
+    assert "--harness" in _options(classify)

@@ -247,7 +247,8 @@ def test_dev_overlay() -> None:
 
 def test_helm_values_describe_the_production_data_layer() -> None:
     nats = yaml.safe_load((KUSTOMIZE_DIR.parent / "helm" / "nats-values.yaml").read_text())
-    assert nats["config"]["cluster"] == {"enabled": True, "replicas": 3}
+    cluster = nats["config"]["cluster"]
+    assert (cluster["enabled"], cluster["replicas"], cluster["tls"]["enabled"]) == (True, 3, True)
     store = nats["config"]["jetstream"]["fileStore"]
     assert nats["config"]["jetstream"]["enabled"] and store["enabled"] and store["pvc"]["enabled"]
     assert nats["config"]["monitor"]["enabled"], "KEDA's nats-jetstream scaler reads the monitoring port"
@@ -257,7 +258,8 @@ def test_helm_values_describe_the_production_data_layer() -> None:
     auth = (KUSTOMIZE_DIR.parent / "nats" / "auth.conf").read_text()
     for var in referenced:
         assert f"${var}" in auth
-    assert referenced == set(nats["container"]["env"])
+    routes = {"CONTINUITY_NATS_ROUTE_PASSWORD", "CONTINUITY_NATS_ROUTES"}  # the cluster's own
+    assert referenced | routes == set(nats["container"]["env"])
 
     redis = yaml.safe_load((KUSTOMIZE_DIR.parent / "helm" / "redis-values.yaml").read_text())
     assert redis["architecture"] == "replication"

@@ -161,10 +161,12 @@ def _keys_through_mounts(pod: dict[str, Any], volume: str) -> list[str]:
 # ---- reads of Helm values ---------------------------------------------------------------------------
 
 CHART_RULES: dict[str, list[tuple[Path_, str, dict[str, str]]]] = {
-    # nats/nats 1.x: config.nats.tls mounts `secretName` and reads `cert` and `key` from it;
+    # nats/nats 1.x: config.nats.tls (and config.cluster.tls, the routes') mounts `secretName` and
+    # reads `cert` and `key` from it;
     # tlsCA reads `key`; a nats-box context's tls mounts `secretName` for its `cert` and `key`.
     "nats-values.yaml": [
         (("config", "nats", "tls"), "secretName", {"cert": "tls.crt", "key": "tls.key"}),
+        (("config", "cluster", "tls"), "secretName", {"cert": "tls.crt", "key": "tls.key"}),
         (("tlsCA",), "secretName", {"key": "ca.crt"}),
         (("natsBox", "contexts", "*", "tls"), "secretName", {"cert": "tls.crt", "key": "tls.key"}),
     ],

@@ -143,9 +143,19 @@ def test_the_subjects_the_page_grants_are_in_the_users_permissions(user: str, bl
     assert [s for s in named if s not in allowed] == []
 
 
-@pytest.mark.parametrize("block", ["OPERATOR_PERMISSIONS", "CONSOLE_PERMISSIONS"])
-def test_the_users_that_delete_decisions_consumers_may_not_delete_the_runs_index(block: str) -> None:
+def user_block(block: str) -> str:
     user = AUTH_CONF[AUTH_CONF.index(f"{block} = {{") :]
-    user = user[: user.index("\n}\n")]
+    return user[: user.index("\n}\n")]
+
+
+def test_the_operator_deletes_runners_decisions_consumers_but_not_the_runs_index() -> None:
+    user = user_block("OPERATOR_PERMISSIONS")
     assert "$JS.API.CONSUMER.DELETE.CONTINUITY_DECISIONS." in user
     assert 'deny: [ "$JS.API.CONSUMER.DELETE.CONTINUITY_DECISIONS.continuity:runs-index" ]' in user
+
+
+def test_the_console_has_no_consumer_api() -> None:
+    """A consumer create request may name any deliver subject (the server does not check it
+    against the creator's permissions): the console reads the streams by sequence instead."""
+    user = user_block("CONSOLE_PERMISSIONS")
+    assert "$JS.API.CONSUMER." not in user and "$JS.FC." not in user and "$JS.ACK." not in user

@@ -21,6 +21,9 @@ Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 _HEADER_NAME = re.compile(r"^[A-Za-z0-9-]{1,64}\Z")
 _TOKEN = re.compile(TOKEN_PATTERN)
 MIN_KEY_BYTES = 32
+SIDECAR: tuple[Network, ...] = (ipaddress.ip_network("127.0.0.1/32"),)
+"""The proxy trusted when only the identity header is configured: one in the console's own pod
+(or host), connecting over the loopback interface."""
 TRACE_URL_VARIABLE = "CONTINUITY_CONSOLE_TRACE_URL"
 RUN_ID_PLACEHOLDER = "{run_id}"
 TRACE_URL_MAX_CHARS = 2048
@@ -46,15 +49,33 @@ class ConsoleConfig:
 
     identity_header: str = ""
     """CONTINUITY_CONSOLE_IDENTITY_HEADER: the header in which an authenticating proxy names the
-    signed-in operator (e.g. `X-Forwarded-User`); unset, no proxy is trusted."""
+    signed-in operator (e.g. `X-Forwarded-User`); unset, no proxy is trusted. A request that
+    carries it twice is refused, whoever sends it."""
 
     trusted_proxies: tuple[Network, ...] = ()
-    """CONTINUITY_CONSOLE_TRUSTED_PROXIES: comma-separated addresses or CIDRs of that proxy; a
-    request from anywhere else that carries the header is refused."""
+    """CONTINUITY_CONSOLE_TRUSTED_PROXIES: comma-separated single addresses of that proxy; a
+    request from anywhere else that carries the header is refused. With the header set and this
+    unset, `127.0.0.1`: the proxy runs beside the console, in its pod (a sidecar). A range is
+    refused here: it goes in CONTINUITY_CONSOLE_TRUSTED_PROXY_RANGES, deliberately."""
+
+    trusted_proxy_ranges: tuple[Network, ...] = ()
+    """CONTINUITY_CONSOLE_TRUSTED_PROXY_RANGES: comma-separated CIDRs trusted like the proxy's
+    addresses. Every address in them may name any operator, so use one only when something else
+    (a NetworkPolicy, a firewall) lets nothing but the proxy reach the console from it."""
+
+    forwarded_hops: int = 1
+    """CONTINUITY_CONSOLE_FORWARDED_HOPS: on a request from a trusted proxy, the client is the
+    address this many entries from the right of X-Forwarded-For (1: the one the proxy itself
+    appended; 2 when an ingress that appends its client's address stands before the proxy);
+    0 never reads the header. A request from anyone else is its connection's peer."""
 
     dev_token: str = field(default="", repr=False)
     """CONTINUITY_CONSOLE_DEV_TOKEN: for development, a token typed into the login form, which
     then sets a signed session cookie; unset, the login form is off."""
+
+    dev_token_file: str = ""
+    """CONTINUITY_CONSOLE_DEV_TOKEN_FILE: a file holding that token (its first line), so that
+    it is in no environment variable; not both."""
 
     dev_actor: str = "developer"
     """CONTINUITY_CONSOLE_DEV_ACTOR: the identity recorded for whoever signs in with that token."""
@@ -75,11 +96,14 @@ class ConsoleConfig:
     """CONTINUITY_CONSOLE_REQUEST_TIMEOUT_S: how long a page waits for a service's answer."""
 
     login_failures: int = 5
-    """CONTINUITY_CONSOLE_LOGIN_FAILURES: wrong development tokens one client address may send
-    within the window; the next attempt is refused (429) until the oldest leaves the window."""
+    """CONTINUITY_CONSOLE_LOGIN_FAILURES: wrong development tokens one client (an IPv4 address,
+    an IPv6 /64) may send within the window; its next attempt is refused unchecked (429) until
+    the oldest leaves the window."""
 
     login_failures_total: int = 50
-    """CONTINUITY_CONSOLE_LOGIN_FAILURES_TOTAL: the same for every address together."""
+    """CONTINUITY_CONSOLE_LOGIN_FAILURES_TOTAL: wrong tokens of every client together within the
+    window past which a wrong token is answered 429 instead of 401. It never refuses the right
+    token: one client's failures cannot lock another out."""
 
     login_window_s: int = 60
     """CONTINUITY_CONSOLE_LOGIN_WINDOW_S: the window of those counts, in seconds."""
@@ -108,11 +132,24 @@ class ConsoleConfig:
         if header and not _HEADER_NAME.match(header):
             raise ConfigError("CONTINUITY_CONSOLE_IDENTITY_HEADER: not a header name")
         proxies = parse_networks(env.get("CONTINUITY_CONSOLE_TRUSTED_PROXIES", ""))
-        if header and not proxies:
+        if any(n.num_addresses > 1 for n in proxies):
             raise ConfigError(
-                "CONTINUITY_CONSOLE_TRUSTED_PROXIES: required with CONTINUITY_CONSOLE_IDENTITY_HEADER"
+                "CONTINUITY_CONSOLE_TRUSTED_PROXIES: single addresses only "
+                "(a range goes in CONTINUITY_CONSOLE_TRUSTED_PROXY_RANGES)"
             )
+        ranges = parse_networks(
+            env.get("CONTINUITY_CONSOLE_TRUSTED_PROXY_RANGES", ""), "CONTINUITY_CONSOLE_TRUSTED_PROXY_RANGES"
+        )
+        if header and not proxies and not ranges:
+            proxies = SIDECAR
         dev_token = env.get("CONTINUITY_CONSOLE_DEV_TOKEN", "")
+        dev_token_file = env.get("CONTINUITY_CONSOLE_DEV_TOKEN_FILE", "").strip()
+        if dev_token_file:
+            if dev_token:
+                raise ConfigError(
+                    "CONTINUITY_CONSOLE_DEV_TOKEN_FILE: not with CONTINUITY_CONSOLE_DEV_TOKEN (one token)"
+                )
+            dev_token = _read_token(dev_token_file)
         if dev_token and len(dev_token) < 16:
             raise ConfigError("CONTINUITY_CONSOLE_DEV_TOKEN: at least 16 characters")
         if not header and not dev_token:
@@ -134,7 +171,10 @@ class ConsoleConfig:
             port=_int(env, "CONTINUITY_CONSOLE_PORT", d.port, 0, 65535),
             identity_header=header,
             trusted_proxies=proxies,
+            trusted_proxy_ranges=ranges,
+            forwarded_hops=_int(env, "CONTINUITY_CONSOLE_FORWARDED_HOPS", d.forwarded_hops, 0, 10),
             dev_token=dev_token,
+            dev_token_file=dev_token_file,
             dev_actor=actor,
             session_key=_key(env.get("CONTINUITY_CONSOLE_SESSION_KEY", "")),
             origin=origin,
@@ -193,7 +233,7 @@ def trace_link(template: str, run_id: str) -> str:
     return template.replace(RUN_ID_PLACEHOLDER, quote(run_id, safe=""))
 
 
-def parse_networks(raw: str) -> tuple[Network, ...]:
+def parse_networks(raw: str, name: str = "CONTINUITY_CONSOLE_TRUSTED_PROXIES") -> tuple[Network, ...]:
     networks = []
     for part in (p.strip() for p in raw.split(",")):
         if not part:
@@ -201,8 +241,16 @@ def parse_networks(raw: str) -> tuple[Network, ...]:
         try:
             networks.append(ipaddress.ip_network(part, strict=False))
         except ValueError:
-            raise ConfigError("CONTINUITY_CONSOLE_TRUSTED_PROXIES: not an address or CIDR") from None
+            raise ConfigError(f"{name}: not an address or CIDR") from None
     return tuple(networks)
+
+
+def _read_token(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.readline().strip()
+    except (OSError, UnicodeDecodeError):
+        raise ConfigError(f"CONTINUITY_CONSOLE_DEV_TOKEN_FILE: {path!r} is not a readable file") from None
 
 
 def _key(raw: str) -> bytes:

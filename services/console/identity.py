@@ -1,13 +1,17 @@
 """Who is acting, and whether a form really comes from the console: the rules, as pure functions.
 
 - An operator is named by an authenticating proxy's header, trusted only from the proxy's
-  configured addresses (the header from anywhere else refuses the request), or by a signed
-  session cookie set by the development login. The actor recorded is that identity; no form
-  field can name one.
+  configured addresses (the header from anywhere else refuses the request, and so does the
+  header sent twice), or by a signed session cookie set by the development login. The actor
+  recorded is that identity; no form field can name one.
+- The client is the connection's peer, or, on a request from a trusted proxy, the address the
+  proxies recorded in X-Forwarded-For (`client_address`).
 - Every browser has a signed session cookie (HttpOnly, SameSite=Strict). A form must carry the
   anti-forgery token derived from that session, and come from the console's own origin.
-- Wrong development tokens are counted per client address and in all (`LoginThrottle`): past
-  the limit, attempts are refused unchecked until the window has moved on.
+- Wrong development tokens are counted per client (`LoginThrottle`): past the limit, that
+  client's attempts are refused unchecked until the window has moved on. Past the count of all
+  clients together a wrong token is answered 429, but the right one is never refused for
+  others' failures.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ _NEXT_DECODINGS = 4
 """A `next` that still changes when decoded after this many decodings is refused: no link of
 the console is encoded more than twice."""
 _DOT_SEGMENTS = {".": 1, "%2e": 1, "..": 2, ".%2e": 2, "%2e.": 2, "%2e%2e": 2}
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
 class Refused(Exception):
@@ -108,28 +113,68 @@ class Sessions:
         return hmac.compare_digest(token.encode(), self.csrf_token(session).encode())
 
 
-def proxy_identity(config: ConsoleConfig, peer: str | None, value: str | None) -> str | None:
-    """The operator a trusted proxy names, None when there is no such header. The header from an
-    address outside the trusted proxies, or a value that is not a TOKEN, refuses the request."""
-    if not config.identity_header or value is None:
+def proxy_identity(config: ConsoleConfig, peer: str | None, values: list[str]) -> str | None:
+    """The operator a trusted proxy names, None when there is no such header. `values` are every
+    value the request carries under the identity header: more than one refuses the request
+    (which one a proxy replaced is unknowable), and so do the header from an address outside the
+    trusted proxies and a value that is not a TOKEN."""
+    if not config.identity_header or not values:
         return None
+    if len(values) > 1:
+        raise Refused("duplicated_header", 400)
     if not peer_trusted(config, peer):
         raise Refused("untrusted_proxy")
+    (value,) = values
     if not _TOKEN.match(value):
         raise Refused("invalid_identity")
     return value
 
 
-def peer_trusted(config: ConsoleConfig, peer: str | None) -> bool:
-    if not peer:
-        return False
+def _address(text: str | None) -> Address | None:
+    if not text:
+        return None
     try:
-        address = ipaddress.ip_address(peer.split("%", 1)[0])
+        address = ipaddress.ip_address(text.strip().split("%", 1)[0])
     except ValueError:
-        return False
+        return None
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    return any(address in network for network in config.trusted_proxies)
+        return address.ipv4_mapped
+    return address
+
+
+def peer_trusted(config: ConsoleConfig, peer: str | None) -> bool:
+    address = _address(peer)
+    if address is None:
+        return False
+    networks = (*config.trusted_proxies, *config.trusted_proxy_ranges)
+    return any(address in network for network in networks)
+
+
+def client_address(config: ConsoleConfig, peer: str | None, forwarded: list[str]) -> str:
+    """Who a request comes from, for the sign-in throttle: the connection's peer, or, when the
+    peer is a trusted proxy, the address `forwarded_hops` entries from the right of its
+    X-Forwarded-For (the leftmost, when there are fewer: each was written by a proxy). A header
+    sent twice, or an entry there that is not an address, refuses the request; a peer that is
+    no trusted proxy is itself the client, whatever it claims."""
+    if len(forwarded) > 1:
+        raise Refused("duplicated_header", 400)
+    if not forwarded or config.forwarded_hops == 0 or not peer_trusted(config, peer):
+        return peer or "-"
+    entries = [entry.strip() for entry in forwarded[0].split(",")]
+    chosen = entries[-config.forwarded_hops] if len(entries) >= config.forwarded_hops else entries[0]
+    address = _address(chosen)
+    if address is None:
+        raise Refused("invalid_forwarded_for", 400)
+    return str(address)
+
+
+def client_bucket(address: str) -> str:
+    """The throttle's key of a client address: an IPv4 address, or the /64 of an IPv6 address
+    (one host commonly holds a whole /64, and could otherwise start afresh at each address)."""
+    parsed = _address(address)
+    if isinstance(parsed, ipaddress.IPv6Address):
+        return str(ipaddress.ip_network(f"{parsed}/64", strict=False))
+    return str(parsed) if parsed is not None else address
 
 
 def expected_origin(config: ConsoleConfig, scheme: str, host: str) -> str:
@@ -149,7 +194,11 @@ def origin_allowed(expected: str, origin: str | None, referer: str | None) -> bo
 
 
 class LoginThrottle:
-    """Failed sign-ins within a sliding window, per client address and in all.
+    """Failed sign-ins within a sliding window, per client (`client_bucket`) and in all.
+
+    `wait_s` holds back a client after its own failures only; `storm_s` says how long the
+    failures of every client together stay past their limit, which slows wrong tokens and never
+    refuses the right one (web.py): nobody is locked out by somebody else's guesses.
 
     Memory stays bounded: each address keeps at most `per_address` times and the total at most
     `total`; at most `max_addresses` addresses are kept, the one whose last failure is oldest
@@ -167,15 +216,21 @@ class LoginThrottle:
         return len(self._by_address)
 
     def wait_s(self, address: str, now: float) -> int:
-        """Whole seconds before `address` may try again; 0 when it may now."""
+        """Whole seconds before `address` may try again after its own failures; 0 when it may
+        now. Other addresses' failures never hold it back."""
         self._forget(now)
-        waits = [0.0]
         failures = self._by_address.get(address)
         if failures is not None and len(failures) >= self._per_address:
-            waits.append(failures[0] + self._window_s - now)
+            return max(math.ceil(failures[0] + self._window_s - now), 0)
+        return 0
+
+    def storm_s(self, now: float) -> int:
+        """Whole seconds until the failures of every address together are below their limit
+        again; 0 when they are."""
+        self._forget(now)
         if self._all.maxlen is not None and len(self._all) >= self._all.maxlen:
-            waits.append(self._all[0] + self._window_s - now)
-        return max(math.ceil(w) for w in waits)
+            return max(math.ceil(self._all[0] + self._window_s - now), 0)
+        return 0
 
     def failed(self, address: str, now: float) -> None:
         self._forget(now)
@@ -242,10 +297,13 @@ def _local_path(text: str) -> bool:
 def _without_dot_segments(path: str) -> str:
     """`path` with `.` and `..` resolved as a browser resolves them (also percent-encoded)."""
     kept: list[str] = []
-    for segment in path.split("/")[1:]:
+    segments = path.split("/")[1:]
+    for segment in segments:
         dots = _DOT_SEGMENTS.get(segment.lower(), 0)
         if dots == 2 and kept:
             kept.pop()
         elif dots == 0:
             kept.append(segment)
+    if segments and _DOT_SEGMENTS.get(segments[-1].lower(), 0):
+        kept.append("")  # a dot-segment last leaves its slash: `/a/.` is `/a/`, `/.//.` is `//`
     return "/" + "/".join(kept)

@@ -33,6 +33,8 @@ SPEC = ServiceSpec(
     description="The operators' web console",
     # A web server for people, not a service of the contract: nothing to announce with micro.
     registers=False,
+    # It reads and acts through the services over NATS: no Redis, no REDIS_URL.
+    stores=False,
 )
 
 

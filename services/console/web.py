@@ -30,6 +30,8 @@ from services.console.identity import (
     Refused,
     Session,
     Sessions,
+    client_address,
+    client_bucket,
     dev_token_valid,
     expected_origin,
     origin_allowed,
@@ -63,6 +65,9 @@ SESSION = web.RequestKey("session", Session)
 ACTOR: web.RequestKey[str | None] = web.RequestKey("actor", str)  # type: ignore[arg-type]
 FORM: web.RequestKey[MultiDictProxy[Any]] = web.RequestKey("form", MultiDictProxy)  # type: ignore[arg-type]
 NEW_COOKIE = web.RequestKey("new_cookie", str)
+CLIENT = web.RequestKey("client", str)
+"""The client's address (`identity.client_address`): the peer, or what a trusted proxy says."""
+FORWARDED_FOR = "X-Forwarded-For"
 PUBLIC_PAGES = frozenset({"login", "login_post", "static"})
 STATUS_COUNT_CAP = 100
 """The overview counts each status's runs up to this many, and shows more as `100+`."""
@@ -98,6 +103,8 @@ MESSAGES = {
 }
 REFUSALS = {
     "untrusted_proxy": "The identity header came from an address that is not a trusted proxy.",
+    "duplicated_header": "The request carries the identity or X-Forwarded-For header more than once.",
+    "invalid_forwarded_for": "The proxy's X-Forwarded-For header does not name an address.",
     "invalid_identity": "The signed-in identity is not a valid name.",
     "origin_mismatch": "The form did not come from this console.",
     "csrf_invalid": "The form's anti-forgery token is missing or wrong: reload the page and try again.",
@@ -362,9 +369,10 @@ class Console:
                 return self._page(
                     request, "error.html", 503, message="The sign-in cannot be checked; retry in a moment."
                 )
-        header = request.headers.get(cfg.identity_header) if cfg.identity_header else None
+        named = request.headers.getall(cfg.identity_header, []) if cfg.identity_header else []
         try:
-            actor = proxy_identity(cfg, request.remote, header)
+            actor = proxy_identity(cfg, request.remote, named)
+            request[CLIENT] = client_address(cfg, request.remote, request.headers.getall(FORWARDED_FOR, []))
         except Refused as refused:
             return self._refused(request, refused)
         if actor is None and session is not None and cfg.dev_token:
@@ -788,21 +796,28 @@ class Console:
             raise Failure(404, "Sign in through the authenticating proxy.")
         form: MultiDictProxy[Any] = request[FORM]
         target = safe_next(str(form.get("next", "/")))
-        address, now = request.remote or "-", time.time()
+        address, now = client_bucket(request[CLIENT]), time.time()
         wait_s = self.throttle.wait_s(address, now)
         if wait_s:
-            # Refused before the token is compared: guesses past the limit learn nothing.
-            metrics.labelled(metrics.CONSOLE_REFUSED, "login_throttled").inc()
-            error = f"Too many wrong tokens: try again in {wait_s} seconds."
-            response = self._page(request, "login.html", 429, next=target, error=error)
-            response.headers["Retry-After"] = str(wait_s)
-            return response
+            # This client's own failures: refused before the token is compared, so its guesses
+            # past the limit learn nothing.
+            return self._throttled(request, target, wait_s)
         if not dev_token_valid(self.config, str(form.get("token", ""))):
+            storm_s = self.throttle.storm_s(now)  # the failures before this one
             self.throttle.failed(address, now)
             metrics.labelled(metrics.CONSOLE_REFUSED, "bad_token").inc()
+            if storm_s:  # wrong tokens from everywhere: slowed, while the right one still works
+                return self._throttled(request, target, storm_s)
             return self._page(request, "login.html", 401, next=target, error=REFUSALS["bad_token"])
         _, request[NEW_COOKIE] = self.sessions.issue(self.config.dev_actor, now)
         raise web.HTTPSeeOther(target)
+
+    def _throttled(self, request: web.Request, target: str, wait_s: int) -> web.Response:
+        metrics.labelled(metrics.CONSOLE_REFUSED, "login_throttled").inc()
+        error = f"Too many wrong tokens: try again in {wait_s} seconds."
+        response = self._page(request, "login.html", 429, next=target, error=error)
+        response.headers["Retry-After"] = str(wait_s)
+        return response
 
     async def logout(self, request: web.Request) -> web.Response:
         session = request[SESSION]

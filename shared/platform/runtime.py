@@ -1,7 +1,8 @@
 """The life of a service process: connect, serve, report readiness, drain on SIGTERM.
 
 `serve` runs a `shared.platform.service.Service` (made from the spec its package describes):
-it gives it connected NATS and Redis clients, streams that exist, `/metrics`, `/healthz`,
+it gives it connected NATS and Redis clients (no Redis for a service whose spec says it keeps
+nothing there: `ServiceSpec.stores`), streams that exist, `/metrics`, `/healthz`,
 `/readyz`, JSON logs, and a graceful drain on SIGTERM or SIGINT.
 
 A NATS connection that nats-py closed for good (a protocol error from the server) is never
@@ -49,7 +50,14 @@ class Context:
     config: Config
     nc: Client
     js: JetStreamContext
-    redis: Redis
+    store: Redis | None
+    """The Redis client; None for a service whose spec says it keeps nothing there."""
+
+    @property
+    def redis(self) -> Redis:
+        if self.store is None:
+            raise RuntimeError("this service has no Redis connection (ServiceSpec.stores is False)")
+        return self.store
 
 
 class _RedisHealth:
@@ -206,15 +214,17 @@ async def serve(
     watch_task = asyncio.create_task(watch.run(nc))
     js = nc.jetstream()
     await _ensure_streams(js, config, stop)
-    client = await _connect_redis(config, stop)
-    if client is None:
+    # A service that keeps nothing in Redis (the console) neither connects nor needs REDIS_URL.
+    client = await _connect_redis(config, stop) if service.spec.stores else None
+    if client is None and service.spec.stores:
         await nc.close()
         return 0
-    health = _RedisHealth(client)
-    health_task = asyncio.create_task(health.run(stop))
+    health = _RedisHealth(client) if client is not None else None
+    health_task = asyncio.create_task(health.run(stop)) if health is not None else None
 
     def ready() -> bool:
-        ok = nc.is_connected and health.ok and service.ready() and not stop.is_set()
+        store_ok = health is None or health.ok
+        ok = nc.is_connected and store_ok and service.ready() and not stop.is_set()
         metrics.READY.set(1 if ok else 0)
         return ok
 
@@ -223,7 +233,7 @@ async def serve(
 
     server = metrics.MetricsServer(config.metrics_host, config.metrics_port, ready, alive)
     await server.start()
-    ctx = Context(config=config, nc=nc, js=js, redis=client)
+    ctx = Context(config=config, nc=nc, js=js, store=client)
     if not stop.is_set():
         await service.start(ctx)
         if own_process:
@@ -246,10 +256,13 @@ async def serve(
         with contextlib.suppress(Exception):
             await asyncio.wait_for(nc.drain(), max(deadline - time.monotonic(), 1.0))
     for task in (health_task, watch_task):
+        if task is None:
+            continue
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
-    await client.aclose()
+    if client is not None:
+        await client.aclose()
     await server.stop()
     tracing.shutdown(max(deadline - time.monotonic(), 1.0))  # what is buffered goes out
     if watch.lost:

@@ -101,6 +101,9 @@ class ServiceSpec:
     registers: bool = True
     """Announced with the micro protocol, endpoints or not (contract section 1: operators find
     each running replica with $SRV.PING). The console, a web server for people, is not."""
+    stores: bool = True
+    """Keeps records in Redis: the process connects to REDIS_URL and is ready only while Redis
+    answers. The console, which reaches the records through the services only, does not."""
 
     def __post_init__(self) -> None:
         names = [e.name for e in self.endpoints] + [c.durable for c in self.consumers]

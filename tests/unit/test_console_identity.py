@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import ipaddress
+from dataclasses import replace
 from urllib.parse import unquote, urljoin, urlsplit
 
 import pytest
@@ -14,6 +15,8 @@ from services.console.config import ConsoleConfig
 from services.console.identity import (
     Refused,
     Sessions,
+    client_address,
+    client_bucket,
     dev_token_valid,
     expected_origin,
     origin_allowed,
@@ -56,17 +59,60 @@ def test_the_anti_forgery_token_belongs_to_one_session() -> None:
 
 
 def test_the_identity_header_is_trusted_only_from_the_proxy() -> None:
-    assert proxy_identity(PROXY, "10.1.2.3", "alice") == "alice"
-    assert proxy_identity(PROXY, "::ffff:10.1.2.3", "alice") == "alice"
-    assert proxy_identity(PROXY, "10.2.0.1", None) is None  # no header: not signed in this way
+    assert proxy_identity(PROXY, "10.1.2.3", ["alice"]) == "alice"
+    assert proxy_identity(PROXY, "::ffff:10.1.2.3", ["alice"]) == "alice"
+    assert proxy_identity(PROXY, "10.2.0.1", []) is None  # no header: not signed in this way
     for peer in ("10.2.0.1", "127.0.0.1", None, "not-an-address"):
         with pytest.raises(Refused) as refused:
-            proxy_identity(PROXY, peer, "alice")
+            proxy_identity(PROXY, peer, ["alice"])
         assert refused.value.reason == "untrusted_proxy"
     with pytest.raises(Refused) as refused:
-        proxy_identity(PROXY, "10.1.2.3", "alice smith")
+        proxy_identity(PROXY, "10.1.2.3", ["alice smith"])
     assert refused.value.reason == "invalid_identity"
-    assert proxy_identity(ConsoleConfig(dev_token="t" * 16), "10.1.2.3", "alice") is None
+    assert proxy_identity(ConsoleConfig(dev_token="t" * 16), "10.1.2.3", ["alice"]) is None
+
+
+def test_the_identity_header_sent_twice_is_refused_even_from_the_proxy() -> None:
+    """Which of two values a proxy replaced cannot be known: neither is taken."""
+    for values in (["alice", "admin"], ["admin", "alice"], ["alice", "alice"]):
+        with pytest.raises(Refused) as refused:
+            proxy_identity(PROXY, "10.1.2.3", values)
+        assert (refused.value.reason, refused.value.status) == ("duplicated_header", 400)
+
+
+SIDECAR_PROXY = ConsoleConfig.from_env({"CONTINUITY_CONSOLE_IDENTITY_HEADER": "X-User"})
+
+
+def test_the_client_behind_a_trusted_proxy_is_the_address_it_forwarded() -> None:
+    config = SIDECAR_PROXY
+    assert client_address(config, "127.0.0.1", ["198.51.100.7"]) == "198.51.100.7"
+    # The proxy appends its own client to what it was sent: the rightmost entry is the one.
+    assert client_address(config, "127.0.0.1", ["203.0.113.9, 198.51.100.7"]) == "198.51.100.7"
+    assert client_address(config, "127.0.0.1", []) == "127.0.0.1"
+    # From anyone else the header is whatever the sender claims: its own address counts.
+    assert client_address(config, "192.0.2.44", ["198.51.100.7"]) == "192.0.2.44"
+    behind_ingress = replace(config, forwarded_hops=2)
+    assert client_address(behind_ingress, "127.0.0.1", ["6.6.6.6, 198.51.100.7, 10.0.0.3"]) == "198.51.100.7"
+    assert client_address(behind_ingress, "127.0.0.1", ["10.0.0.3"]) == "10.0.0.3"
+    assert client_address(replace(config, forwarded_hops=0), "127.0.0.1", ["198.51.100.7"]) == "127.0.0.1"
+    for sent, reason in (
+        (["198.51.100.7", "198.51.100.8"], "duplicated_header"),
+        (["not-an-address"], "invalid_forwarded_for"),
+    ):
+        with pytest.raises(Refused) as refused:
+            client_address(config, "127.0.0.1", sent)
+        assert (refused.value.reason, refused.value.status) == (reason, 400)
+    with pytest.raises(Refused, match="duplicated_header"):
+        client_address(config, "192.0.2.44", ["1.1.1.1", "2.2.2.2"])
+
+
+def test_an_ipv6_client_is_throttled_by_its_64() -> None:
+    assert (
+        client_bucket("2001:db8:1:2:aaaa::1") == client_bucket("2001:db8:1:2:bbbb::9") == "2001:db8:1:2::/64"
+    )
+    assert client_bucket("2001:db8:1:3::1") != client_bucket("2001:db8:1:2::1")
+    assert client_bucket("198.51.100.7") == "198.51.100.7"
+    assert client_bucket("::ffff:198.51.100.7") == "198.51.100.7"
 
 
 def test_forms_must_come_from_the_consoles_origin() -> None:
@@ -89,11 +135,29 @@ def test_the_development_token_is_compared_whole() -> None:
 def test_configuration_needs_a_way_to_sign_in_and_names_the_bad_variable() -> None:
     with pytest.raises(ConfigError, match="no way to sign in"):
         ConsoleConfig.from_env({})
-    with pytest.raises(ConfigError, match="CONTINUITY_CONSOLE_TRUSTED_PROXIES"):
-        ConsoleConfig.from_env({"CONTINUITY_CONSOLE_IDENTITY_HEADER": "X-User"})
+    # The header alone trusts a proxy beside the console (its pod's sidecar) and nothing else.
+    sidecar = ConsoleConfig.from_env({"CONTINUITY_CONSOLE_IDENTITY_HEADER": "X-User"})
+    assert sidecar.trusted_proxies == (ipaddress.ip_network("127.0.0.1/32"),)
+    assert sidecar.trusted_proxy_ranges == () and sidecar.forwarded_hops == 1
     with pytest.raises(ConfigError, match="CONTINUITY_CONSOLE_TRUSTED_PROXIES"):
         ConsoleConfig.from_env(
             {"CONTINUITY_CONSOLE_IDENTITY_HEADER": "X-User", "CONTINUITY_CONSOLE_TRUSTED_PROXIES": "nope"}
+        )
+    # A range is no proxy's address: it must be asked for by its own name.
+    for raw in ("10.244.0.0/16", "192.0.2.7, 10.0.0.0/8", "2001:db8::/64"):
+        with pytest.raises(
+            ConfigError, match=r"single addresses only.*CONTINUITY_CONSOLE_TRUSTED_PROXY_RANGES"
+        ):
+            ConsoleConfig.from_env(
+                {"CONTINUITY_CONSOLE_IDENTITY_HEADER": "X-User", "CONTINUITY_CONSOLE_TRUSTED_PROXIES": raw}
+            )
+    with pytest.raises(ConfigError, match="CONTINUITY_CONSOLE_TRUSTED_PROXY_RANGES"):
+        ConsoleConfig.from_env(
+            {"CONTINUITY_CONSOLE_IDENTITY_HEADER": "X-User", "CONTINUITY_CONSOLE_TRUSTED_PROXY_RANGES": "x"}
+        )
+    with pytest.raises(ConfigError, match="CONTINUITY_CONSOLE_FORWARDED_HOPS"):
+        ConsoleConfig.from_env(
+            {"CONTINUITY_CONSOLE_DEV_TOKEN": "t" * 16, "CONTINUITY_CONSOLE_FORWARDED_HOPS": "-1"}
         )
     with pytest.raises(ConfigError, match="CONTINUITY_CONSOLE_DEV_TOKEN") as short:
         ConsoleConfig.from_env({"CONTINUITY_CONSOLE_DEV_TOKEN": "secret-short"})
@@ -109,15 +173,20 @@ def test_configuration_needs_a_way_to_sign_in_and_names_the_bad_variable() -> No
     config = ConsoleConfig.from_env(
         {
             "CONTINUITY_CONSOLE_IDENTITY_HEADER": "X-Forwarded-User",
-            "CONTINUITY_CONSOLE_TRUSTED_PROXIES": "10.0.0.0/8, 192.0.2.7",
+            "CONTINUITY_CONSOLE_TRUSTED_PROXIES": "192.0.2.7, 2001:db8::7/128",
+            "CONTINUITY_CONSOLE_TRUSTED_PROXY_RANGES": "10.0.0.0/8",
+            "CONTINUITY_CONSOLE_FORWARDED_HOPS": "2",
             "CONTINUITY_CONSOLE_SESSION_KEY": base64.b64encode(KEY).decode(),
             "CONTINUITY_CONSOLE_ORIGIN": "https://ops.example/",
         }
     )
     assert config.trusted_proxies == (
-        ipaddress.ip_network("10.0.0.0/8"),
         ipaddress.ip_network("192.0.2.7/32"),
+        ipaddress.ip_network("2001:db8::7/128"),
     )
+    assert config.trusted_proxy_ranges == (ipaddress.ip_network("10.0.0.0/8"),)
+    assert config.forwarded_hops == 2
+    assert proxy_identity(config, "10.9.8.7", ["alice"]) == "alice"  # the range, as asked
     assert config.session_key == KEY and config.origin == "https://ops.example" and config.secure_cookies
     assert "session_key" not in repr(config) or KEY.decode() not in repr(config)
 
@@ -146,6 +215,8 @@ HOSTILE_NEXT = (
     "/\\evil.example",
     "\\/evil.example",
     "/\t/evil.example",  # a browser drops the tab: //evil.example
+    "/.//.",  # a last dot-segment keeps its slash: //
+    "/.//%2e",
     "/%09/evil.example",
     "/%2509/evil.example",
     "/\r\n/evil.example",

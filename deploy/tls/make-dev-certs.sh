@@ -1,27 +1,38 @@
 #!/bin/sh
-# A throwaway CA, a server certificate and a client certificate, for development and tests only:
-#   deploy/tls/make-dev-certs.sh [--only] OUT_DIR [EXTRA_DNS_NAME...]
+# A throwaway CA, a server certificate and client certificates, for development and tests only:
+#   deploy/tls/make-dev-certs.sh [--only] [--client NAME]... OUT_DIR [EXTRA_DNS_NAME...]
 # writes OUT_DIR/ca.crt, server.crt + server.key (for localhost, 127.0.0.1, nats, redis and the
 # extra names; with --only, for the given names alone, as a cluster's certificate names its
-# Service and not the address a port-forward dials) and client.crt + client.key (client
-# authentication, for mutual TLS). The CA's key is deleted once both certificates are signed,
-# so nothing more can be issued under it. Keys are readable by every user of OUT_DIR's
-# filesystem: never use these files outside a throwaway setup (docs/operations/tls.md shows how
-# to issue real ones).
+# Service and not the address a port-forward dials) and a client certificate (client
+# authentication, for mutual TLS): client.crt + client.key, or with --client one per NAME,
+# client-NAME.crt + client-NAME.key (subject CN=NAME), so that each process holds a key of its
+# own. The CA's key is deleted once every certificate is signed, so nothing more can be issued
+# under it. Keys are readable by their owner only (0600) and the folder by its owner only;
+# never use these files outside a throwaway setup (docs/operations/tls.md shows how to issue
+# real ones).
 set -eu
 
-usage="usage: make-dev-certs.sh [--only] OUT_DIR [EXTRA_DNS_NAME...]"
+usage="usage: make-dev-certs.sh [--only] [--client NAME]... OUT_DIR [EXTRA_DNS_NAME...]"
 san="DNS:localhost,IP:127.0.0.1,DNS:nats,DNS:redis"
-if [ "${1:-}" = "--only" ]; then
-  san=""
-  shift
-fi
+clients=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --only) san=""; shift ;;
+    --client)
+      case "${2:-}" in
+        ""|*[!A-Za-z0-9._-]*) echo "$usage: --client needs a name of letters, digits, '.', '_', '-'" >&2; exit 2 ;;
+      esac
+      clients="$clients $2"; shift 2 ;;
+    *) break ;;
+  esac
+done
 out=${1:?$usage}
 shift
 if [ -z "$san" ] && [ $# -eq 0 ]; then
   echo "$usage: --only needs at least one name" >&2
   exit 2
 fi
+umask 077
 mkdir -p "$out"
 cd "$out"
 
@@ -52,12 +63,19 @@ extendedKeyUsage=serverAuth
 subjectKeyIdentifier=hash
 authorityKeyIdentifier=keyid
 subjectAltName=$san"
-sign client "/CN=continuity-client" \
-  "basicConstraints=CA:FALSE
+client_extensions="basicConstraints=CA:FALSE
 keyUsage=critical,digitalSignature
 extendedKeyUsage=clientAuth
 subjectKeyIdentifier=hash
 authorityKeyIdentifier=keyid"
+if [ -z "$clients" ]; then
+  sign client "/CN=continuity-client" "$client_extensions"
+else
+  for name in $clients; do
+    sign "client-$name" "/CN=$name" "$client_extensions"
+  done
+fi
 
 rm -f ca.key ca.srl
-chmod 0644 server.key client.key
+chmod 0600 ./*.key
+chmod 0644 ./*.crt

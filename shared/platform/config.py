@@ -16,7 +16,7 @@ import os
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 
 class ConfigError(ValueError):
@@ -48,6 +48,15 @@ class Config:
     redis_url: str = "redis://127.0.0.1:6379/0"
     """REDIS_URL: the Redis (or Redis-compatible) server holding every record; on Redis Cluster,
     any one node of the cluster (the others are found from it)."""
+
+    nats_password_file: str = ""
+    """CONTINUITY_NATS_PASSWORD_FILE: a file holding the password of the user NATS_URL names
+    (`tls://classifier@nats:4222`), which then carries none: the password is in neither the
+    URL nor the environment. `nats_url` holds the URL with it."""
+
+    redis_password_file: str = ""
+    """CONTINUITY_REDIS_PASSWORD_FILE: the same for the Redis user REDIS_URL names
+    (`rediss://classifier@redis:6379/0`); `redis_url` holds the URL with it."""
 
     redis_cluster: str = "auto"
     """CONTINUITY_REDIS_CLUSTER: `auto` (ask the server: `INFO cluster`), `on` or `off`."""
@@ -228,6 +237,16 @@ class Config:
         d = cls()
         nats_url = _str(env, "NATS_URL", d.nats_url)
         redis_url = _str(env, "REDIS_URL", d.redis_url)
+        nats_password_file = env.get("CONTINUITY_NATS_PASSWORD_FILE", "").strip()
+        if nats_password_file:
+            nats_url = url_with_password(
+                nats_url, "NATS_URL", _secret(nats_password_file, "CONTINUITY_NATS_PASSWORD_FILE")
+            )
+        redis_password_file = env.get("CONTINUITY_REDIS_PASSWORD_FILE", "").strip()
+        if redis_password_file:
+            redis_url = url_with_password(
+                redis_url, "REDIS_URL", _secret(redis_password_file, "CONTINUITY_REDIS_PASSWORD_FILE")
+            )
         if any(name.lower().startswith("ssl") for name in parse_qs(urlsplit(redis_url).query)):
             # One home for TLS settings, and no way around verification through the URL.
             raise ConfigError("REDIS_URL: TLS settings go in CONTINUITY_REDIS_TLS_*, not in the URL")
@@ -243,6 +262,8 @@ class Config:
             nats_inbox_prefix=inbox_prefix_setting(env),
             reply_prefixes=_prefixes(env, "CONTINUITY_REPLY_PREFIXES", d.reply_prefixes),
             redis_url=redis_url,
+            nats_password_file=nats_password_file,
+            redis_password_file=redis_password_file,
             redis_cluster=_choice(env, "CONTINUITY_REDIS_CLUSTER", d.redis_cluster.upper(), _CLUSTER).lower(),
             redis_wait_replicas=_int(
                 env, "CONTINUITY_REDIS_WAIT_REPLICAS", d.redis_wait_replicas, lo=0, hi=64
@@ -325,7 +346,6 @@ class Config:
         tls.nats_context(config)
         tls.redis_context(config)
         return config
-
 
     def inbox_prefix(self, name: str) -> str:
         """The inbox prefix of the process `name` (a service's name, `operator` for the command):
@@ -449,6 +469,41 @@ def parse_runner_keys(raw: str) -> dict[str, bytes]:
 def _str(env: Mapping[str, str], name: str, default: str) -> str:
     value = env.get(name, "").strip()
     return value or default
+
+
+def _secret(path: str, name: str) -> str:
+    """The password in the file `path` (without its line break); the message names `name`,
+    never the value."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            value = f.read().strip("\r\n")
+    except (OSError, UnicodeDecodeError):
+        raise ConfigError(f"{name}: {path!r} is not a readable file") from None
+    if not _URL_SAFE.match(value):
+        # Written into the URL as it is (nats-py does not decode a URL's password).
+        raise ConfigError(
+            f"{name}: {path!r} must hold one line, the password: letters, digits, '-', '.', '_', '~'"
+        )
+    return value
+
+
+_URL_SAFE = re.compile(r"^[A-Za-z0-9._~-]+\Z")
+
+
+def url_with_password(url: str, variable: str, password: str) -> str:
+    """`url` (every server of a comma-separated list) with `password` for the user it names;
+    a URL that names no user, or carries a password already, is refused."""
+    servers = []
+    for server in (part.strip() for part in url.split(",")):
+        parts = urlsplit(server)
+        if not parts.username:
+            raise ConfigError(f"{variable}: name the user whose password the password file holds")
+        if parts.password is not None:
+            raise ConfigError(f"{variable}: carries a password, and a password file names one too")
+        host = parts.netloc.rpartition("@")[2]
+        netloc = f"{parts.username}:{password}@{host}"
+        servers.append(urlunsplit(parts._replace(netloc=netloc)))
+    return ",".join(servers)
 
 
 def _file(env: Mapping[str, str], name: str) -> str | None:

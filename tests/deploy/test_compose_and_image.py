@@ -48,10 +48,16 @@ def test_compose_names_every_service() -> None:
         assert svc["command"] == ["serve", name]
         build_parser().parse_args(svc["command"])  # a real command of the `continuity` CLI
         env = svc["environment"]
-        assert env["NATS_URL"].startswith("tls://") and env["NATS_URL"].endswith("@nats:4222")
-        assert env["REDIS_URL"] == "rediss://redis:6379/0"
+        # Each as its own user; the passwords are in its volume, not here.
+        assert env["NATS_URL"] == f"tls://{name}@nats:4222"
+        if name == "console":  # it keeps nothing in Redis
+            assert "REDIS_URL" not in env and "CONTINUITY_REDIS_PASSWORD_FILE" not in env
+        else:
+            assert env["REDIS_URL"] == f"rediss://{name}@redis:6379/0"
+            assert env["CONTINUITY_REDIS_PASSWORD_FILE"] == "/run/continuity/redis-password"
         assert env["CONTINUITY_STREAM_REPLICAS"] == "1"
         assert svc["read_only"] is True and svc["cap_drop"] == ["ALL"]
+        assert svc["volumes"] == [f"secrets-{name}:/run/continuity:ro"]
     builds = [s["build"] for s in services.values() if "build" in s]
     assert builds == [{"context": ".", "dockerfile": "deploy/Dockerfile"}]
     assert {s.get("image") for n, s in services.items() if n in SERVICES} == {"continuity:dev"}
@@ -60,7 +66,7 @@ def test_compose_names_every_service() -> None:
 def test_compose_data_layer_is_durable_and_observed() -> None:
     services = compose()["services"]
     nats = services["nats"]
-    assert "/etc/nats/nats-server.conf" in nats["command"]
+    assert nats["command"][-1].endswith("exec nats-server --config /etc/nats/nats-server.conf")
     assert any(v.startswith("nats-data:") for v in nats["volumes"])
     conf = (DEPLOY / "nats" / "nats-server.conf").read_text()
     assert "jetstream" in conf and "store_dir: /data" in conf

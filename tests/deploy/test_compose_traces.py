@@ -49,11 +49,11 @@ def environment(service: dict[str, Any], shell: dict[str, str] | None = None) ->
 
 
 def published(service: dict[str, Any]) -> dict[int, int]:
-    """Container port -> host port of a compose service's `ports` ("host:container")."""
+    """Container port -> host port of a compose service's `ports` ("[address:]host:container")."""
     out = {}
     for entry in service.get("ports", []):
         host, _, container = str(entry).rpartition(":")
-        out[int(container.split("/")[0])] = int(host)
+        out[int(container.split("/")[0])] = int(host.rpartition(":")[2])
     return out
 
 
@@ -162,9 +162,13 @@ def test_prometheus_keeps_exemplars() -> None:
     assert all("scrape_protocols" not in job for job in scrape["scrape_configs"])
 
 
-def test_the_consoles_trace_link_opens_jaegers_search_for_the_run() -> None:
+def test_the_consoles_trace_link_opens_jaegers_search_for_the_run(tmp_path: Path) -> None:
     _, service = jaeger()
     env = environment(compose()["services"]["console"])
+    # The sign-in token the `secrets` service writes into the console's volume.
+    token = tmp_path / "console-token"
+    token.write_text("t" * 48 + "\n")
+    env["CONTINUITY_CONSOLE_DEV_TOKEN_FILE"] = str(token)
     config = ConsoleConfig.from_env(env)  # the console's own check: it would not start otherwise
     assert config.trace_url == env[TRACE_URL_VARIABLE]
     run_id = "run-7:a.b_c"
@@ -214,7 +218,7 @@ def test_the_tracing_docs_overlay_turns_tracing_on_and_lets_the_spans_out(tmp_pa
     deployments = by_kind(docs, "Deployment")
     assert {f"continuity-{name}" for name in SERVICES} <= deployments.keys()
     for name, deployment in deployments.items():
-        (container,) = deployment["spec"]["template"]["spec"]["containers"]
+        container = deployment["spec"]["template"]["spec"]["containers"][0]  # the service
         env: dict[str, str] = {}
         for source in container["envFrom"]:
             if "configMapRef" in source:
@@ -234,7 +238,7 @@ def test_the_tracing_docs_overlay_turns_tracing_on_and_lets_the_spans_out(tmp_pa
             if any(port["port"] == OTLP_HTTP_PORT for port in rule.get("ports", []))
         ]
         assert allowed, f"{name}: no egress to port {OTLP_HTTP_PORT}"
-    (console,) = deployments["continuity-console"]["spec"]["template"]["spec"]["containers"]
+    console = deployments["continuity-console"]["spec"]["template"]["spec"]["containers"][0]
     [url] = [e["value"] for e in console["env"] if e["name"] == TRACE_URL_VARIABLE]
     assert parse_trace_url(url) == url  # the console would start with it
 

@@ -35,6 +35,7 @@ NOT_SECRET = {
     # The console's settings that share its Secret but are not secret (docs/console.md).
     "CONTINUITY_CONSOLE_IDENTITY_HEADER",
     "CONTINUITY_CONSOLE_TRUSTED_PROXIES",
+    "CONTINUITY_CONSOLE_FORWARDED_HOPS",
     "CONTINUITY_CONSOLE_ORIGIN",
 }
 
@@ -111,7 +112,7 @@ def test_each_service_is_deployed_hardened_and_probed(overlay: str) -> None:
     for service in SERVICES:
         dep = deployments[f"continuity-{service}"]
         pod = dep["spec"]["template"]["spec"]
-        (container,) = pod["containers"]
+        container = pod["containers"][0]  # the service; production's console has its proxy beside it
         assert container["args"] == ["serve", service]
         assert pod["securityContext"]["runAsNonRoot"] is True
         assert pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
@@ -133,7 +134,12 @@ def test_each_service_is_deployed_hardened_and_probed(overlay: str) -> None:
         env = {e["name"]: e for e in container["env"]}
         nats_ref = env["NATS_URL"]["valueFrom"]["secretKeyRef"]
         assert (unhashed(nats_ref["name"]), nats_ref["key"]) == ("continuity-nats", service)
-        assert unhashed(env["REDIS_URL"]["valueFrom"]["secretKeyRef"]["name"]) == "continuity-redis"
+        # Each service with its own Redis user; the console keeps nothing in Redis.
+        if service == "console":
+            assert "REDIS_URL" not in env
+        else:
+            redis_ref = env["REDIS_URL"]["valueFrom"]["secretKeyRef"]
+            assert (unhashed(redis_ref["name"]), redis_ref["key"]) == ("continuity-redis", service)
         # Only the classifier verifies command-result signatures, so only it gets the keys.
         assert ("CONTINUITY_RUNNER_KEYS" in env) == (service == "classifier")
         if "CONTINUITY_RUNNER_KEYS" in env:
@@ -177,28 +183,38 @@ def test_network_policies_deny_by_default_and_open_only_what_is_needed(overlay: 
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
-def test_the_console_admits_only_its_proxy_from_its_own_namespace(overlay: str) -> None:
-    """A `from` entry without a namespaceSelector selects pods of the policy's own namespace:
-    a pod labelled as the proxy in any other namespace does not reach the console."""
+def test_the_consoles_pages_are_reachable_only_from_its_own_pod(overlay: str) -> None:
+    """The pages listen on the pod's loopback and no Service port leads to them; in production
+    the proxy beside the console (components/console-proxy) is their one client, and only the
+    ingress controller's namespace reaches the proxy's port."""
     docs = render(overlay)
-    policy = by_kind(docs, "NetworkPolicy")["continuity-console-ingress"]
-    (console,) = [
-        d for d in by_kind(docs, "Deployment").values() if d["metadata"]["name"] == "continuity-console"
-    ]
+    console = by_kind(docs, "Deployment")["continuity-console"]
+    containers = {c["name"]: c for c in console["spec"]["template"]["spec"]["containers"]}
+    env = {e["name"]: e.get("value") for e in containers["console"]["env"]}
+    assert env["CONTINUITY_CONSOLE_HOST"] == "127.0.0.1"
+    service = by_kind(docs, "Service")["continuity-console"]
+    assert 8080 not in {p["port"] for p in service["spec"]["ports"]}
+    policies = by_kind(docs, "NetworkPolicy")
+    if overlay == "dev":  # signed in through `kubectl port-forward`, which needs no policy
+        assert "continuity-console-ingress" not in policies and set(containers) == {"console"}
+        return
+    proxy = containers["oauth2-proxy"]
+    args = dict(a.removeprefix("--").split("=", 1) for a in proxy["args"])
+    assert args["upstream"] == "http://127.0.0.1:8080/"
+    assert args["http-address"] == "0.0.0.0:4180" and args["allowed-group"] == "$(ALLOWED_GROUP)"
+    [proxy_port] = [p for p in service["spec"]["ports"] if p["name"] == "proxy"]
+    assert proxy_port["port"] == 4180
+    policy = policies["continuity-console-ingress"]
     assert policy["metadata"]["namespace"] == console["metadata"]["namespace"]
     assert (
         policy["spec"]["podSelector"]["matchLabels"].items()
         <= console["spec"]["template"]["metadata"]["labels"].items()
     )
     (rule,) = policy["spec"]["ingress"]
-    proxy = {"app.kubernetes.io/name": "continuity-console-proxy"}
-    assert rule["from"] == [{"podSelector": {"matchLabels": proxy}}]
-    assert [p["port"] for p in rule["ports"]] == [8080]
-    if overlay == "production":  # the example proxy runs where the production console does
-        example = list(yaml.safe_load_all((EXAMPLES / "console-proxy.example.yaml").read_text()))
-        (deployment,) = [d for d in example if d and d["kind"] == "Deployment"]
-        assert deployment["metadata"]["namespace"] == console["metadata"]["namespace"]
-        assert proxy.items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+    assert rule["from"] == [
+        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ingress-nginx"}}}
+    ]
+    assert [p["port"] for p in rule["ports"]] == [4180]
 
 
 def _config(docs: list[dict[str, Any]]) -> dict[str, str]:

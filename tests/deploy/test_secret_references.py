@@ -170,9 +170,11 @@ CHART_RULES: dict[str, list[tuple[Path_, str, dict[str, str]]]] = {
         (("tlsCA",), "secretName", {"key": "ca.crt"}),
         (("natsBox", "contexts", "*", "tls"), "secretName", {"cert": "tls.crt", "key": "tls.key"}),
     ],
-    # bitnami/redis: auth.existingSecret with its password key; tls.existingSecret and its files.
+    # bitnami/redis: auth.existingSecret with its password key; tls.existingSecret and its files;
+    # the ACL Secret mounted as a volume of the Redis pods (the file aclfile names).
     "redis-values.yaml": [
         (("auth",), "existingSecret", {"existingSecretPasswordKey": "redis-password"}),
+        (("replica", "extraVolumes", "*", "secret"), "secretName", {"aclfile": "users.acl"}),
         (
             ("tls",),
             "existingSecret",
@@ -550,7 +552,7 @@ def _console_env() -> dict[str, str]:
 
 def test_the_production_console_starts_with_the_secret_the_page_creates() -> None:
     console = by_kind(render("production"), "Deployment")["continuity-console"]
-    (container,) = console["spec"]["template"]["spec"]["containers"]
+    [container] = [c for c in console["spec"]["template"]["spec"]["containers"] if c["name"] == "console"]
     [source] = [s for s in container["envFrom"] if "secretRef" in s]
     assert source["secretRef"] == {"name": "continuity-console", "optional": False}
     config = ConsoleConfig.from_env(_console_env())
@@ -558,39 +560,44 @@ def test_the_production_console_starts_with_the_secret_the_page_creates() -> Non
     assert len(config.session_key) >= 32 and config.secure_cookies
 
 
-def test_the_proxy_example_sets_the_header_the_console_reads() -> None:
+def test_the_proxy_sets_the_header_the_console_reads() -> None:
     config = ConsoleConfig.from_env(_console_env())
-    proxy = by_kind(load_docs(EXAMPLES / "console-proxy.example.yaml"), "Deployment")[
-        "continuity-console-proxy"
-    ]
-    (container,) = proxy["spec"]["template"]["spec"]["containers"]
-    args = dict(a.removeprefix("--").split("=", 1) for a in container["args"])
+    production = render("production")
+    console = by_kind(production, "Deployment")["continuity-console"]
+    containers = {c["name"]: c for c in console["spec"]["template"]["spec"]["containers"]}
+    proxy = containers["oauth2-proxy"]
+    args = dict(a.removeprefix("--").split("=", 1) for a in proxy["args"])
     assert args["pass-user-headers"] == "true"
     assert config.identity_header in PROXY_HEADERS
     example = {d["metadata"]["name"]: d for d in load_docs(EXAMPLES / "secrets.example.yaml")}
     assert example["continuity-console"]["stringData"]["CONTINUITY_CONSOLE_IDENTITY_HEADER"] == (
         config.identity_header
     )
-    # The proxy reaches the console's Service on its pages' port, as the only admitted client.
-    production = render("production")
+    # The proxy reaches the console's pages over the pod's loopback, the one address the console
+    # trusts the header from; no other address is trusted.
+    env = {e["name"]: e.get("value") for e in containers["console"]["env"]}
+    port = next(p["containerPort"] for p in containers["console"]["ports"] if p["name"] == "http")
+    assert args["upstream"] == f"http://{env['CONTINUITY_CONSOLE_HOST']}:{port}/" == "http://127.0.0.1:8080/"
+    assert [str(n) for n in config.trusted_proxies] == ["127.0.0.1/32"] and not config.trusted_proxy_ranges
+    # Only the members of the group the page configures sign in.
+    variables = {e["name"]: e["valueFrom"] for e in proxy["env"]}
+    assert args["allowed-group"] == "$(ALLOWED_GROUP)"
+    assert variables["ALLOWED_GROUP"]["configMapKeyRef"]["key"] == "allowed-group"
+    steps = parse_steps(DEPLOY_MD.read_text())
+    assert steps.literals[("continuity", "continuity-console-proxy")]["allowed-group"]
+    # The proxy is the only client the NetworkPolicy admits, on its own port.
     service = by_kind(production, "Service")["continuity-console"]
-    [http] = [p for p in service["spec"]["ports"] if p["name"] == "http"]
-    assert args["upstream"] == f"http://continuity-console.continuity.svc.cluster.local:{http['port']}/"
-    policy = by_kind(production, "NetworkPolicy")["continuity-console-ingress"]["spec"]
-    [rule] = policy["ingress"]
-    admitted = rule["from"][0]["podSelector"]["matchLabels"]
-    assert admitted.items() <= proxy["spec"]["template"]["metadata"]["labels"].items()
-    assert [p["port"] for p in rule["ports"]] == [http["port"]]
-    # Not under the Continuity pods' default-deny policy, which would cut it off from the provider.
-    assert "app.kubernetes.io/part-of" not in proxy["spec"]["template"]["metadata"]["labels"]
+    [proxy_port] = [p for p in service["spec"]["ports"] if p["name"] == "proxy"]
+    [rule] = by_kind(production, "NetworkPolicy")["continuity-console-ingress"]["spec"]["ingress"]
+    assert [p["port"] for p in rule["ports"]] == [proxy_port["port"]]
 
 
 def test_the_console_refuses_an_email_address_as_the_identity() -> None:
     """deploy.md: the proxy passes the preferred username, since an e-mail is no TOKEN."""
     config = ConsoleConfig.from_env(_console_env())
-    peer = str(config.trusted_proxies[0].network_address + 7)
-    assert proxy_identity(config, peer, "alice") == "alice"
+    peer = str(config.trusted_proxies[0].network_address)
+    assert proxy_identity(config, peer, ["alice"]) == "alice"
     with pytest.raises(Refused, match="invalid_identity"):
-        proxy_identity(config, peer, "alice@example.com")
+        proxy_identity(config, peer, ["alice@example.com"])
     with pytest.raises(Refused, match="untrusted_proxy"):
-        proxy_identity(config, "192.0.2.1", "alice")
+        proxy_identity(config, "192.0.2.1", ["alice"])

@@ -134,19 +134,52 @@ class _Server:
         self.start()
 
 
+def _private_file(path: Path, text: str) -> Path:
+    """`path` holding `text`, readable and writable by its owner alone from its creation on."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    return path
+
+
 class NatsServer(_Server):
     name = "nats-server"
 
-    def __init__(self, data_dir: Path, port: int | None = None, *, cluster_config: str = "") -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        port: int | None = None,
+        *,
+        cluster_config: str = "",
+        credentials: tuple[str, str] | None = None,
+    ) -> None:
         super().__init__(data_dir, port)
         self.cluster_config = cluster_config
         """The `server_name`, `cluster` and `http` blocks of a member of a JetStream cluster."""
+        self.credentials = credentials
+        """A user and password every client must give (`continuity up`): the server then reads
+        them from a configuration file only its owner can read, never from its command line,
+        which every local user can see."""
 
     @property
     def url(self) -> str:
+        if self.credentials is not None:
+            user, password = self.credentials
+            return f"nats://{user}:{password}@127.0.0.1:{self.port}"
         return f"nats://127.0.0.1:{self.port}"
 
     def command(self) -> list[str]:
+        if self.credentials is not None:
+            user, password = self.credentials
+            store = json.dumps(str(self.data_dir / "jetstream"))
+            config = _private_file(
+                self.data_dir / "nats.conf",
+                f"listen: 127.0.0.1:{self.port}\n"
+                f"jetstream {{ store_dir: {store} }}\n"
+                f"authorization {{ user: {json.dumps(user)}, password: {json.dumps(password)} }}\n",
+            )
+            return [nats_server_binary(), "-c", str(config)]
         if self.cluster_config:
             config = self.data_dir / "nats.conf"
             config.write_text(
@@ -178,9 +211,13 @@ class RedisServer(_Server):
         appendonly: bool = False,
         cluster_node_timeout_ms: int | None = None,
         extra_args: tuple[str, ...] = (),
+        password: str | None = None,
     ) -> None:
         super().__init__(data_dir, port)
         self.appendonly = appendonly
+        self.password = password
+        """The password of `default`, which every client must give (`continuity up`): read from
+        a configuration file only its owner can read, with protected mode on."""
         self.extra_args = extra_args
         """More `--name value` settings of the server's own."""
         self.cluster_node_timeout_ms = cluster_node_timeout_ms
@@ -190,11 +227,20 @@ class RedisServer(_Server):
 
     @property
     def url(self) -> str:
+        if self.password is not None:
+            return f"redis://:{self.password}@127.0.0.1:{self.port}/0"
         return f"redis://127.0.0.1:{self.port}/0"
 
     def command(self) -> list[str]:
+        # The password in a file of its own: a command line is every local user's to read.
+        config = (
+            [str(_private_file(self.data_dir / "redis.conf", f"requirepass {self.password}\n"))]
+            if self.password is not None
+            else []
+        )
         return [
             redis_server_binary(),
+            *config,
             "--port",
             str(self.port),
             "--bind",
@@ -206,7 +252,7 @@ class RedisServer(_Server):
             "--dir",
             str(self.data_dir),
             "--protected-mode",
-            "no",
+            "yes" if self.password is not None else "no",
             *(
                 [
                     "--cluster-enabled",
@@ -226,11 +272,13 @@ class RedisServer(_Server):
 
     def cli(self, *args: str, timeout: float = 10) -> str:
         """Run `redis-cli` against this server; its output."""
+        env = {**os.environ, "REDISCLI_AUTH": self.password} if self.password is not None else None
         done = subprocess.run(
             [redis_cli_binary(), "-h", "127.0.0.1", "-p", str(self.port), *args],
             capture_output=True,
             timeout=timeout,
             check=True,
+            env=env,
         )
         return done.stdout.decode()
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -87,17 +88,21 @@ class Stack:
     services: list[StackService] = field(default_factory=list)
     ready_services: set[str] = field(default_factory=set)
 
-    def start_servers(self, *, redis_appendonly: bool = True) -> None:
-        """Use NATS_URL / REDIS_URL when set; otherwise start embedded servers."""
+    def start_servers(self, *, redis_appendonly: bool = True, secured: bool = False) -> None:
+        """Use NATS_URL / REDIS_URL when set; otherwise start embedded servers. `secured`
+        (`continuity up`): each with a password made now, which only the URLs carry (so the
+        env file only its owner reads), for a host other users share."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.nats_url = os.environ.get("NATS_URL", "")
         self.redis_url = os.environ.get("REDIS_URL", "")
         if not self.nats_url:
-            self.nats = NatsServer(self.data_dir / "nats")
+            credentials = ("continuity", secrets.token_hex(24)) if secured else None
+            self.nats = NatsServer(self.data_dir / "nats", credentials=credentials)
             self.nats.start()
             self.nats_url = self.nats.url
         if not self.redis_url:
-            self.redis = RedisServer(self.data_dir / "redis", appendonly=redis_appendonly)
+            password = secrets.token_hex(24) if secured else None
+            self.redis = RedisServer(self.data_dir / "redis", appendonly=redis_appendonly, password=password)
             self.redis.start()
             self.redis_url = self.redis.url
 
@@ -114,10 +119,12 @@ class Stack:
         asyncio.run(_check_servers(self.nats_url, self.redis_url, timeout_s, loading_timeout_s, say))
 
     def service_env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
-        # A local stack has no NATS authorization, so no runner is issued: tenancy is open
-        # (docs/contract-v1.md, 10.2) unless the environment says otherwise.
+        # A local stack has one NATS user for everything (or none), so no runner is issued an
+        # account: tenancy is open (docs/contract-v1.md, 10.2) unless the environment says
+        # otherwise. Metrics on the loopback only, where `up` says they are.
         env = {"CONTINUITY_TENANCY": "open", **os.environ}
         env.update({"NATS_URL": self.nats_url, "REDIS_URL": self.redis_url})
+        env["CONTINUITY_METRICS_HOST"] = "127.0.0.1"
         env.update(extra or {})
         return env
 

@@ -2,7 +2,13 @@
 
 It works from any folder, fails within seconds naming an unreachable server or a bad variable,
 and once ready shares the addresses (and the runner keys it made) in `<data-dir>/env` for the
-other commands, which read `.continuity/env` when a variable is not set."""
+other commands, which read `.continuity/env` when a variable is not set.
+
+On a host other users share: the embedded NATS and Redis listen on 127.0.0.1 and take a user
+and password (NATS) and a password (Redis) made at each start, which only the URLs in the env
+file carry; everything `up` and the processes it starts write is its owner's alone (umask 077:
+the data folder 0700, its files 0600, the servers' data included); the services' metrics listen
+on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -94,10 +100,13 @@ def run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
+    # What this process and its children (servers, services) create is their owner's alone.
+    os.umask(0o077)
     data_dir = args.data_dir.resolve()
     lock = UpLock(data_dir)
     try:
         previous = lock.acquire()  # before anything in the folder is touched
+        private(data_dir)
     except Busy as busy:
         print(f"continuity up: {busy_message(data_dir, busy.record)}", file=sys.stderr, flush=True)
         return EXIT_CONFLICT
@@ -123,7 +132,7 @@ def _run(args: argparse.Namespace, stack: Stack, lock: UpLock, stop: threading.E
         check_configuration(extra)
         started = time.monotonic()
         _say(_first_line(stack.data_dir))  # at once: the servers and services take seconds
-        stack.start_servers()
+        stack.start_servers(secured=True)
         for server in (stack.nats, stack.redis):
             if server is not None and server.proc is not None:
                 lock.started(server.name, server.proc.pid)
@@ -209,18 +218,36 @@ def _first_line(data_dir: Path) -> str:
 CONSOLE_TOKEN_FILE = "console-token"
 
 
+def private(data_dir: Path) -> None:
+    """The data folder and everything already in it (left by an earlier release, or by a
+    process started with another umask) for its owner alone: 0700 folders, files without
+    group or other permissions."""
+    data_dir.chmod(0o700)
+    for root, folders, files in os.walk(data_dir):
+        for name in folders + files:
+            path = Path(root) / name
+            if path.is_symlink():
+                continue
+            mode = path.stat().st_mode
+            if mode & 0o077:
+                path.chmod(mode & ~0o077)
+
+
 def console_env(data_dir: Path) -> dict[str, str]:
     """The console's port, and a development sign-in token (kept in a file only its owner can
-    read) unless the environment configures how operators sign in."""
+    read, which the console reads too) unless the environment configures how operators sign in."""
     data_dir.mkdir(parents=True, exist_ok=True)
     env = {"CONTINUITY_CONSOLE_PORT": os.environ.get("CONTINUITY_CONSOLE_PORT") or str(free_port())}
     if not os.environ.get("CONTINUITY_CONSOLE_IDENTITY_HEADER"):
-        token = os.environ.get("CONTINUITY_CONSOLE_DEV_TOKEN") or secrets.token_urlsafe(24)
+        given = os.environ.get("CONTINUITY_CONSOLE_DEV_TOKEN")
+        token = given or secrets.token_urlsafe(24)
         path = data_dir / CONSOLE_TOKEN_FILE
-        path.touch(mode=0o600)
-        path.chmod(0o600)
-        path.write_text(token + "\n")
-        env["CONTINUITY_CONSOLE_DEV_TOKEN"] = token
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(token + "\n")
+        if not given:  # a token of the environment stays where it is; else the file, never both
+            env["CONTINUITY_CONSOLE_DEV_TOKEN_FILE"] = str(path)
     return env
 
 
@@ -244,7 +271,15 @@ def _print_endpoints(stack: Stack, env_file: Path) -> None:
     for service in stack.services:
         print(f"{service.name:<15} metrics http://127.0.0.1:{service.metrics_port}/metrics")
     print(f"logs   {_shown(stack.data_dir)}/<service>.log")
-    print(f"\nIn another terminal (or `. {_shown(env_file)}`, which also holds the runner keys):")
-    print(f"  export NATS_URL={redacted_url(stack.nats_url)} REDIS_URL={redacted_url(stack.redis_url)}")
+    shown = (redacted_url(stack.nats_url), redacted_url(stack.redis_url))
+    if shown == (stack.nats_url, stack.redis_url):
+        print(f"\nIn another terminal (or `. {_shown(env_file)}`, which also holds the runner keys):")
+        print(f"  export NATS_URL={shown[0]} REDIS_URL={shown[1]}")
+    else:
+        # The URLs carry passwords: they are in the env file, which only its owner reads, and
+        # never on the terminal. The `continuity` commands read the file by themselves.
+        print(f"\nIn another terminal, `. {_shown(env_file)}` sets NATS_URL and REDIS_URL (with their")
+        print("passwords, made at this start) and the runner keys; `continuity` reads it by itself:")
+        print(f"  . {_shown(env_file)}")
     venv_bin = Path(sys.executable).parent
     print(f"  export PATH={venv_bin}:$PATH   # puts `continuity` on PATH", flush=True)

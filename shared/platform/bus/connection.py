@@ -97,6 +97,8 @@ async def connect(
                     "password in NATS_URL, or CONTINUITY_NATS_NKEY_SEED_FILE); trying again",
                 )
             return
+        if login.refused and isinstance(exc, OSError):
+            return  # the server closing the refused connection: the refusal was the news
         kind = type(exc).__name__
         if kind not in seen:
             seen.add(kind)

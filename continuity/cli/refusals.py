@@ -76,6 +76,6 @@ def permission_denial(err: BaseException) -> str | None:
     verb, subject = match.groups()
     # nats-py lowercases the server's text, so an inbox's name is not shown as it really is.
     if subject.startswith("_inbox."):
-        return "subscribe to its reply inbox (_INBOX.>)"
+        return "subscribe to its reply inbox (below _INBOX.operator, or CONTINUITY_NATS_INBOX_PREFIX)"
     subject = _SUBJECT_SAFE.sub("?", subject)[:128] or "a subject"
     return f"{'publish' if verb == 'publish' else 'subscribe'} to {subject}"

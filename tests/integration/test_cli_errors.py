@@ -164,5 +164,5 @@ async def test_a_denied_publish_is_named_at_once_not_as_a_timeout(services: Auth
 async def test_a_denied_reply_subscription_is_named_at_once(services: AuthNatsServer) -> None:
     denied = await cli(services.url_for("no_inbox"), "runs", "show", "run-1", *SLOW)
     assert denied.code == EXIT_PERMISSION, denied.err
-    assert "permission to subscribe to its reply inbox (_INBOX.>)" in denied.err
+    assert "permission to subscribe to its reply inbox (below _INBOX.operator" in denied.err
     assert PASSWORD not in denied.err

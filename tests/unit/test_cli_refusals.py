@@ -22,7 +22,10 @@ def test_permission_denials_name_the_refused_operation() -> None:
     publish = nats.errors.Error('nats: permissions violation for publish to "continuity.runs.get"')
     assert permission_denial(publish) == "publish to continuity.runs.get"
     inbox = nats.errors.Error('nats: permissions violation for subscription to "_inbox.abcdef.*"')
-    assert permission_denial(inbox) == "subscribe to its reply inbox (_INBOX.>)"
+    assert (
+        permission_denial(inbox)
+        == "subscribe to its reply inbox (below _INBOX.operator, or CONTINUITY_NATS_INBOX_PREFIX)"
+    )
     other = nats.errors.Error('nats: permissions violation for subscription to "continuity.x.>"')
     assert permission_denial(other) == "subscribe to continuity.x.>"
     assert permission_denial(nats.errors.Error("nats: 'Authorization Violation'")) is None

@@ -30,6 +30,15 @@ from tests.support.bus import Conn, Opener, connections
 
 
 @pytest.fixture(scope="module")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A Redis of this module's own: its runners' runs stay out of other modules' lists."""
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     with issued_stack(tmp_path_factory.mktemp("bus-console")) as issued:
         yield issued

@@ -33,6 +33,15 @@ ANSWERS: frozenset[tuple[str, str]] = frozenset(
 
 
 @pytest.fixture(scope="module")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A Redis of this module's own: its runners' runs stay out of other modules' lists."""
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     with issued_stack(tmp_path_factory.mktemp("bus-inboxes")) as issued:
         yield issued

@@ -206,7 +206,7 @@ async def serve(
                 exit_code=EXIT_CONFIGURATION,
                 cause="nats_authorization_violation",
                 detail="stopped before NATS accepted the credentials of NATS_URL "
-                "(or CONTINUITY_NATS_NKEY_SEED_FILE)",
+                "(and CONTINUITY_NATS_PASSWORD_FILE, or CONTINUITY_NATS_NKEY_SEED_FILE)",
             )
             return EXIT_CONFIGURATION
         log.info("service_stopped", before="connected")

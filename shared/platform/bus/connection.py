@@ -94,7 +94,8 @@ async def connect(
                     "nats_authorization_violation",
                     server=", ".join(redacted(u) for u in server_list(url)),
                     detail="the NATS server refused this process's credentials (the user and "
-                    "password in NATS_URL, or CONTINUITY_NATS_NKEY_SEED_FILE); trying again",
+                    "password of NATS_URL and CONTINUITY_NATS_PASSWORD_FILE, or "
+                    "CONTINUITY_NATS_NKEY_SEED_FILE); trying again",
                 )
             return
         if login.refused and isinstance(exc, OSError):

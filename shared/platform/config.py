@@ -628,6 +628,10 @@ NATS_PASSWORD_VARIABLES = tuple(
 """The NATS server's passwords of each user (deploy/nats/auth.conf, compose, Helm): a shell
 that runs the servers exports them too."""
 
+NATS_ROUTE_VARIABLES = ("CONTINUITY_NATS_ROUTE_PASSWORD", "CONTINUITY_NATS_ROUTES")
+"""The NATS servers' route password and route URLs (deploy/helm/nats-values.yaml), read by the
+servers alone."""
+
 VARIABLE_PREFIX = "CONTINUITY_"
 
 
@@ -655,7 +659,9 @@ def config_variables() -> frozenset[str]:
     with contextlib.suppress(ConfigError):  # what was read up to a failure is still known
         Config.from_env(reads)
     config = frozenset(n for n in reads.names if n.startswith(VARIABLE_PREFIX))
-    return config | frozenset(NATS_PASSWORD_VARIABLES) | LOCAL_SERVER_VARIABLES
+    return (
+        config | frozenset(NATS_PASSWORD_VARIABLES) | frozenset(NATS_ROUTE_VARIABLES) | LOCAL_SERVER_VARIABLES
+    )
 
 
 LOCAL_SERVER_VARIABLES = frozenset({"CONTINUITY_NATS_SERVER_BIN"})

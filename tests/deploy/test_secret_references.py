@@ -445,7 +445,7 @@ def test_the_page_deploys_everything_there_is() -> None:
 
 PLANTED = {
     "NATS pods: a user's password": (
-        '  --from-literal=console="$(openssl rand -hex 24)" \\\n',
+        '  --from-literal=console="$(openssl rand -hex 24 | tr 0-9 g-p)" \\\n',
         "",
         "nats-values.yaml reads Secret nats/nats-continuity-users key 'console'",
     ),

@@ -57,10 +57,12 @@ export class Observer {
     readonly jsm: JetStreamManager,
   ) {}
 
-  /** `credentials`: a user and password (the client does not read them from the URL). */
+  /** `credentials`: a user and password (the client does not read them from the URL); a user's
+   * replies come below its own inbox prefix, `_INBOX.<user>`, as the shipped authorization allows. */
   static async open(url: string, credentials: { user: string; pass: string } | null = null): Promise<Observer> {
+    const inbox = credentials === null ? {} : { inboxPrefix: `_INBOX.${credentials.user}` };
     const nc = await natsConnect({
-      servers: url, maxReconnectAttempts: -1, reconnectTimeWait: 250, ...(credentials ?? {}),
+      servers: url, maxReconnectAttempts: -1, reconnectTimeWait: 250, ...(credentials ?? {}), ...inbox,
     });
     return new Observer(nc, await jetstreamManager(nc));
   }

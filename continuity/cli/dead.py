@@ -14,12 +14,10 @@ import asyncio
 import base64
 import contextlib
 import sys
-from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
 from continuity.cli import run_filters
@@ -31,6 +29,7 @@ from continuity.cli.output import report, to_json
 from continuity.cli.refusals import Refusals
 from continuity.cli.tables import table
 from shared.contract import subjects
+from shared.platform.bus import reading
 from shared.platform.bus.publish import (
     DEAD_AT_HEADER,
     DEAD_MSG_ID_HEADER,
@@ -107,33 +106,29 @@ def _run(args: argparse.Namespace, work: Callable[[Any], Awaitable[Any]]) -> Any
 
 
 async def _list(js: Any, args: argparse.Namespace) -> list[dict[str, Any]]:
-    """The latest `--limit` matching dead letters, oldest first, read headers only."""
-    config = ConsumerConfig(ack_policy=AckPolicy.NONE, headers_only=True, inactive_threshold=30.0)
-    if args.since is not None:
-        config.deliver_policy = DeliverPolicy.BY_START_TIME
-        config.opt_start_time = datetime.now(UTC) - args.since
-    subject = f"continuity.dead.{args.kind}" if args.kind else subjects.DEAD_ALL
-    sub = await js.pull_subscribe(subject, stream=subjects.DEAD_STREAM, config=config)
-    kept: deque[dict[str, Any]] = deque(maxlen=args.limit)
-    try:
-        pending = (await sub.consumer_info()).num_pending or 0
-        seen = 0
-        while seen < pending:
-            msgs = await sub.fetch(min(pending - seen, 256), timeout=args.timeout)
-            seen += len(msgs)
-            for msg in msgs:
-                row = summary(msg.metadata.sequence.stream, msg.subject, msg.headers or {})
-                if args.reason and row["reason"] != args.reason:
-                    continue
-                if args.service and row["service"] != args.service:
-                    continue
-                if args.original_subject and not row["original_subject"].startswith(args.original_subject):
-                    continue
-                kept.append(row)
-    finally:
-        with contextlib.suppress(Exception):
-            await sub.unsubscribe()
-    return list(kept)
+    """The latest `--limit` matching dead letters, oldest first: read by sequence from the
+    newest back, until `--limit` match or one is older than `--since`. No consumer is created:
+    the operator's NATS user may create none (shared/platform/bus/reading.py)."""
+    since = datetime.now(UTC) - args.since if args.since is not None else None
+    subject = f"continuity.dead.{args.kind}" if args.kind else None
+    now = await reading.bounds(js, subjects.DEAD_STREAM)
+    kept: list[dict[str, Any]] = []
+    async for msg in reading.backward(js, subjects.DEAD_STREAM, now.first, now.last):
+        if since is not None and msg.time is not None and msg.time < since:
+            break
+        if subject is not None and msg.subject != subject:
+            continue
+        row = summary(msg.seq or 0, msg.subject or "", msg.headers or {})
+        if args.reason and row["reason"] != args.reason:
+            continue
+        if args.service and row["service"] != args.service:
+            continue
+        if args.original_subject and not row["original_subject"].startswith(args.original_subject):
+            continue
+        kept.append(row)
+        if len(kept) == args.limit:
+            break
+    return kept[::-1]
 
 
 def render_list(rows: list[dict[str, Any]]) -> str:

@@ -3,7 +3,8 @@
 A runner gets an NKEY (its seed is written to a file only it reads), an account of its own
 that imports exactly the subjects that carry its runner_id, a record in the runner directory
 (the tenants it acts for, contract section 10.2) and a durable pull consumer on its decisions
-that the services' side creates, so that the runner never holds a consumer-create right. The
+that the session-store creates and deletes when asked (`continuity.runners.consumer`), so that
+neither the runner nor the operator's NATS user holds a consumer-create right. The
 account block and the archive import come from the two templates below, the only place the
 layout of a runner's account is written (docs/operations/nats-authorization.md explains it).
 Removing a runner revokes it in the directory at once; its account leaves NATS when the
@@ -30,7 +31,15 @@ from continuity.cli import arguments, connect, exits, output, tables
 from continuity.cli.examples import examples
 from shared.contract import errors, subjects
 from shared.contract.client import ContinuityClient, RequestError
-from shared.contract.tenancy import MAX_TENANTS, RunnerPutRequest, RunnerRecord, RunnerRevokeRequest
+from shared.contract.tenancy import (
+    MAX_TENANTS,
+    RunnerConsumerAction,
+    RunnerConsumerReply,
+    RunnerConsumerRequest,
+    RunnerPutRequest,
+    RunnerRecord,
+    RunnerRevokeRequest,
+)
 
 ACCOUNTS_FILE = "runners.conf"
 IMPORTS_FILE = "runner-imports.conf"
@@ -259,24 +268,15 @@ def planned_removal(conf_dir: Path, runner_id: str) -> dict[Path, str]:
     return changes
 
 
-# The services' side ------------------------------------------------------------------------
+# The decisions consumer, made and removed by the session-store ----------------------------
 
 
-async def create_consumer(nc: Any, runner_id: str) -> None:
-    """The runner's durable pull consumer, named after it and filtered to its own decisions."""
-    from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
-
-    await nc.jetstream().add_consumer(
-        subjects.DECISIONS_STREAM,
-        ConsumerConfig(
-            name=runner_id,
-            durable_name=runner_id,
-            filter_subject=subjects.decisions(runner_id),
-            ack_policy=AckPolicy.EXPLICIT,
-            deliver_policy=DeliverPolicy.ALL,
-            max_deliver=-1,
-        ),
-    )
+def _consumer(
+    client: ContinuityClient, runner_id: str, action: RunnerConsumerAction, actor: str
+) -> Awaitable[RunnerConsumerReply]:
+    """Ask the session-store to create or delete the runner's decisions consumer: it alone may
+    (a consumer create request may name any deliver subject, which NATS does not check)."""
+    return client.runner_consumer(RunnerConsumerRequest(runner_id=runner_id, action=action, actor=actor))
 
 
 async def decisions_consumers(nc: Any, timeout: float) -> set[str]:
@@ -303,17 +303,6 @@ async def decisions_consumers(nc: Any, timeout: float) -> set[str]:
         offset += len(batch)
         if not batch or offset >= int(page.get("total", 0)):
             return names
-
-
-async def delete_consumer(nc: Any, runner_id: str) -> bool:
-    """Delete the runner's decisions consumer; False when it has none."""
-    from nats.js.errors import NotFoundError
-
-    try:
-        await nc.jetstream().delete_consumer(subjects.DECISIONS_STREAM, runner_id)
-    except NotFoundError:
-        return False
-    return True
 
 
 def _tenant_list(value: str) -> list[str]:
@@ -348,27 +337,26 @@ def _record_text(r: RunnerRecord) -> str:
 # add ---------------------------------------------------------------------------------------
 
 
-async def _create(args: argparse.Namespace) -> None:
-    url = connect.nats_url(args)
+def _create(args: argparse.Namespace) -> None:
+    """The runner's decisions consumer, made by the session-store."""
+    runner_id: str = args.runner_id
     try:
-        nc = await connect.connect(url, args.timeout)
-    except Exception:
+        asyncio.run(
+            connect.session(args, lambda c: _consumer(c, runner_id, "create", arguments.actor_of(args)))
+        )
+    except exits.Failure as failure:
+        why = failure.message
+        if failure.code == errors.RUNNER_NOT_ISSUED.code:
+            why = (
+                f"runner {runner_id} is not issued (not in the runner directory, or revoked): record its "
+                f"tenants first with `continuity runners tenants {runner_id} --tenant TENANT`"
+            )
         raise exits.Failure(
-            exits.EXIT_UNAVAILABLE,
-            "unavailable",
-            f"cannot connect to NATS at {connect.redacted_url(url)}",
-        ) from None
-    try:
-        await create_consumer(nc, args.runner_id)
-    except Exception as exc:
-        raise exits.Failure(
-            exits.EXIT_UNAVAILABLE,
+            failure.exit_code,
             "consumer_not_created",
-            f"the decisions consumer was not created ({type(exc).__name__}); "
-            "check that the NATS user may create it, then run the command again with --consumer-only",
+            f"the decisions consumer was not created: {why}; then run "
+            f"`continuity runners add {runner_id} --consumer-only`",
         ) from None
-    finally:
-        await nc.close()
 
 
 def _record_tenants(
@@ -416,8 +404,11 @@ def _add(args: argparse.Namespace) -> int:
                 print(f"continuity: error: {failure.message} [{failure.code}]", file=sys.stderr)
                 return int(failure.exit_code)
         if args.create_consumer or args.consumer_only:
-            asyncio.run(_create(args))
-            print(f"# created consumer {runner_id} on {subjects.DECISIONS_STREAM}", file=sys.stderr)
+            _create(args)
+            print(
+                f"# the session-store created consumer {runner_id} on {subjects.DECISIONS_STREAM}",
+                file=sys.stderr,
+            )
     except exits.Failure as failure:
         return output.report(args, failure)
     return exits.EXIT_OK
@@ -573,8 +564,9 @@ async def _revoke_and_delete(
             raise
         record = None
     # Revoked first: from here on the services refuse the runner, whatever happens next.
+    consumer: str
     try:
-        consumer = "deleted" if await delete_consumer(c.nc, runner_id) else "absent"
+        consumer = (await _consumer(c, runner_id, "delete", actor)).consumer
     except Exception:  # reported with the rest; running the command again finishes the removal
         consumer = "failed"
     return record, consumer
@@ -695,7 +687,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add.add_argument(
         "--create-consumer",
         action="store_true",
-        help="also create the runner's decisions consumer (NATS_URL / --nats-url with operator credentials)",
+        help="also have the session-store create the runner's decisions consumer (NATS_URL / --nats-url "
+        "with operator credentials)",
     )
     add.add_argument(
         "--consumer-only", action="store_true", help="only create the consumer of an existing runner"

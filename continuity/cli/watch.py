@@ -1,8 +1,8 @@
 """`continuity watch`: decisions as they are published, a line each (or JSON lines).
 
-It reads CONTINUITY_DECISIONS through an ephemeral ordered consumer of its own (in memory, no
-acknowledgements), so it changes nothing for the runners and the services, and starts now or
-`--since` a while ago. It runs until interrupted, or until `--count` decisions were shown.
+It reads CONTINUITY_DECISIONS by sequence, as the console's live view does, and creates no
+consumer, so it changes nothing for the runners and the services; it starts now or `--since` a
+while ago. It runs until interrupted, or until `--count` decisions were shown.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import asyncio
 import contextlib
 import sys
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import msgspec
-from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from continuity.cli import run_filters
 from continuity.cli.arguments import connection_parent
@@ -26,7 +26,15 @@ from continuity.cli.refusals import Refusals
 from shared.contract import subjects
 from shared.contract.decisions import Decision
 from shared.contract.tenancy import is_refusal
+from shared.platform.bus import reading
 from shared.records.decisions import STATUS_BY_ACTION
+
+POLL_S = 0.5
+"""How often the stream is looked at for new decisions. The command reads by sequence because
+the operator's NATS user may create no consumer (a consumer create request may name any deliver
+subject, which the server does not check against the creator's permissions), and a reader
+without a consumer is told of no new message: it asks. Each look is one stream-info request;
+twice a second shows a decision within half a second of its being stored."""
 
 _decision = msgspec.json.Decoder(Decision)
 _COLUMNS = (("DECIDED AT", 24), ("RUNNER", 16), ("RUN ID", 24), ("ATTEMPT", 7), ("ACTION", 18))
@@ -45,22 +53,68 @@ def header() -> str:
     return f"{fixed}  {_HEADERS[0].ljust(11)}  {_HEADERS[1]}  {_HEADERS[2]}  {_HEADERS[3]}"
 
 
+class _Watch:
+    """Where the command is in the stream, and what it printed: each matching decision as it is
+    read, up to `--count`."""
+
+    def __init__(self, js: Any, args: argparse.Namespace) -> None:
+        self.js = js
+        self.args = args
+        self.subject = subjects.decisions(args.runner) if args.runner else subjects.DECISIONS_ALL
+        self.next_seq = 0
+        """The sequence of the next message to read."""
+        self.shown = 0
+
+    @property
+    def done(self) -> bool:
+        return self.args.count is not None and self.shown >= self.args.count
+
+    async def start(self) -> None:
+        """From the next message stored, or from the first stored `--since` ago."""
+        now = await reading.bounds(self.js, subjects.DECISIONS_STREAM)
+        if self.args.since is None:
+            self.next_seq = now.last + 1
+        else:
+            since = datetime.now(UTC) - self.args.since
+            self.next_seq = await reading.first_since(
+                self.js, subjects.DECISIONS_STREAM, self.subject, since, now
+            )
+
+    async def read_new(self) -> None:
+        """Show what was stored from `next_seq` on, up to `--count`."""
+        now = await reading.bounds(self.js, subjects.DECISIONS_STREAM)
+        if now.last + 1 < self.next_seq:  # the stream was made again: its sequences start over
+            self.next_seq = now.first
+        first = max(self.next_seq, now.first)
+        async for raw in reading.forward(self.js, subjects.DECISIONS_STREAM, self.subject, first, now.last):
+            seq = raw.seq or first
+            self.next_seq = seq + 1
+            self._show(seq, raw.data or b"")
+            if self.done:
+                return
+        self.next_seq = max(self.next_seq, now.last + 1)
+
+    def _show(self, seq: int, data: bytes) -> None:
+        if is_refusal(data):
+            return  # a refused event's notice to its runner, not a decision (contract 10.5)
+        try:
+            decision = _decision.decode(data)
+        except msgspec.MsgspecError:
+            print(f"continuity: skipped a message that is not a decision (sequence {seq})", file=sys.stderr)
+            return
+        if not run_filters.decision_matches(decision, self.args):
+            return
+        print(msgspec.json.encode(decision).decode() if self.args.json else line(decision), flush=True)
+        self.shown += 1
+
+
 async def watch(args: argparse.Namespace) -> None:
     refusals = Refusals()
     nc = await connected(args, refusals)
     try:
-        js = nc.jetstream(timeout=args.timeout)
-        config = ConsumerConfig(inactive_threshold=60.0)
-        if args.since is not None:
-            config.deliver_policy = DeliverPolicy.BY_START_TIME
-            config.opt_start_time = datetime.now(UTC) - args.since
-        else:
-            config.deliver_policy = DeliverPolicy.NEW
-        subject = subjects.decisions(args.runner) if args.runner else subjects.DECISIONS_ALL
+        watching = _Watch(nc.jetstream(timeout=args.timeout), args)
         try:
-            sub = await refusals.race(
-                js.subscribe(subject, stream=subjects.DECISIONS_STREAM, ordered_consumer=True, config=config)
-            )
+            await refusals.race(watching.start())
         except Failure:
             raise
         except Exception as exc:
@@ -72,30 +126,16 @@ async def watch(args: argparse.Namespace) -> None:
         print(f"Watching {subjects.DECISIONS_STREAM} (Ctrl-C stops).", file=sys.stderr, flush=True)
         if not args.json:
             print(header(), flush=True)
-        shown = 0
-        while args.count is None or shown < args.count:
+        while not watching.done:
             try:
-                msg = await sub.next_msg(timeout=1.0)
-            except TimeoutError:
-                if refusals.denial is not None:
-                    raise refusals.permission_failure() from None
+                await refusals.race(watching.read_new())
+            except Failure:
+                raise
+            except Exception:  # NATS away for a moment: the next look goes on from where this one stopped
                 if nc.is_closed:
                     raise Failure(EXIT_UNAVAILABLE, "unavailable", "the NATS connection closed") from None
-                continue
-            if is_refusal(msg.data):
-                continue  # a refused event's notice to its runner, not a decision (contract 10.5)
-            try:
-                decision = _decision.decode(msg.data)
-            except msgspec.MsgspecError:
-                seq = msg.metadata.sequence.stream if msg.reply else "?"
-                print(
-                    f"continuity: skipped a message that is not a decision (sequence {seq})", file=sys.stderr
-                )
-                continue
-            if not run_filters.decision_matches(decision, args):
-                continue
-            print(msgspec.json.encode(decision).decode() if args.json else line(decision), flush=True)
-            shown += 1
+            if not watching.done:
+                await asyncio.sleep(POLL_S)  # the pace of the looks (POLL_S), not a wait for an event
     finally:
         with contextlib.suppress(Exception):
             await asyncio.wait_for(nc.close(), 2)

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 
 import msgspec
 from nats.js import JetStreamContext
-from nats.js.errors import NotFoundError
 
 from shared.contract import Decision, subjects
 from shared.contract.tenancy import is_refusal
+from shared.platform.bus import reading
 from shared.platform.logs import Log
 
 log = Log("continuity.console")
@@ -91,19 +91,7 @@ async def _between(
 ) -> list[tuple[int, object]]:
     """The messages of `stream` from sequence `first` to `last` (oldest first) as (sequence,
     raw message); sequences removed meanwhile are skipped."""
-    seq = first
-    found: list[tuple[int, object]] = []
-    while seq <= last:
-        try:
-            raw = await js.get_msg(stream, seq, subject=subject, next=True)
-        except NotFoundError:
-            break
-        seq = raw.seq or seq
-        if seq > last:
-            break
-        found.append((seq, raw))
-        seq += 1
-    return found
+    return [(raw.seq or first, raw) for raw in await reading.between(js, stream, subject, first, last)]
 
 
 async def _recent(js: JetStreamContext, stream: str, subject: str, limit: int) -> list[tuple[int, object]]:

@@ -1,6 +1,6 @@
 """The session-store service: request endpoints on `continuity.sessions.*` (contract 3.2 to 3.5),
 each runner's on `continuity.sessions.<runner_id>.*`, the operators' ownership transfers and the
-runner directory on `continuity.runners.*` (section 10)."""
+runner directory and the runners' decisions consumers on `continuity.runners.*` (section 10)."""
 
 from __future__ import annotations
 
@@ -27,6 +27,8 @@ from shared.contract.sessions import (
 from shared.contract.tenancy import (
     ClaimRequest,
     OwnershipReply,
+    RunnerConsumerReply,
+    RunnerConsumerRequest,
     RunnerGetRequest,
     RunnerPutRequest,
     RunnerRecord,
@@ -45,11 +47,12 @@ from shared.policy.configured import configured_policy
 from shared.records.retention import Retention
 from shared.records.runners import RunnerDirectory
 
+from .consumers import RunnerConsumers
 from .requests import SessionRequests
 from .store import SessionStore
 
 NAME = "session-store"
-VERSION = "1.1.0"
+VERSION = "1.2.0"
 
 _RUNNER = subjects.RUNNER_SESSIONS_TOKEN
 
@@ -72,6 +75,9 @@ SPEC = ServiceSpec(
         EndpointSpec("runners-revoke", subjects.RUNNERS_REVOKE, RunnerRevokeRequest, RunnerRecord),
         EndpointSpec("runners-get", subjects.RUNNERS_GET, RunnerGetRequest, RunnerRecord),
         EndpointSpec("runners-list", subjects.RUNNERS_LIST, RunnersListRequest, RunnersListReply),
+        EndpointSpec(
+            "runners-consumer", subjects.RUNNERS_CONSUMER, RunnerConsumerRequest, RunnerConsumerReply
+        ),
         EndpointSpec("declare", subjects.COMPATIBILITY_DECLARE, DeclareRequest, Declaration),
         EndpointSpec("revoke-declaration", subjects.COMPATIBILITY_REVOKE, RevokeRequest, Declaration),
         EndpointSpec("declarations", subjects.COMPATIBILITY_LIST, DeclarationsRequest, DeclarationsReply),
@@ -96,6 +102,8 @@ SPEC = ServiceSpec(
 def build(ctx: Context) -> Wiring:
     # Requests share one auto-pipelined connection: concurrent decisions cost one write.
     redis = Redis.from_config(ctx.config)
+    directory = RunnerDirectory(redis, cache_s=ctx.config.runner_cache_s)
+    consumers = RunnerConsumers(ctx.js, directory)
     requests = SessionRequests(
         SessionStore(
             redis,
@@ -103,7 +111,7 @@ def build(ctx: Context) -> Wiring:
             wait_replicas=ctx.config.redis_wait_replicas,
             wait_timeout_ms=ctx.config.redis_wait_timeout_ms,
         ),
-        RunnerDirectory(redis, cache_s=ctx.config.runner_cache_s),
+        directory,
         enforced=ctx.config.tenancy == "enforced",
         claims_allowed=ctx.config.session_claims == "allow",
         policy=configured_policy(ctx.config),
@@ -120,6 +128,7 @@ def build(ctx: Context) -> Wiring:
             "runners-revoke": requests.runner_revoke,
             "runners-get": requests.runner_get,
             "runners-list": requests.runners_list,
+            "runners-consumer": consumers.request,
             "declare": requests.declare,
             "revoke-declaration": requests.revoke_declaration,
             "declarations": requests.declarations_list,

@@ -47,6 +47,8 @@ from shared.contract.policy import (
 from shared.contract.tenancy import (
     ClaimRequest,
     OwnershipReply,
+    RunnerConsumerReply,
+    RunnerConsumerRequest,
     RunnerGetRequest,
     RunnerPutRequest,
     RunnerRecord,
@@ -118,6 +120,9 @@ class ContinuityClient:
 
     async def runner_revoke(self, req: RunnerRevokeRequest) -> RunnerRecord:
         return await self.call(subjects.RUNNERS_REVOKE, req, RunnerRecord)
+
+    async def runner_consumer(self, req: RunnerConsumerRequest) -> RunnerConsumerReply:
+        return await self.call(subjects.RUNNERS_CONSUMER, req, RunnerConsumerReply)
 
     async def runner_get(self, runner_id: str) -> RunnerRecord:
         return await self.call(subjects.RUNNERS_GET, RunnerGetRequest(runner_id=runner_id), RunnerRecord)

@@ -39,6 +39,7 @@ RUNNERS_PUT = "continuity.runners.put"
 RUNNERS_REVOKE = "continuity.runners.revoke"
 RUNNERS_GET = "continuity.runners.get"
 RUNNERS_LIST = "continuity.runners.list"
+RUNNERS_CONSUMER = "continuity.runners.consumer"  # a runner's decisions consumer, made by the service
 COMPATIBILITY_DECLARE = "continuity.compatibility.declare"  # additions: declared compatibility
 COMPATIBILITY_REVOKE = "continuity.compatibility.revoke"
 COMPATIBILITY_LIST = "continuity.compatibility.list"

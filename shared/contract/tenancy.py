@@ -88,6 +88,27 @@ class RunnerRevokeRequest(msgspec.Struct, kw_only=True):
     actor: Token
 
 
+RunnerConsumerAction = Literal["create", "delete"]
+RunnerConsumerState = Literal["created", "deleted", "absent"]
+
+
+class RunnerConsumerRequest(msgspec.Struct, kw_only=True):
+    """`continuity.runners.consumer` (operators): create or delete the runner's durable
+    decisions consumer. Its configuration is the session-store's, never the request's."""
+
+    runner_id: RunnerId
+    action: RunnerConsumerAction
+    actor: Token
+
+
+class RunnerConsumerReply(msgspec.Struct, kw_only=True, omit_defaults=False):
+    """`created`: the consumer exists, with the service's configuration (made now or before);
+    `deleted`; `absent`: a delete found none."""
+
+    runner_id: str
+    consumer: RunnerConsumerState
+
+
 class RunnerGetRequest(msgspec.Struct, kw_only=True):
     runner_id: RunnerId
 

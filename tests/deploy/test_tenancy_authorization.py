@@ -508,8 +508,8 @@ async def test_removing_a_runner_revokes_it_and_takes_it_out_of_nats(
 async def test_the_operator_and_the_console_may_not_delete_the_runs_index_consumer(
     services: None, connect: Callable[[str], Awaitable[Conn]]
 ) -> None:
-    """The operator deletes runners' decisions consumers (`runners remove`), the console none:
-    neither may delete the reconciliation service's runs index."""
+    """Runners' decisions consumers are deleted by the session-store (`runners remove` asks it);
+    neither the operator nor the console may delete any, the runs index least of all."""
     operator, console = await connect("operator"), await connect("console")
     for user in (operator, console):
         await user.nc.publish(RUNS_INDEX_DELETE, b"", reply=user.nc.new_inbox())

@@ -1,6 +1,7 @@
 """`continuity runners add|tenants|list|remove` against a real NATS and Redis and the
 session-store, as an operator runs them (no authorization here: tests/deploy covers the shipped
-one): what each prints, what it records, and what it leaves alone when it cannot finish."""
+one): what each prints, what it records, the decisions consumers the session-store makes and
+deletes, and what it leaves alone when it cannot finish."""
 
 from __future__ import annotations
 
@@ -13,9 +14,13 @@ import uuid
 from pathlib import Path
 
 import pytest
+from nats.aio.client import Client
+from nats.js.api import AckPolicy, DeliverPolicy
+from nats.js.errors import NotFoundError
 
 from continuity.cli.runners import ACCOUNTS_FILE, IMPORTS_FILE
 from services import registry
+from shared.contract import subjects
 from shared.platform.config import Config
 from tests.support import running
 
@@ -153,3 +158,52 @@ async def test_add_records_the_tenants_and_remove_revokes(
     unreachable = await cli(config, "remove", other, "--conf-dir", str(conf_dir), "--yes")
     assert unreachable.returncode == 4 and "no session-store service is answering" in unreachable.stderr
     assert accounts.read_text() == before and f"RUNNER_{other}: {{" in before
+
+
+async def test_the_session_store_creates_and_deletes_a_runners_decisions_consumer(
+    config: Config, tmp_path: Path, nc: Client
+) -> None:
+    """`--create-consumer`, `--consumer-only` and `remove` ask the session-store, which makes the
+    consumer with its own configuration, for an issued runner only."""
+    runner = new_runner()
+    js = nc.jetstream()
+    async with running(registry.load("session-store"), config):
+        unissued = await cli(config, "add", runner, "--consumer-only")
+        assert unissued.returncode == 1 and "[consumer_not_created]" in unissued.stderr
+        assert f"record its tenants first with `continuity runners tenants {runner}" in unissued.stderr
+        with pytest.raises(NotFoundError):
+            await js.consumer_info(subjects.DECISIONS_STREAM, runner)
+
+        issued = await cli(
+            config,
+            "add",
+            runner,
+            "--tenant",
+            "acme",
+            "--seed-file",
+            str(tmp_path / "r.nk"),
+            "--create-consumer",
+        )
+        assert issued.returncode == 0, issued.stderr
+        assert f"# the session-store created consumer {runner} on CONTINUITY_DECISIONS" in issued.stderr
+        made = (await js.consumer_info(subjects.DECISIONS_STREAM, runner)).config
+        assert (made.durable_name, made.filter_subject) == (runner, subjects.decisions(runner))
+        assert (made.ack_policy, made.deliver_policy, made.max_deliver) == (
+            AckPolicy.EXPLICIT,
+            DeliverPolicy.ALL,
+            -1,
+        )
+        assert made.deliver_subject is None  # a pull consumer
+        again = await cli(config, "add", runner, "--consumer-only")
+        assert again.returncode == 0, again.stderr
+        assert listed((await cli(config, "list", "--json")).stdout, runner)["consumer"] is True
+
+        removed = await cli(config, "remove", runner, "--yes", "--json")
+        assert removed.returncode == 0, removed.stderr
+        assert json.loads(removed.stdout)["consumer"] == "deleted"
+        with pytest.raises(NotFoundError):
+            await js.consumer_info(subjects.DECISIONS_STREAM, runner)
+        revoked = await cli(config, "add", runner, "--consumer-only")
+        assert revoked.returncode == 1 and "[consumer_not_created]" in revoked.stderr
+        twice = await cli(config, "remove", runner, "--yes", "--json")
+        assert json.loads(twice.stdout)["consumer"] == "absent"

@@ -77,6 +77,7 @@ async def test_srv_info_lists_each_endpoint_under_its_contract_subject(
         "runners-revoke": (subjects.RUNNERS_REVOKE, subjects.QUEUE_GROUP),
         "runners-get": (subjects.RUNNERS_GET, subjects.QUEUE_GROUP),
         "runners-list": (subjects.RUNNERS_LIST, subjects.QUEUE_GROUP),
+        "runners-consumer": (subjects.RUNNERS_CONSUMER, subjects.QUEUE_GROUP),
         # Declared compatibility, the rollout preview and the replay (9.11).
         "declare": (subjects.COMPATIBILITY_DECLARE, subjects.QUEUE_GROUP),
         "revoke-declaration": (subjects.COMPATIBILITY_REVOKE, subjects.QUEUE_GROUP),

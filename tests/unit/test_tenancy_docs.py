@@ -148,10 +148,30 @@ def user_block(block: str) -> str:
     return user[: user.index("\n}\n")]
 
 
-def test_the_operator_deletes_runners_decisions_consumers_but_not_the_runs_index() -> None:
+def test_the_session_store_makes_runners_decisions_consumers_but_not_the_runs_index() -> None:
+    """The operator asks the session-store (`continuity.runners.consumer`), which may create a
+    consumer only under the filtered create subject, and delete any of CONTINUITY_DECISIONS'
+    but the runs index's."""
+    user = user_block("SESSION_STORE_PERMISSIONS")
+    assert '"$JS.API.CONSUMER.CREATE.CONTINUITY_DECISIONS.*.continuity.decisions.*"' in user
+    assert '"$JS.API.CONSUMER.DELETE.CONTINUITY_DECISIONS.*"' in user
+    deny = user[user.index("deny: [") : user.index("]", user.index("deny: ["))]
+    assert '"$JS.API.CONSUMER.CREATE.CONTINUITY_DECISIONS.continuity:runs-index.>"' in deny
+    assert '"$JS.API.CONSUMER.DELETE.CONTINUITY_DECISIONS.continuity:runs-index"' in deny
+    assert '"continuity.runners.consumer q"' in user
+
+
+def test_the_operator_has_no_consumer_api_but_info() -> None:
+    """It reads the dead letters and the decisions by sequence; runners' consumers are the
+    session-store's to make and delete."""
     user = user_block("OPERATOR_PERMISSIONS")
-    assert "$JS.API.CONSUMER.DELETE.CONTINUITY_DECISIONS." in user
-    assert 'deny: [ "$JS.API.CONSUMER.DELETE.CONTINUITY_DECISIONS.continuity:runs-index" ]' in user
+    consumer_rights = set(re.findall(r'"(\$JS\.API\.CONSUMER\.[^"]+)"', user))
+    assert consumer_rights == {
+        "$JS.API.CONSUMER.LIST.*",
+        "$JS.API.CONSUMER.NAMES.*",
+        "$JS.API.CONSUMER.INFO.*.*",
+    }
+    assert "$JS.FC." not in user and "$JS.ACK." not in user and "deny" not in user
 
 
 def test_the_console_has_no_consumer_api() -> None:

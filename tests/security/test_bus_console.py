@@ -12,11 +12,9 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import json
-from collections.abc import AsyncIterator, Iterator
 
 import aiohttp
 import msgspec
-import pytest
 
 from continuity.devstack.servers import RedisServer
 from services import registry
@@ -24,40 +22,10 @@ from services.console.config import ConsoleConfig
 from services.console.service import WebConsole
 from shared.contract import ResumeFailed, SessionRef, subjects
 from shared.contract.times import now_rfc3339
-from tests.deploy.conftest import Stack, authorized_services, inbox, issued_stack
+from tests.deploy.conftest import Stack, inbox
+from tests.security.conftest import as_user
 from tests.support import RunningApp, make_config, wait_for
-from tests.support.bus import Conn, Opener, connections
-
-
-@pytest.fixture(scope="module")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    """A Redis of this module's own: its runners' runs stay out of other modules' lists."""
-    server = RedisServer(tmp_path_factory.mktemp("redis"))
-    server.start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    with issued_stack(tmp_path_factory.mktemp("bus-console")) as issued:
-        yield issued
-
-
-@pytest.fixture(scope="module")
-async def services(stack: Stack, redis_server: RedisServer) -> AsyncIterator[None]:
-    async with authorized_services(stack, redis_server.url):
-        yield
-
-
-@pytest.fixture
-async def open_() -> AsyncIterator[Opener]:
-    async with connections() as opener:
-        yield opener
-
-
-async def as_user(open_: Opener, stack: Stack, user: str) -> Conn:
-    return await open_(stack.url(user), inbox_prefix=inbox(user))
+from tests.support.bus import Conn, Opener
 
 
 async def as_runner(open_: Opener, stack: Stack, runner: str) -> Conn:

@@ -10,18 +10,17 @@ another's inbox only where it answers that user's requests."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator, Iterator
 
 import pytest
 from nats.aio.msg import Msg
 
 from continuity.cli import connect as cli_connect
-from continuity.devstack.servers import RedisServer
 from shared.contract.client import ContinuityClient
 from shared.contract.runs import RunsListRequest
 from shared.platform.config import Config, ConfigError
-from tests.deploy.conftest import SERVICE_USERS, Stack, authorized_services, inbox, issued_stack
-from tests.support.bus import Conn, Opener, connections
+from tests.deploy.conftest import SERVICE_USERS, Stack, inbox
+from tests.security.conftest import as_user
+from tests.support.bus import Conn, Opener
 
 USERS = (*SERVICE_USERS, "operator", "console")
 
@@ -30,37 +29,6 @@ ANSWERS: frozenset[tuple[str, str]] = frozenset(
     | {("session-store", "console"), ("reconciliation", "console")}  # the console's pages
 )
 """(who may publish into whose inbox): a service into the inboxes of the users it answers."""
-
-
-@pytest.fixture(scope="module")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    """A Redis of this module's own: its runners' runs stay out of other modules' lists."""
-    server = RedisServer(tmp_path_factory.mktemp("redis"))
-    server.start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    with issued_stack(tmp_path_factory.mktemp("bus-inboxes")) as issued:
-        yield issued
-
-
-@pytest.fixture(scope="module")
-async def services(stack: Stack, redis_server: RedisServer) -> AsyncIterator[None]:
-    async with authorized_services(stack, redis_server.url):
-        yield
-
-
-@pytest.fixture
-async def open_() -> AsyncIterator[Opener]:
-    async with connections() as opener:
-        yield opener
-
-
-async def as_user(open_: Opener, stack: Stack, user: str) -> Conn:
-    return await open_(stack.url(user), inbox_prefix=inbox(user))
 
 
 def test_each_process_connects_with_its_own_inbox_prefix(monkeypatch: pytest.MonkeyPatch) -> None:

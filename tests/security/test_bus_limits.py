@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import shutil
 import uuid
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import msgspec
@@ -21,7 +20,6 @@ from nats.js.api import StreamConfig
 from nats.js.errors import BadRequestError
 
 from continuity.cli.runners import ACCOUNTS_FILE, IMPORTS_FILE, RUNNER_MAX_PAYLOAD
-from continuity.devstack.servers import RedisServer
 from shared.contract import Decision, SessionRef, subjects
 from shared.platform.bus.streams import StreamLimits, stream_configs
 from shared.platform.config import MIB, Config
@@ -29,13 +27,11 @@ from tests.deploy.conftest import (
     DEPLOY,
     PASSWORDS,
     Stack,
-    authorized_services,
     inbox,
-    issued_stack,
     start_server,
 )
 from tests.support import resume_failed, wait_for
-from tests.support.bus import Conn, Opener, connections
+from tests.support.bus import Conn, Opener
 
 PER_RUNNER = 20
 FLOOD = 200
@@ -46,33 +42,7 @@ LIMITS = {
     "work_max_bytes": 2 * MIB,
     "dead_max_bytes": 4 * MIB,
 }
-
-
-@pytest.fixture(scope="module")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    """A Redis of this module's own: its runners' runs stay out of other modules' lists."""
-    server = RedisServer(tmp_path_factory.mktemp("redis"))
-    server.start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    with issued_stack(tmp_path_factory.mktemp("bus-limits")) as issued:
-        yield issued
-
-
-@pytest.fixture(scope="module")
-async def services(stack: Stack, redis_server: RedisServer) -> AsyncIterator[None]:
-    async with authorized_services(stack, redis_server.url, **LIMITS):
-        yield
-
-
-@pytest.fixture
-async def open_() -> AsyncIterator[Opener]:
-    async with connections() as opener:
-        yield opener
+SERVICE_SETTINGS = LIMITS
 
 
 async def as_runner(open_: Opener, stack: Stack, runner: str) -> Conn:

@@ -17,7 +17,6 @@ import asyncio
 import json
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import msgspec
@@ -25,47 +24,14 @@ import pytest
 from nats.js.api import AckPolicy, DeliverPolicy
 from nats.js.errors import NotFoundError
 
-from continuity.devstack.servers import RedisServer
 from shared.contract import Decision, ResumeFailed, SessionRef, subjects
 from shared.contract.times import now_rfc3339
-from tests.deploy.conftest import Stack, acontinuity, authorized_services, inbox, issued_stack
+from tests.deploy.conftest import Stack, acontinuity, inbox
+from tests.security.conftest import as_user
 from tests.support import wait_for
-from tests.support.bus import Conn, Opener, connections
+from tests.support.bus import Conn, Opener
 
 STREAMS = (subjects.EVENTS_STREAM, subjects.DECISIONS_STREAM, subjects.WORK_STREAM, subjects.DEAD_STREAM)
-
-
-@pytest.fixture(scope="module")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    """A Redis of this module's own: its runners' runs stay out of other modules' lists."""
-    server = RedisServer(tmp_path_factory.mktemp("redis"))
-    server.start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    with issued_stack(tmp_path_factory.mktemp("bus-operator")) as issued:
-        yield issued
-
-
-@pytest.fixture(scope="module")
-async def services(stack: Stack, redis_server: RedisServer) -> AsyncIterator[None]:
-    """The services, then the runners' tenants and consumers, recorded and made through the
-    session-store by the operator's commands."""
-    async with authorized_services(stack, redis_server.url):
-        yield
-
-
-@pytest.fixture
-async def open_() -> AsyncIterator[Opener]:
-    async with connections() as opener:
-        yield opener
-
-
-async def as_user(open_: Opener, stack: Stack, user: str) -> Conn:
-    return await open_(stack.url(user), inbox_prefix=inbox(user))
 
 
 async def as_runner(open_: Opener, stack: Stack, runner: str) -> Conn:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -25,7 +26,38 @@ class ServerError(RuntimeError):
     pass
 
 
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+LOWEST_PORT = 10000
+
+
+def _ephemeral_low() -> int | None:
+    """The first port the kernel gives outgoing connections (32768 on Linux by default)."""
+    try:
+        return int(EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
 def free_port() -> int:
+    """A port free now, chosen below the kernel's ephemeral range: a port from that range can be
+    taken as the source port of an outgoing connection (a cluster node's route to another, say)
+    between this check and the server's bind, which stops the server with `address already in
+    use`. The ephemeral range itself only where nothing below it is free."""
+    low = _ephemeral_low()
+    if low is not None and low > LOWEST_PORT:
+        for _ in range(200):
+            port = random.randrange(LOWEST_PORT, low)
+            if _bindable(port):
+                return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])

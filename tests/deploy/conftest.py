@@ -13,7 +13,6 @@ import contextlib
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -28,6 +27,7 @@ import pytest
 import yaml
 
 from continuity.cli.runners import ACCOUNTS_FILE, IMPORTS_FILE
+from continuity.devstack.servers import free_port
 from services import registry
 from services.registry import load
 from tests.support import RunningApp, make_config
@@ -80,12 +80,6 @@ def render(overlay: str) -> list[dict[str, Any]]:
 
 def by_kind(docs: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
     return {d["metadata"]["name"]: d for d in docs if d["kind"] == kind}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 # ---- a nats-server with deploy/nats/auth.conf ---------------------------------------------------

@@ -1,9 +1,16 @@
 """msgspec Structs for every message of the wire contract, version 1."""
 
 from shared.contract.archive import ArchiveCommand, ArchiveResult
-from shared.contract.decisions import ArchiveWork, Decision, ReconcileWork
+from shared.contract.decisions import ArchiveWork, Decision, ReconcileWork, RunOutcome
 from shared.contract.errors import ErrorBody, ErrorDetail, ServiceError
-from shared.contract.events import CommandResult, ErrorInfo, ResumeFailed, ToolCall
+from shared.contract.events import (
+    CommandResult,
+    ErrorInfo,
+    HarnessInfo,
+    ResumeFailed,
+    ToolCall,
+    TurnCompleted,
+)
 from shared.contract.reconciliation import (
     AuditEntry,
     AuditReply,
@@ -18,7 +25,16 @@ from shared.contract.reconciliation import (
     RunView,
     ToolCallRecord,
 )
-from shared.contract.runs import RunEntry, RunsListReply, RunsListRequest
+from shared.contract.runs import (
+    RowSeries,
+    RowStats,
+    RunEntry,
+    RunsListReply,
+    RunsListRequest,
+    RunsStatsReply,
+    RunsStatsRequest,
+    SeriesPoint,
+)
 from shared.contract.sessions import (
     CommitReply,
     CommitRequest,
@@ -66,6 +82,7 @@ __all__ = [
     "ErrorDetail",
     "ErrorInfo",
     "GetRequest",
+    "HarnessInfo",
     "ListReply",
     "ListRequest",
     "OwnershipEntry",
@@ -79,7 +96,10 @@ __all__ = [
     "ResolveRequest",
     "ResumeFailed",
     "RetryRequest",
+    "RowSeries",
+    "RowStats",
     "RunEntry",
+    "RunOutcome",
     "RunRequest",
     "RunView",
     "RunnerConsumerReply",
@@ -92,6 +112,9 @@ __all__ = [
     "RunnersListRequest",
     "RunsListReply",
     "RunsListRequest",
+    "RunsStatsReply",
+    "RunsStatsRequest",
+    "SeriesPoint",
     "ServiceError",
     "SessionAuditReply",
     "SessionAuditRequest",
@@ -100,4 +123,5 @@ __all__ = [
     "ToolCall",
     "ToolCallRecord",
     "TransferRequest",
+    "TurnCompleted",
 ]

@@ -17,7 +17,10 @@ from shared.contract.types import (
     ClassSource,
     DecisionReason,
     FailureClass,
+    HarnessName,
+    HarnessVersion,
     Name,
+    OutcomeStatus,
     PolicyVersion,
     RecordedOutcome,
     RowId,
@@ -46,6 +49,34 @@ class Decision(msgspec.Struct, kw_only=True, omit_defaults=False):
     rule: RowId | None = None
     """The id of the policy row that made this decision (an addition, 9.11); null for an
     operator's or a reconciliation's decision, which no table makes."""
+
+
+class RunOutcome(msgspec.Struct, kw_only=True, omit_defaults=False):
+    """How a decided attempt ended (an addition, 4.6), on `continuity.decisions.<runner_id>.outcome`:
+    kept in CONTINUITY_DECISIONS for the runs index, never delivered to the runner (its
+    consumer takes `continuity.decisions.<runner_id>` alone). Published through the outbox by
+    the step that records the outcome, so it is sent once it is recorded, never before."""
+
+    type: Literal["outcome"] = "outcome"
+    outcome_id: str
+    """`<run_id>:<attempt>:outcome` (`:abandoned` for an abandonment)."""
+    runner_id: RunnerId
+    run_id: Token
+    attempt: Attempt
+    session: SessionRef
+    status: OutcomeStatus
+    action: Action
+    """The action of the decision this outcome judges."""
+    reason: DecisionReason
+    decision_id: str
+    rule: RowId | None = None
+    """The policy row of that decision (null for an operator's or a reconciliation's)."""
+    failure_class: FailureClass | None = None
+    harness: HarnessName | None = None
+    harness_version: HarnessVersion | None = None
+    recovery_ms: int | None = None
+    """From the run's first failure to the completed turn (null when abandoned)."""
+    recorded_at: Time
 
 
 class Explanation(msgspec.Struct, kw_only=True, omit_defaults=True):

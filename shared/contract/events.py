@@ -10,6 +10,8 @@ from shared.contract.sessions import SessionRef
 from shared.contract.types import (
     Attempt,
     Command,
+    HarnessName,
+    HarnessVersion,
     Message,
     Name,
     RecordedOutcome,
@@ -55,6 +57,14 @@ class ToolCall(msgspec.Struct, kw_only=True):
         check_time(self.started_at)
 
 
+class HarnessInfo(msgspec.Struct, kw_only=True):
+    """The harness the run's session lives in (an addition, 4.6): what the outcome statistics
+    group by. A runner's word, used for grouping only, never for a decision."""
+
+    name: HarnessName
+    version: HarnessVersion | None = None
+
+
 class ResumeFailed(msgspec.Struct, kw_only=True):
     type: Literal["resume_failed"]
     event_id: Token
@@ -68,6 +78,33 @@ class ResumeFailed(msgspec.Struct, kw_only=True):
     command_result: CommandResult | None = None
     pending_tool_call: ToolCall | None = None
     governed_wait_elapsed: bool = False
+    harness: HarnessInfo | None = None
+
+    def __post_init__(self) -> None:
+        check_time(self.occurred_at)
+
+
+TURN_COMMAND = "turn"
+TURN_STATUS = "completed"
+"""The signed result of a `turn_completed` event: command `turn`, status `completed`, no
+classification (4.6)."""
+
+
+class TurnCompleted(msgspec.Struct, kw_only=True):
+    """Event `turn_completed` on `continuity.events.<runner_id>.turn_completed` (an addition,
+    4.6): the session of a decided attempt completed a turn. Signed like a command result
+    (4.2); recorded once per `(run_id, attempt)`."""
+
+    type: Literal["turn_completed"]
+    event_id: Token
+    runner_id: RunnerId
+    run_id: Token
+    attempt: Attempt
+    session: SessionRef
+    native_session_id: Token
+    occurred_at: Time
+    result: CommandResult
+    harness: HarnessInfo | None = None
 
     def __post_init__(self) -> None:
         check_time(self.occurred_at)

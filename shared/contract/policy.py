@@ -143,6 +143,10 @@ class ReplayChange(msgspec.Struct, kw_only=True):
     count: int
     runs: list[str]
     """Up to `examples` run ids."""
+    results: dict[str, int] = {}
+    """What actually followed these decisions under the running policy (an addition, 4.6), by
+    `DecisionResult`: `recovered` (the attempt completed a turn), `failed` (the next attempt
+    failed again), `abandoned`, `held` (an operator or a reconciliation) or `pending`."""
 
 
 class ReplayReply(msgspec.Struct, kw_only=True):

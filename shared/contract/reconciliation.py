@@ -108,6 +108,11 @@ class AuditEntry(msgspec.Struct, kw_only=True, omit_defaults=True):
     outcome: str | None = None
     explanation: Explanation | None = None
     """Why the classifier decided so (9.11): present on its decisions and archive requests."""
+    status: str | None = None
+    """The final status an `outcome` entry gave the run (4.6)."""
+    recovery_ms: int | None = None
+    """On an `outcome` entry of a completed turn: from the run's first failure to the turn, as
+    JetStream stored the two events (4.6)."""
 
 
 class AuditReply(msgspec.Struct, kw_only=True):

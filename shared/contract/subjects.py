@@ -27,6 +27,7 @@ RECONCILIATIONS_RESOLVE = "continuity.reconciliations.resolve"
 RUNS_GET = "continuity.runs.get"
 RUNS_AUDIT = "continuity.runs.audit"  # an addition: a run's audit trail
 RUNS_LIST = "continuity.runs.list"  # an addition: runs by status, runner, tenant, reason, age
+RUNS_STATS = "continuity.runs.stats"  # an addition: the policy judged by outcomes (4.6)
 OPERATOR_RETRY = "continuity.operator.retry"
 
 # Ownership and the runner directory (contract section 10). A runner's session requests carry
@@ -63,6 +64,18 @@ def event(runner_id: str, event_type: str) -> str:
 
 def decisions(runner_id: str) -> str:
     return f"continuity.decisions.{runner_id}"
+
+
+RESUME_FAILED = "resume_failed"
+TURN_COMPLETED = "turn_completed"
+EVENT_TYPES = (RESUME_FAILED, TURN_COMPLETED)
+"""The event types a runner may send, the last token of its event subject (4.1, 4.6)."""
+
+
+def outcomes(runner_id: str) -> str:
+    """`continuity.decisions.<runner_id>.outcome` (4.6): in CONTINUITY_DECISIONS for the runs
+    index, outside the runner's consumer, which takes `continuity.decisions.<runner_id>` alone."""
+    return f"continuity.decisions.{runner_id}.outcome"
 
 
 def runner_archive(runner_id: str) -> str:

@@ -148,4 +148,24 @@ QuotaKind = Literal["event_rate", "stored_runs"]
 RecordedOutcome = Literal["completed", "not_performed"]
 ActionOutcome = Literal["completed", "not_performed", "mixed"]
 ReconciliationStatus = Literal["open", "delivered"]
-RunStatus = Literal["running", "retrying", "replacing", "operator", "reconciling", "continued"]
+RunStatus = Literal[
+    "running",
+    "retrying",
+    "replacing",
+    "operator",
+    "reconciling",
+    "continued",
+    "recovered",
+    "recovered_replaced",
+    "recovered_fresh",
+    "abandoned",
+]
+"""A run's status (contract 6). The last four are final (an addition, 4.6): the attempt's
+session completed a turn after `retry_same_session` (`recovered`), `open_replacement`
+(`recovered_replaced`) or `continue_fresh` (`recovered_fresh`), or no outcome came within the
+bound (`abandoned`)."""
+OutcomeStatus = Literal["recovered", "recovered_replaced", "recovered_fresh", "abandoned"]
+"""The final statuses an outcome gives a run (4.6)."""
+HarnessName = Annotated[str, Meta(pattern=r"^[a-z0-9][a-z0-9._-]{0,63}\Z")]
+"""A harness's name as the harness table spells it (`claude-code`, `codex`, ...)."""
+HarnessVersion = Annotated[str, Meta(pattern=r"^[0-9A-Za-z][0-9A-Za-z.\+_-]{0,63}\Z")]

@@ -156,6 +156,10 @@ class Config:
     all of it: the service's parts share it, and closing the NATS connection gets what they
     left, at least one second."""
 
+    outcome_wait_s: float = 3600.0
+    """CONTINUITY_OUTCOME_WAIT_S: how long a run decided `retry_same_session`, `open_replacement`
+    or `continue_fresh` may wait for its `turn_completed` before it is `abandoned` (contract 4.6)."""
+
     request_concurrency: int = 256
     """CONTINUITY_REQUEST_CONCURRENCY: requests one replica handles at once."""
 
@@ -301,6 +305,7 @@ class Config:
             ack_wait_s=_float(env, "CONTINUITY_ACK_WAIT_S", d.ack_wait_s),
             retry_backoff_s=_float(env, "CONTINUITY_RETRY_BACKOFF_S", d.retry_backoff_s),
             drain_timeout_s=_float(env, "CONTINUITY_DRAIN_TIMEOUT_S", d.drain_timeout_s),
+            outcome_wait_s=_float(env, "CONTINUITY_OUTCOME_WAIT_S", d.outcome_wait_s),
             request_concurrency=_int(
                 env, "CONTINUITY_REQUEST_CONCURRENCY", d.request_concurrency, lo=1, hi=100_000
             ),

@@ -61,6 +61,29 @@ TENANCY_REFUSALS = Counter(
     " (an issued runner's id, else `unregistered`) and closed reason.",
     ["runner", "reason"],
 )
+RECOVERY_DECISIONS = Counter(
+    "continuity_recovery_decisions_total",
+    "Decisions the recovery table made, by row, failure class and harness (4.6).",
+    ["rule", "class", "harness"],
+)
+RUN_OUTCOMES = Counter(
+    "continuity_run_outcomes_total",
+    "Decided attempts that ended, by the row of their decision, its class, the harness and the "
+    "final status (recovered, recovered_replaced, recovered_fresh, abandoned).",
+    ["rule", "class", "harness", "status"],
+)
+RECOVERY_SECONDS = Histogram(
+    "continuity_recovery_seconds",
+    "From a run's first failure to its completed turn, by the row that recovered it.",
+    ["rule", "class", "harness"],
+    buckets=(1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 14400),
+)
+RECOVERY_ATTEMPTS = Histogram(
+    "continuity_recovery_attempts",
+    "Attempts a recovered run used, by the row that recovered it.",
+    ["rule", "class", "harness"],
+    buckets=(1, 2, 3, 4, 5, 8),
+)
 REDIS_ERRORS = Counter("continuity_redis_errors_total", "Redis commands that failed.")
 CONSUMER_PENDING = Gauge(
     "continuity_consumer_pending",

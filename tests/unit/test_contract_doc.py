@@ -57,6 +57,8 @@ def test_every_metric_is_in_the_document() -> None:
 
 INBOUND: list[type[msgspec.Struct]] = [
     contracts.ResumeFailed,
+    contracts.TurnCompleted,
+    contracts.RunsStatsRequest,
     contracts.ArchiveWork,
     contracts.ReconcileWork,
     contracts.ArchiveResult,

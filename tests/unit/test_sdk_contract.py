@@ -43,6 +43,8 @@ PAIRS: dict[str, str] = {
     "CommandResult": "CommandResult",
     "ToolCall": "ToolCall",
     "ResumeFailed": "ResumeFailed",
+    "HarnessInfo": "HarnessInfo",
+    "TurnCompleted": "TurnCompleted",
     "Decision": "Decision",
     "ArchiveRequest": "ArchiveCommand",
     "ArchiveResult": "ArchiveResult",

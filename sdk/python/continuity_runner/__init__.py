@@ -4,6 +4,8 @@
 runner = await connect(RunnerOptions(runner_id="runner-a", servers="nats://nats:4222"))
 reply = await runner.decide(session, "codex", model, cwd, latest_cursor=cursor)
 await runner.handle_decisions(follow, on_refusal=refused)
+# after a decision, once the session completed a turn (contract 4.6):
+await runner.report_turn_completed(run_id, decision.attempt, session, native_session_id)
 ```
 """
 
@@ -22,6 +24,7 @@ from continuity_runner.contract import (
     ErrorDetail,
     ErrorInfo,
     GetRequest,
+    HarnessInfo,
     OwnershipReply,
     Refusal,
     RejectReply,
@@ -30,6 +33,7 @@ from continuity_runner.contract import (
     SessionRef,
     SessionView,
     ToolCall,
+    TurnCompleted,
 )
 from continuity_runner.delivery import Delivery
 from continuity_runner.errors import (
@@ -76,6 +80,7 @@ __all__ = [
     "ErrorDetail",
     "ErrorInfo",
     "GetRequest",
+    "HarnessInfo",
     "InternalError",
     "InvalidRequest",
     "NotFound",
@@ -102,6 +107,7 @@ __all__ = [
     "SessionView",
     "StaleEpoch",
     "ToolCall",
+    "TurnCompleted",
     "Unavailable",
     "connect",
     "tracing",

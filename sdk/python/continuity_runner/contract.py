@@ -29,6 +29,8 @@ from continuity_runner.types import (
     ExitCode,
     FailureClass,
     GenerationCheck,
+    HarnessName,
+    HarnessVersion,
     Message,
     Mode,
     Name,
@@ -223,6 +225,15 @@ class ToolCall(msgspec.Struct, kw_only=True):
         check_time(self.started_at, "pending_tool_call.started_at")
 
 
+class HarnessInfo(msgspec.Struct, kw_only=True):
+    """The harness the run's session lives in (contract 4.6): `name` as the harness table spells
+    it (`claude-code`, `codex`, ...), `version` as the harness reports it. Continuity groups the
+    outcomes of its decisions by it, and never decides by it."""
+
+    name: HarnessName
+    version: HarnessVersion | None = None
+
+
 class ResumeFailed(msgspec.Struct, kw_only=True):
     type: Literal["resume_failed"]
     event_id: Token
@@ -236,6 +247,35 @@ class ResumeFailed(msgspec.Struct, kw_only=True):
     command_result: CommandResult | None = None
     pending_tool_call: ToolCall | None = None
     governed_wait_elapsed: bool = False
+    harness: HarnessInfo | None = None
+
+    def __post_init__(self) -> None:
+        check_time(self.occurred_at, "occurred_at")
+
+
+# ---- the turn_completed event (section 4.6) ---------------------------------------------------
+
+TURN_COMMAND = "turn"
+TURN_STATUS = "completed"
+"""The signed result of a `turn_completed` event: command `turn`, status `completed`, no
+classification."""
+
+
+class TurnCompleted(msgspec.Struct, kw_only=True):
+    """`continuity.events.<runner_id>.turn_completed` (contract 4.6): the session of a decided
+    attempt completed a turn. `attempt` is the decision's own `attempt`; `result` is signed as a
+    command result is (4.2). Recorded once per `(run_id, attempt)`."""
+
+    type: Literal["turn_completed"]
+    event_id: Token
+    runner_id: RunnerId
+    run_id: Token
+    attempt: Attempt
+    session: SessionRef
+    native_session_id: Token
+    occurred_at: Time
+    result: CommandResult
+    harness: HarnessInfo | None = None
 
     def __post_init__(self) -> None:
         check_time(self.occurred_at, "occurred_at")

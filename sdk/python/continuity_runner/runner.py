@@ -23,6 +23,8 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from continuity_runner import limits, subjects, tracing
 from continuity_runner.checks import archive_answer, check_value, encode_checked
 from continuity_runner.contract import (
+    TURN_COMMAND,
+    TURN_STATUS,
     ArchiveRequest,
     ArchiveResult,
     ClaimRequest,
@@ -34,6 +36,7 @@ from continuity_runner.contract import (
     Decision,
     ErrorInfo,
     GetRequest,
+    HarnessInfo,
     OwnershipReply,
     Refusal,
     RejectReply,
@@ -42,6 +45,7 @@ from continuity_runner.contract import (
     SessionRef,
     SessionView,
     ToolCall,
+    TurnCompleted,
 )
 from continuity_runner.delivery import Delivery
 from continuity_runner.denials import Denials
@@ -155,7 +159,7 @@ class Runner:
         self._closing = False
         self._archive_sub: Subscription | None = None
         self._archive_tasks: set[asyncio.Task[None]] = set()
-        self._reported: OrderedDict[str, ResumeFailed] = OrderedDict()
+        self._reported: OrderedDict[str, ResumeFailed | TurnCompleted] = OrderedDict()
         self._last_traceparent: str | None = None
 
     @property
@@ -374,6 +378,7 @@ class Runner:
         governed_wait_elapsed: bool = False,
         event_id: str | None = None,
         *,
+        harness: HarnessInfo | None = None,
         traceparent: str | None = None,
     ) -> str:
         """Publish a `resume_failed` event and return its `event_id`.
@@ -385,7 +390,8 @@ class Runner:
         keeps one copy, and the classifier decides once per run and attempt.
 
         It carries `traceparent` (else the `trace_context` hook's, else a new trace's; then
-        `last_traceparent`): the decision comes back in that trace.
+        `last_traceparent`): the decision comes back in that trace. `harness` names the harness
+        the session lives in (contract 4.6): the outcomes of the decision are grouped by it.
         """
         event = ResumeFailed(
             type="resume_failed",
@@ -400,6 +406,49 @@ class Runner:
             command_result=command_result,
             pending_tool_call=pending_tool_call,
             governed_wait_elapsed=governed_wait_elapsed,
+            harness=harness,
+        )
+        return await self._report(event, traceparent)
+
+    async def report_turn_completed(
+        self,
+        run_id: str,
+        attempt: int,
+        session: SessionRef,
+        native_session_id: str,
+        *,
+        harness: HarnessInfo | None = None,
+        event_id: str | None = None,
+        traceparent: str | None = None,
+    ) -> str:
+        """Publish a `turn_completed` event (contract 4.6) and return its `event_id`: the session
+        of a decided attempt completed a turn, so the decision worked.
+
+        `attempt` is the attempt of the decision the turn follows (the decision's own `attempt`,
+        which is its `resume_failed`'s); `native_session_id` is the session that completed the
+        turn: the resumed one after `retry_same_session`, the replacement after
+        `open_replacement`, the fresh one after `continue_fresh`. Send it once, after the first
+        turn that completes after the decision; the services record one outcome per
+        `(run_id, attempt)`, so sending it again changes nothing. `harness` names the harness
+        the session lives in (`HarnessInfo(name="claude-code", version="2.1.332")`).
+
+        The event carries a result signed with the runner's key (`sign_command_result`: command
+        `turn`, status `completed`, no classification), so the services trust it. It is checked
+        against the contract first (`InvalidRequest`, nothing sent), then published and sent
+        again as `report_resume_failure`'s event is; `resend` and `report_again` take it too.
+        """
+        result = self.sign_command_result(run_id, attempt, TURN_COMMAND, TURN_STATUS)
+        event = TurnCompleted(
+            type="turn_completed",
+            event_id=event_id or uuid.uuid4().hex,
+            runner_id=self.runner_id,
+            run_id=run_id,
+            attempt=attempt,
+            session=session,
+            native_session_id=native_session_id,
+            occurred_at=now_rfc3339(),
+            result=result,
+            harness=harness,
         )
         return await self._report(event, traceparent)
 
@@ -420,11 +469,18 @@ class Runner:
         governed_wait_elapsed: bool = False,
         event_id: str | None = None,
         traceparent: str | None = None,
+        harness_version: str | None = None,
+        decided_attempt: int | None = None,
     ) -> Verdict:
         """What a resume of `native_session_id` with the harness of `adapter` left (`outcome`:
         its exit code, output, and for an SDK harness the exception), turned into exactly one of:
 
-        - `NotAFailure(rule)`: the harness's rules say the resume did not fail; nothing is sent.
+        - `NotAFailure(rule, reported_event_id)`: the harness's rules say the resume did not
+          fail: its turn completed. Without `decided_attempt` nothing is sent
+          (`reported_event_id` None). With it (the `attempt` of the decision this resume
+          followed, a `retry_same_session`), a `turn_completed` for that attempt is published
+          (`report_turn_completed`, contract 4.6) and `reported_event_id` is its `event_id`:
+          the decision is judged `recovered`.
         - `Rejected(failure_class, rule, cleared)`: a failure, and the presence probe (asked
           first unless `probe_first` is False) finds no file of the session on this host: the
           saved handle is rejected (`resume_target_missing`, contract 3.4) and nothing is
@@ -437,9 +493,11 @@ class Runner:
         harness runs with (its sessions' root, HOME; default `os.environ`): without `cwd`, the
         probe of a harness that keys sessions by it answers `unknown` and the failure is
         reported. `command` is the signed result's command (default `<harness>.resume`); the
-        other arguments are `report_resume_failure`'s. Everything is checked before the probe
-        looks or anything is sent: `InvalidRequest` for a bad argument, an outcome of the wrong
-        types or larger than 4 MiB."""
+        other arguments are `report_resume_failure`'s (`event_id` is the `turn_completed`'s when
+        one is sent). Both events name the harness: `HarnessInfo(name=adapter.name,
+        version=harness_version)`. Everything is checked before the probe looks or anything is
+        sent: `InvalidRequest` for a bad argument, an outcome of the wrong types or larger than
+        4 MiB."""
         return await recover_verdict(
             self,
             adapter,
@@ -456,6 +514,8 @@ class Runner:
             governed_wait_elapsed=governed_wait_elapsed,
             event_id=event_id,
             traceparent=traceparent,
+            harness_version=harness_version,
+            decided_attempt=decided_attempt,
         )
 
     async def report_again(self, refusal: Refusal, *, traceparent: str | None = None) -> str:
@@ -501,9 +561,9 @@ class Runner:
         self._reported.pop(event_id, None)
         return new_id
 
-    async def _report(self, event: ResumeFailed, traceparent: str | None) -> str:
+    async def _report(self, event: ResumeFailed | TurnCompleted, traceparent: str | None) -> str:
         payload = encode_checked(event, limits.MAX_EVENT_BYTES)
-        subject = subjects.event(self.runner_id, "resume_failed")
+        subject = subjects.event(self.runner_id, event.type)
         await self.publish_event(subject, payload, event.event_id, traceparent=traceparent)
         self._reported[event.event_id] = event
         while len(self._reported) > REPORTS_KEPT:

@@ -40,6 +40,10 @@ Cwd = Annotated[str, Meta(max_length=limits.PATH_CHARS)]
 Output = Annotated[str, Meta(max_length=limits.OUTPUT_CHARS)]
 RowId = Annotated[str, Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,31}\Z")]
 """The id of a policy's row (`4.4.9`): what a decision's `rule` names."""
+HarnessName = Annotated[str, Meta(pattern=r"^[a-z0-9][a-z0-9._-]{0,63}\Z")]
+"""A harness's name as the harness table spells it (`claude-code`, `codex`, ...)."""
+HarnessVersion = Annotated[str, Meta(pattern=r"^[0-9A-Za-z][0-9A-Za-z.\+_-]{0,63}\Z")]
+"""A harness's version as it reports it (`2.1.332`)."""
 
 
 _TIME = re.compile(TIME_PATTERN)

@@ -1,11 +1,14 @@
 """`Runner.recover`: from what a resume left to what Continuity is told, in one call.
 
-The outcome is assessed with the harness's rules. Not a failure: nothing is sent. A failure: the
+The outcome is assessed with the harness's rules. Not a failure: nothing is sent, unless the
+resume followed a decision (`decided_attempt`): then a `turn_completed` tells Continuity the
+decision worked (contract 4.6). A failure: the
 presence probe is asked first (unless told not to); when it finds the session absent from the
 host, the saved handle is rejected (contract 3.4, `resume_target_missing`) and nothing is
 reported, so the next `decide` starts fresh with the full transcript. Otherwise a `resume_failed`
 is reported with a command result signed with the class (`unclassified`: classification null), so
-the classifier decides by the class's row. The TypeScript SDK does the same (src/harness/recover.ts).
+the classifier decides by the class's row; it names the harness (`harness`, with the version when
+given), as a `turn_completed` does. The TypeScript SDK does the same (src/harness/recover.ts).
 """
 
 from __future__ import annotations
@@ -14,11 +17,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Literal
 
 from continuity_runner.checks import check_value
-from continuity_runner.contract import SessionRef, ToolCall
+from continuity_runner.contract import HarnessInfo, SessionRef, ToolCall
 from continuity_runner.harness.match import OutcomeInput
 from continuity_runner.harness.probe import Env, Presence
 from continuity_runner.harness.table import HarnessClass
-from continuity_runner.types import Attempt, Token
+from continuity_runner.types import Attempt, HarnessName, HarnessVersion, Token
 
 if TYPE_CHECKING:
     from continuity_runner.harness.adapter import Adapter
@@ -30,10 +33,13 @@ FAILED_STATUS = "failed"
 
 @dataclass(frozen=True)
 class NotAFailure:
-    """The rule said the outcome is not a failure: nothing was sent."""
+    """The rule said the outcome is not a failure: the resumed session completed its turn.
+    Without `decided_attempt` nothing was sent (`reported_event_id` None); with it, a
+    `turn_completed` for that attempt was published, whose `event_id` is `reported_event_id`."""
 
     kind: ClassVar[Literal["not_a_failure"]] = "not_a_failure"
     rule: str
+    reported_event_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -82,17 +88,38 @@ async def recover_verdict(
     governed_wait_elapsed: bool = False,
     event_id: str | None = None,
     traceparent: str | None = None,
+    harness_version: str | None = None,
+    decided_attempt: int | None = None,
 ) -> Verdict:
     """See `Runner.recover`."""
     # Everything is checked before the probe looks or anything is sent.
     check_value(run_id, Token, "run_id")
     check_value(attempt, Attempt, "attempt")
     check_value(native_session_id, Token, "native_session_id")
+    check_value(adapter.name, HarnessName, "harness.name")
+    if harness_version is not None:
+        check_value(harness_version, HarnessVersion, "harness.version")
+    if decided_attempt is not None:
+        check_value(decided_attempt, Attempt, "decided_attempt")
+    if event_id is not None:
+        check_value(event_id, Token, "event_id")
     if not isinstance(session, SessionRef):
         raise TypeError("session must be a SessionRef")
+    info = HarnessInfo(name=adapter.name, version=harness_version)
     assessment = adapter.assess(outcome)
     if assessment.failure_class is None:
-        return NotAFailure(assessment.rule)
+        if decided_attempt is None:
+            return NotAFailure(assessment.rule)
+        sent = await runner.report_turn_completed(
+            run_id,
+            decided_attempt,
+            session,
+            native_session_id,
+            harness=info,
+            event_id=event_id,
+            traceparent=traceparent,
+        )
+        return NotAFailure(assessment.rule, sent)
     failure_class: HarnessClass = assessment.failure_class
     presence = adapter.probe(native_session_id, cwd=cwd, env=env) if probe_first else None
     if presence == "absent":
@@ -116,6 +143,7 @@ async def recover_verdict(
         pending_tool_call=pending_tool_call,
         governed_wait_elapsed=governed_wait_elapsed,
         event_id=event_id,
+        harness=info,
         traceparent=traceparent,
     )
     return Reported(sent, failure_class, assessment.rule, presence)

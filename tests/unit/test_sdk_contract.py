@@ -21,12 +21,14 @@ import msgspec.inspect as mi
 import pytest
 
 import shared.contract as server
+import shared.contract.events as server_events
 import shared.contract.limits as server_limits
 import shared.contract.tenancy as server_tenancy
 import shared.contract.types as server_types
 
 SDK_ROOT = Path(__file__).resolve().parents[2] / "sdk" / "python"
 TS_CONTRACT = Path(__file__).resolve().parents[2] / "sdk" / "typescript" / "src" / "contract.ts"
+TS_CHECKS = TS_CONTRACT.with_name("checks.ts")
 
 # SDK name -> server name: every message a runner sends or receives.
 PAIRS: dict[str, str] = {
@@ -234,6 +236,56 @@ def test_the_typescript_sdks_closed_sets_are_the_servers(name: str) -> None:
 )
 def test_what_the_typescript_sdk_receives_has_the_servers_fields(name: str, struct: str) -> None:
     assert _ts_fields(name) == list(server_struct(struct).__struct_fields__)
+
+
+@pytest.mark.parametrize(
+    ("name", "struct"),
+    [("ResumeFailed", "ResumeFailed"), ("TurnCompleted", "TurnCompleted"), ("HarnessInfo", "HarnessInfo")],
+)
+def test_what_the_typescript_sdk_sends_has_the_servers_fields(name: str, struct: str) -> None:
+    assert _ts_fields(name) == list(server_struct(struct).__struct_fields__)
+
+
+def _ts_rule_fields(name: str) -> list[str]:
+    """The fields of `export const <name> = object({ ... });` in checks.ts, in order."""
+    found = re.search(
+        rf"export const {name} = object\(\{{(?P<body>.*?)\n\}}\);", TS_CHECKS.read_text(), re.DOTALL
+    )
+    assert found is not None, name
+    return re.findall(r"^  (\w+): (?:required|optional)\(", found["body"], re.MULTILINE)
+
+
+@pytest.mark.parametrize(
+    ("name", "struct"), [("RESUME_FAILED", "ResumeFailed"), ("TURN_COMPLETED", "TurnCompleted")]
+)
+def test_the_typescript_sdks_checks_of_its_events_name_the_servers_fields(name: str, struct: str) -> None:
+    assert _ts_rule_fields(name) == list(server_struct(struct).__struct_fields__)
+
+
+def _pattern(annotated: Any) -> str:
+    [meta] = [m for m in get_args(annotated)[1:] if isinstance(m, msgspec.Meta)]
+    assert meta.pattern is not None
+    return meta.pattern
+
+
+@pytest.mark.parametrize(
+    ("name", "server_type"), [("HARNESS_NAME", "HarnessName"), ("HARNESS_VERSION", "HarnessVersion")]
+)
+def test_the_harness_patterns_are_the_servers(name: str, server_type: str) -> None:
+    """The SDKs' harness name and version (contract 4.6): Python's `\\Z` is JavaScript's `$`."""
+    theirs = _pattern(getattr(server_types, server_type))
+    assert _pattern(getattr(sdk_types, server_type)) == theirs
+    found = re.search(rf"export const {name}_PATTERN = /(?P<source>.*)/;", TS_CONTRACT.read_text())
+    assert found is not None, name
+    assert found["source"] == theirs.removesuffix("\\Z") + "$"
+
+
+def test_the_turn_result_is_the_servers() -> None:
+    """A `turn_completed`'s signed result: command `turn`, status `completed` (contract 4.6)."""
+    assert (sdk.TURN_COMMAND, sdk.TURN_STATUS) == (server_events.TURN_COMMAND, server_events.TURN_STATUS)
+    source = TS_CONTRACT.read_text()
+    assert f'export const TURN_COMMAND = "{server_events.TURN_COMMAND}";' in source
+    assert f'export const TURN_STATUS = "{server_events.TURN_STATUS}";' in source
 
 
 def test_messages_of_an_earlier_release_decode_without_their_explanation() -> None:

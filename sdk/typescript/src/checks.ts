@@ -12,7 +12,14 @@
  * makes the same checks (continuity_runner/checks.py); sdk/bad-inputs.json is played by both.
  */
 
-import { RUNNER_ID_PATTERN, TIME_PATTERN, TOKEN_PATTERN, type ArchiveResult } from "./contract.js";
+import {
+  HARNESS_NAME_PATTERN,
+  HARNESS_VERSION_PATTERN,
+  RUNNER_ID_PATTERN,
+  TIME_PATTERN,
+  TOKEN_PATTERN,
+  type ArchiveResult,
+} from "./contract.js";
 import { InvalidRequest } from "./errors.js";
 
 /** Contract 9.8. */
@@ -131,6 +138,11 @@ export const COMMAND_RESULT = object({
   signature: required(chars(LIMITS.signatureChars)),
 });
 
+/** `{name, version}` of the harness (4.6). */
+export const HARNESS_NAME: Rule = { kind: "string", pattern: HARNESS_NAME_PATTERN };
+export const HARNESS_VERSION: Rule = { kind: "string", pattern: HARNESS_VERSION_PATTERN };
+const HARNESS_INFO = object({ name: required(HARNESS_NAME), version: optional(HARNESS_VERSION, null) });
+
 export const RESUME_FAILED = object({
   type: required(oneOf("resume_failed")),
   event_id: required(TOKEN),
@@ -152,6 +164,20 @@ export const RESUME_FAILED = object({
     null,
   ),
   governed_wait_elapsed: optional(BOOL, false),
+  harness: optional(HARNESS_INFO, null),
+});
+
+export const TURN_COMPLETED = object({
+  type: required(oneOf("turn_completed")),
+  event_id: required(TOKEN),
+  runner_id: required(RUNNER_ID),
+  run_id: required(TOKEN),
+  attempt: required(ATTEMPT),
+  session: required(SESSION),
+  native_session_id: required(TOKEN),
+  occurred_at: required(TIME),
+  result: required(COMMAND_RESULT),
+  harness: optional(HARNESS_INFO, null),
 });
 
 const ARCHIVE_RESULT = object({

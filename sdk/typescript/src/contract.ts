@@ -208,6 +208,14 @@ export interface ToolCall {
   recorded_outcome?: RecordedOutcome | null;
 }
 
+/** The harness the run's session lives in (4.6): `name` as the harness table spells it
+ * (`claude-code`, `codex`, ...), `version` as the harness reports it. Continuity groups the
+ * outcomes of its decisions by it, and never decides by it. */
+export interface HarnessInfo {
+  name: string;
+  version?: string | null;
+}
+
 /** The `resume_failed` event (4.1). */
 export interface ResumeFailed {
   type: "resume_failed";
@@ -222,6 +230,28 @@ export interface ResumeFailed {
   command_result: CommandResult | null;
   pending_tool_call: ToolCall | null;
   governed_wait_elapsed: boolean;
+  /** The harness the session lives in (4.6). */
+  harness: HarnessInfo | null;
+}
+
+/** The signed result of a `turn_completed` event: command `turn`, status `completed`, no
+ * classification (4.6). */
+export const TURN_COMMAND = "turn";
+export const TURN_STATUS = "completed";
+
+/** The `turn_completed` event (4.6): the session of a decided attempt completed a turn. `attempt`
+ * is the decision's own; `result` is signed as a command result is (4.2). */
+export interface TurnCompleted {
+  type: "turn_completed";
+  event_id: string;
+  runner_id: string;
+  run_id: string;
+  attempt: number;
+  session: SessionRef;
+  native_session_id: string;
+  occurred_at: string;
+  result: CommandResult;
+  harness: HarnessInfo | null;
 }
 
 /** A recovery decision on `continuity.decisions.<runner_id>` (4.5). */
@@ -282,6 +312,9 @@ export interface ArchiveResult {
  * JavaScript pattern without the `m` flag matches only at the very end: no trailing newline.) */
 export const RUNNER_ID_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
 export const TOKEN_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
+/** Contract 4.6: a harness's name as the harness table spells it, and its version. */
+export const HARNESS_NAME_PATTERN = /^[a-z0-9][a-z0-9._-]{0,63}$/;
+export const HARNESS_VERSION_PATTERN = /^[0-9A-Za-z][0-9A-Za-z.\+_-]{0,63}$/;
 /** Contract 9.8: a UTC instant, `Z` or `+00:00`, seconds 00-59 (no leap second), year 0001-9999;
  * the day is also checked against its month (`checks.ts`). `\d` is ASCII here, as the SDKs require. */
 export const TIME_PATTERN =

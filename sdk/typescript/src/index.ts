@@ -18,6 +18,7 @@ export {
   type RefusalHandler,
   type SessionOp,
   type ResumeFailureArgs,
+  type TurnCompletedArgs,
   type SignArgs,
   type TraceContext,
   type TraceOptions,

@@ -42,9 +42,13 @@ import {
   REJECT_REQUEST,
   RESUME_FAILED,
   TOKEN,
+  TURN_COMPLETED,
+  type Rule,
 } from "./checks.js";
 import {
   nowRfc3339,
+  TURN_COMMAND,
+  TURN_STATUS,
   type ArchiveRequest,
   type ArchiveResult,
   type CommandResult,
@@ -54,6 +58,7 @@ import {
   type DecideReply,
   type Decision,
   type ErrorInfo,
+  type HarnessInfo,
   type OwnershipReply,
   type Refusal,
   type RejectCode,
@@ -121,6 +126,33 @@ export interface ResumeFailureArgs extends TraceOptions {
   governedWaitElapsed?: boolean;
   /** Generated when absent; give the same id to re-send the same event. */
   eventId?: string;
+  /** The harness the session lives in (contract 4.6): the decision's outcomes are grouped by it. */
+  harness?: HarnessInfo | null;
+}
+
+/** `reportTurnCompleted` (contract 4.6). */
+export interface TurnCompletedArgs extends TraceOptions {
+  runId: string;
+  /** The attempt of the decision the turn follows: the decision's own `attempt`. */
+  attempt: number;
+  session: SessionRef;
+  /** The session that completed the turn: the resumed one after `retry_same_session`, the
+   * replacement after `open_replacement`, the fresh one after `continue_fresh`. */
+  nativeSessionId: string;
+  /** The harness the session lives in (`{ name: "claude-code", version: "2.1.332" }`). */
+  harness?: HarnessInfo | null;
+  /** Generated when absent; give the same id to re-send the same event. */
+  eventId?: string;
+}
+
+/** The events a runner sends, the last token of their subject. */
+type EventType = "resume_failed" | "turn_completed";
+const EVENT_RULES: Record<EventType, Rule> = { resume_failed: RESUME_FAILED, turn_completed: TURN_COMPLETED };
+
+/** A report as sent: its type and its encoded bytes. */
+interface Sent {
+  type: EventType;
+  data: Uint8Array;
 }
 
 export interface SignArgs {
@@ -204,7 +236,7 @@ export class Runner {
   private readonly active = new Set<ConsumerMessages>();
   private readonly subscriptions = new Set<Subscription>();
   /** The latest reports by event id, encoded as sent (for `reportAgain` and `resend`). */
-  private readonly reported = new Map<string, Uint8Array>();
+  private readonly reported = new Map<string, Sent>();
   private closing = false;
   private sentTraceparent: string | null = null;
 
@@ -445,8 +477,44 @@ export class Runner {
       command_result: args.commandResult,
       pending_tool_call: args.pendingToolCall,
       governed_wait_elapsed: args.governedWaitElapsed,
+      harness: args.harness,
     }, LIMITS.eventBytes);
-    return this.report(eventId, data, args.traceparent);
+    return this.report(eventId, { type: "resume_failed", data }, args.traceparent);
+  }
+
+  /**
+   * Publishes a `turn_completed` event (contract 4.6) and returns its event id: the session of a
+   * decided attempt completed a turn, so the decision worked. `attempt` is the attempt of the
+   * decision the turn follows (the decision's own `attempt`, which is its `resume_failed`'s). Send
+   * it once, after the first turn that completes after the decision; the services record one
+   * outcome per `(run_id, attempt)`, so sending it again changes nothing. The event carries a
+   * result signed with the runner's key (`signCommandResult`: command `turn`, status `completed`,
+   * no classification). It is checked against the contract first (`InvalidRequest`, nothing
+   * sent), then published and retried as `reportResumeFailure`'s event is; `resend` and
+   * `reportAgain` take it too.
+   */
+  async reportTurnCompleted(args: TurnCompletedArgs): Promise<string> {
+    optionalTraceparent(args.traceparent);
+    const eventId = args.eventId ?? `evt-${randomUUID()}`;
+    const result = this.signCommandResult({
+      runId: args.runId,
+      attempt: args.attempt,
+      command: TURN_COMMAND,
+      status: TURN_STATUS,
+    });
+    const data = encodeChecked(TURN_COMPLETED, {
+      type: "turn_completed",
+      event_id: eventId,
+      runner_id: this.runnerId,
+      run_id: args.runId,
+      attempt: args.attempt,
+      session: args.session,
+      native_session_id: args.nativeSessionId,
+      occurred_at: nowRfc3339(),
+      result,
+      harness: args.harness,
+    }, LIMITS.eventBytes);
+    return this.report(eventId, { type: "turn_completed", data }, args.traceparent);
   }
 
   /**
@@ -492,20 +560,21 @@ export class Runner {
 
   /** `sent`, the report kept as `eventId`, sent again under a new event id, kept instead of it
    * once acknowledged. */
-  private async sendAgain(eventId: string, sent: Uint8Array, traceparent: string | undefined): Promise<string> {
+  private async sendAgain(eventId: string, sent: Sent, traceparent: string | undefined): Promise<string> {
     // The same report: the failure, its time and its signed result; only the id is new (the old
     // one would be dropped by the stream as a duplicate within its window).
     const newId = `evt-${randomUUID()}`;
-    const event = { ...(JSON.parse(decoder.decode(sent)) as Record<string, unknown>), event_id: newId };
-    await this.report(newId, encodeChecked(RESUME_FAILED, event, LIMITS.eventBytes), traceparent);
+    const event = { ...(JSON.parse(decoder.decode(sent.data)) as Record<string, unknown>), event_id: newId };
+    const data = encodeChecked(EVENT_RULES[sent.type], event, LIMITS.eventBytes);
+    await this.report(newId, { type: sent.type, data }, traceparent);
     // Forgotten only once the new one is acknowledged: a failed publication can be retried.
     this.reported.delete(eventId);
     return newId;
   }
 
-  private async report(eventId: string, data: Uint8Array, traceparent: string | undefined): Promise<string> {
-    await this.publishOnce(subjects.event(this.runnerId, "resume_failed"), eventId, data, traceparent);
-    this.reported.set(eventId, data);
+  private async report(eventId: string, sent: Sent, traceparent: string | undefined): Promise<string> {
+    await this.publishOnce(subjects.event(this.runnerId, sent.type), eventId, sent.data, traceparent);
+    this.reported.set(eventId, sent);
     for (const oldest of this.reported.keys()) {
       if (this.reported.size <= REPORTS_KEPT) break;
       this.reported.delete(oldest);
@@ -553,13 +622,17 @@ export class Runner {
   /**
    * What a resume of `adapter`'s harness left (`outcome`), told to Continuity in one call, with
    * exactly one verdict (`kind`):
-   * - `not_a_failure`: the harness's rule says the resume did not fail; nothing is sent.
+   * - `not_a_failure`: the harness's rule says the resume did not fail: its turn completed.
+   *   Nothing is sent, unless `decidedAttempt` (the attempt of the decision this resume followed)
+   *   is given: then a `turn_completed` for that attempt is published (`reportTurnCompleted`,
+   *   contract 4.6) and `reported_event_id` is its event id.
    * - `rejected`: a failure, and the probe finds the session absent from this host (or
    *   `nativeSessionId` is not one of the harness's ids): the saved handle is rejected (contract
    *   3.4, `resume_target_missing`), so the next `decide` starts fresh with the full transcript.
    * - `reported`: a failure otherwise: a `resume_failed` with a command result signed with the
    *   class (`classification` null for `unclassified`); the decision comes on the decisions
    *   subject.
+   * Both events name the harness: `{ name: adapter.name, version: harnessVersion }`.
    * `InvalidRequest` for an outcome that is not one, or is larger than 4 MiB in all; no signing
    * key is an `InvalidRequest` too (field `signingKeys`), before anything is sent.
    */

@@ -38,15 +38,25 @@ from services.console.identity import (
     proxy_identity,
     safe_next,
 )
+from services.console.outcomes import OutcomesQuery, page_values, recovery
+from services.console.outcomes import parse as parse_outcomes
 from services.console.revocations import Revocations
 from services.console.rules import rule_of
 from services.console.runs_query import CURSOR_MESSAGE, REASONS, RUN_STATUSES, QueryError, count_label, parse
 from services.console.streams import DecisionFeed, recent_dead_letters, recent_decisions
-from shared.contract import GetRequest, ListRequest, ResolveRequest, RetryRequest, SessionRef, SessionView
+from shared.contract import (
+    GetRequest,
+    ListRequest,
+    ResolveRequest,
+    RetryRequest,
+    SessionRef,
+    SessionView,
+    subjects,
+)
 from shared.contract.client import ContinuityClient, RequestError
 from shared.contract.limits import EVIDENCE_CHARS, NAME_CHARS, POLICY_MAX_BYTES, REPLAY_MAX_SINCE_S
 from shared.contract.policy import PreviewReply, PreviewRequest, ReplayReply, ReplayRequest
-from shared.contract.runs import RunsListRequest
+from shared.contract.runs import RunsListRequest, RunsStatsReply
 from shared.contract.tenancy import RunnerRecord, SessionAuditRequest, TransferRequest
 from shared.contract.types import RUNNER_ID_PATTERN, TOKEN_PATTERN, ActionOutcome
 from shared.platform import metrics
@@ -100,6 +110,7 @@ MESSAGES = {
     "internal_error": "A service failed on this request; see its logs.",
     "invalid_replay": "The reconciliation service refused this replay's filters.",
     "invalid_preview": "The session-store refused this preview's fields.",
+    "invalid_stats": "The reconciliation service refused these filters.",
 }
 REFUSALS = {
     "untrusted_proxy": "The identity header came from an address that is not a trusted proxy.",
@@ -119,6 +130,10 @@ REPLAY_TIMEOUT_S = 120.0
 REPLAY_MAX_HOURS = REPLAY_MAX_SINCE_S / 3600
 PREVIEW_TIMEOUT_S = 60.0
 """How long the console waits for a rollout preview: it reads every saved session."""
+STATS_TIMEOUT_S = 60.0
+"""How long the console waits for the outcomes: the reconciliation service reads every run of
+the window."""
+NO_ANSWER = "No service answered; retry in a moment."
 REFUSAL_SHOWN = 1000
 """The characters of a refused policy's message shown (the service's message names the
 invariant and never echoes the policy's values)."""
@@ -134,6 +149,24 @@ NOT_A_SESSION = (
     "'.', '_', ':' or '-'."
 )
 NO_SESSION = "No saved session is known for this tenant, conversation and agent."
+
+
+def template_environment() -> jinja2.Environment:
+    """The pages' templates: every value escaped unless it is markup the console made."""
+    templates = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(HERE / "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    templates.globals.update(
+        age=age,
+        link=link,
+        session_link=session_link,
+        rule_of=rule_of,
+        class_sources=CLASS_SOURCES,
+        recovery=recovery,
+    )
+    return templates
 
 
 def link(page: str, run_id: str, **query: str) -> str:
@@ -261,6 +294,8 @@ class Console:
         self.replay_client = ContinuityClient(client.nc, timeout=max(client.timeout, REPLAY_TIMEOUT_S))
         # So does a preview: it reads every saved session of the adapter.
         self.preview_client = ContinuityClient(client.nc, timeout=max(client.timeout, PREVIEW_TIMEOUT_S))
+        # And the outcomes: the reconciliation service reads every run of the window.
+        self.stats_client = ContinuityClient(client.nc, timeout=max(client.timeout, STATS_TIMEOUT_S))
         self.js = js
         self.feed = feed
         self.sessions = Sessions(config.session_key, config.session_ttl_s)
@@ -269,14 +304,7 @@ class Console:
         self.throttle = LoginThrottle(
             config.login_failures, config.login_failures_total, config.login_window_s
         )
-        self.templates = jinja2.Environment(
-            loader=jinja2.FileSystemLoader(HERE / "templates"),
-            autoescape=True,
-            undefined=jinja2.StrictUndefined,
-        )
-        self.templates.globals.update(
-            age=age, link=link, session_link=session_link, rule_of=rule_of, class_sources=CLASS_SOURCES
-        )
+        self.templates = template_environment()
 
     # The application ----------------------------------------------------------------------
 
@@ -296,6 +324,7 @@ class Console:
         r.add_post("/replay", self.replay, name="replay_post")
         r.add_get("/preview", self.preview_form, name="preview")
         r.add_post("/preview", self.preview, name="preview_post")
+        r.add_get("/outcomes", self.outcomes, name="outcomes")
         # The addresses of earlier releases, kept for links people saved: to the query form.
         r.add_get("/runs/{run_id}", self.moved, name="run_moved")
         r.add_get("/reconciliations/{run_id}", self.moved, name="reconciliation_moved")
@@ -413,7 +442,7 @@ class Console:
         except RequestError as err:
             return self._page(request, "error.html", err.status, message=MESSAGES.get(err.code, err.message))
         except (nats.errors.Error, TimeoutError):
-            return self._page(request, "error.html", 503, message="No service answered; retry in a moment.")
+            return self._page(request, "error.html", 503, message=NO_ANSWER)
         except web.HTTPException:
             raise
         except Exception:
@@ -783,6 +812,37 @@ class Console:
                 return self._preview_page(request, err.status, typed, error=MESSAGES["invalid_preview"])
             raise
         return self._preview_page(request, typed=typed, reply=reply)
+
+    # The policy judged by outcomes -------------------------------------------------------------
+
+    async def outcomes(self, request: web.Request) -> web.Response:
+        """The running policy judged by what followed its decisions (`continuity.runs.stats`). A
+        read: the filters travel in the address, and a refused filter or a service that does not
+        answer comes back as the page with its form as typed and a message."""
+        query = parse_outcomes(request.query)
+        try:
+            asked = query.request()
+        except QueryError as bad:
+            return self._outcomes_page(request, 400, query, error=bad.message)
+        try:
+            reply = await self.stats_client.call(subjects.RUNS_STATS, asked, RunsStatsReply)
+        except RequestError as err:
+            # Every filter was checked above: a refusal here is the service's, said in its words.
+            code = "invalid_stats" if err.code == "invalid_field" else err.code
+            return self._outcomes_page(request, err.status, query, error=MESSAGES.get(code, err.message))
+        except (nats.errors.Error, TimeoutError):
+            return self._outcomes_page(request, 503, query, error=NO_ANSWER)
+        return self._outcomes_page(request, 200, query, reply=reply)
+
+    def _outcomes_page(
+        self,
+        request: web.Request,
+        status: int,
+        query: OutcomesQuery,
+        reply: RunsStatsReply | None = None,
+        error: str | None = None,
+    ) -> web.Response:
+        return self._page(request, "outcomes.html", status, **page_values(query, reply, error))
 
     # Signing in (development) -------------------------------------------------------------
 

@@ -239,7 +239,7 @@ async def test_bad_runs_filters_and_cursors_are_clear_errors_that_repeat_nothing
 
 
 def counts(text: str) -> dict[str, str]:
-    return dict(re.findall(r'<td class="num" id="count-([a-z]+)">([0-9]+\+?)</td>', text))
+    return dict(re.findall(r'<td class="num" id="count-([a-z_]+)">([0-9]+\+?)</td>', text))
 
 
 async def test_the_overview_counts_runs_by_status_from_the_index(

@@ -45,10 +45,10 @@ _INVALID = {
 }
 _SINCE_MESSAGE = "Since is one of " + ", ".join(SINCE) + "."
 
-CHART_WIDTH = 240
-CHART_HEIGHT = 56
-CHART_PAD = 4
-DOT_RADIUS = 2.5
+CHART_WIDTH = 320
+CHART_HEIGHT = 72
+CHART_PAD = 6
+DOT_RADIUS = 3.5
 SVG_NS = "http://www.w3.org/2000/svg"
 
 

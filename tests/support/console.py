@@ -13,8 +13,18 @@ from typing import Any
 import msgspec
 from nats.aio.client import Client
 
-from shared.contract import Decision, ErrorInfo, ResumeFailed, RunsListRequest, SessionRef, ToolCall, subjects
+from shared.contract import (
+    Decision,
+    ErrorInfo,
+    ResumeFailed,
+    RunsListRequest,
+    SessionRef,
+    ToolCall,
+    signing,
+    subjects,
+)
 from shared.contract.client import ContinuityClient, RunnerSessions
+from shared.contract.events import TURN_COMMAND, TURN_STATUS, CommandResult, HarnessInfo, TurnCompleted
 from shared.contract.policy import DeclareRequest
 from shared.contract.tenancy import RunnerPutRequest
 from shared.contract.times import now_rfc3339
@@ -25,6 +35,9 @@ DEV_TOKEN = "console-development-token"
 DEV_ACTOR = "dev-alice"
 ISSUER = "tests-issuer"
 """The actor that issues the tests' runners."""
+RUNNER_KEY_ID = "k1"
+RUNNER_KEY = b"k" * 32
+"""The runners' signing key the consoles' services are configured with (conftest.py)."""
 HEADER = "X-Forwarded-User"
 GENERATION = "gen-never-shown-7c1e"
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts" / "console"  # tests/artifacts/console
@@ -146,15 +159,46 @@ class Runs:
         await self.wait_status(run, "operator")
         return run
 
-    async def interrupted(self, tenant: str | None = None) -> Run:
-        """A run whose transport dropped (unclassified) at its first attempt: retried on the same
-        session by row 4.4.9, listed `retrying` in the runs index."""
-        run = await self._event(
-            tenant, error=ErrorInfo(type="transport", code="stream_closed", message="closed by peer")
-        )
+    async def interrupted(
+        self, tenant: str | None = None, harness: HarnessInfo | None = None, after: Run | None = None
+    ) -> Run:
+        """A run whose transport dropped (unclassified) at its first attempt, or `after`'s next
+        attempt: retried on the same session by row 4.4.9, listed `retrying` in the runs index.
+        `harness`: the harness the runner names on its event."""
+        error = ErrorInfo(type="transport", code="stream_closed", message="closed by peer")
+        run = await self._event(tenant, after=after, error=error, harness=harness)
         await self.wait_status(run, "retrying")
         await self.indexed(run, "retrying")
         return run
+
+    async def turn_completed(self, run: Run, harness: HarnessInfo | None = None) -> None:
+        """The runner's report that the session of the run's decided attempt completed a turn
+        (contract 4.6), its result signed with the runners' key."""
+        unsigned = CommandResult(
+            command=TURN_COMMAND,
+            status=TURN_STATUS,
+            issued_at=now_rfc3339(),
+            key_id=RUNNER_KEY_ID,
+            signature="0" * 64,
+        )
+        signature = signing.sign(RUNNER_KEY, run.runner_id, run.run_id, run.attempt, unsigned)
+        event = TurnCompleted(
+            type="turn_completed",
+            event_id=f"ev-{uuid.uuid4().hex}",
+            runner_id=run.runner_id,
+            run_id=run.run_id,
+            attempt=run.attempt,
+            session=run.session,
+            native_session_id="ns-1",
+            occurred_at=now_rfc3339(),
+            result=msgspec.structs.replace(unsigned, signature=signature),
+            harness=harness,
+        )
+        await self.js.publish(
+            subjects.event(run.runner_id, subjects.TURN_COMPLETED),
+            msgspec.json.encode(event),
+            headers={"Nats-Msg-Id": event.event_id},
+        )
 
     async def refused(self, count: int) -> Run:
         """`count` events of a runner that was never issued, each refused `runner_not_registered`

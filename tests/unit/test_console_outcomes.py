@@ -180,7 +180,11 @@ def test_the_svg_escapes_its_label_and_holds_only_the_charts_own_elements() -> N
     parsed.feed(svg)
     assert [tag for tag, _ in parsed.tags] == ["svg", "title", "line", "line", "path", "circle"]
     root = parsed.tags[0][1]
-    assert (root["role"], root["aria-label"], root["viewbox"]) == ("img", f"Row {HOSTILE}", "0 0 240 56")
+    assert (root["role"], root["aria-label"], root["viewbox"]) == (
+        "img",
+        f"Row {HOSTILE}",
+        f"0 0 {CHART_WIDTH} {CHART_HEIGHT}",
+    )
     assert "".join(parsed.text) == f"Row {HOSTILE}"
     assert all(
         "style" not in attrs and not any(k.startswith("on") for k in attrs) for _, attrs in parsed.tags

@@ -27,6 +27,8 @@ from tests.support.console import (
     DEV_ACTOR,
     DEV_TOKEN,
     HEADER,
+    RUNNER_KEY,
+    RUNNER_KEY_ID,
     Consoles,
     Runs,
 )
@@ -39,7 +41,7 @@ async def consoles(nats_server: NatsServer, redis_server: RedisServer) -> AsyncI
     # A runner's record is read again after 50 ms, so a revocation is in force at once.
     config = replace(
         make_config(nats_server.url, redis_server.url),
-        runner_keys={"k1": b"k" * 32},
+        runner_keys={RUNNER_KEY_ID: RUNNER_KEY},
         tenancy="enforced",
         runner_cache_s=0.05,
     )

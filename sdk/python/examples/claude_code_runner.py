@@ -10,7 +10,9 @@
    Continuity's decision (`native_session_missing` is `continue_fresh`).
 3. `decide` again after a rejection or a fresh decision: `fresh` (`resume_target_rejected`), so
    the turn runs in a fresh session with the full transcript.
-4. After a turn claude completed, `commit` its session id.
+4. After a turn claude completed, `commit` its session id; when the turn followed a decision of
+   Continuity, tell it the decision worked (`turn_completed`, contract 4.6): `runner.recover`
+   sends it for a resume (`decided_attempt`), `report_turn_completed` for a fresh session.
 
     NATS_URL=nats://127.0.0.1:4222 CONTINUITY_RUNNER_KEYS=k1=<base64> \\
       python sdk/python/examples/claude_code_runner.py --tenant acme --conversation conv-1 "Go on"
@@ -35,7 +37,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from continuity_runner import Decision, Runner, RunnerOptions, SessionRef, connect, harness
+from continuity_runner import Decision, HarnessInfo, Runner, RunnerOptions, SessionRef, connect, harness
 from continuity_runner.harness import NotAFailure, Outcome, Rejected
 
 ADAPTER = "claude-code"
@@ -115,6 +117,8 @@ async def one_turn(runner: Runner, turn: Turn) -> int:
     run_id, attempt = f"run-{uuid.uuid4().hex}", 1
     epoch: int | None = None  # the epoch a decision set, to commit with
     go_fresh = False  # a decision said: continue in a fresh session
+    decided: int | None = None  # the attempt of the last decision: a completed turn is its outcome
+    reported: str | None = None  # the turn_completed sent for it
     while True:
         reply = await runner.decide(turn.session, ADAPTER, turn.model, turn.cwd, latest_cursor=turn.cursor)
         handle = reply.resume_session_id
@@ -133,9 +137,10 @@ async def one_turn(runner: Runner, turn: Turn) -> int:
                 cwd=turn.cwd,
                 env=os.environ,
                 probe_first=not turn.remote_sessions,
+                decided_attempt=decided,  # after a retry: its success is the decision's outcome
             )
             if isinstance(verdict, NotAFailure):
-                session_id = handle
+                session_id, reported = handle, verdict.reported_event_id
             elif isinstance(verdict, Rejected):
                 say(f"recover: {verdict.failure_class} ({verdict.rule}); not on this host: rejected")
                 continue  # decide again: fresh, resume_target_rejected
@@ -145,6 +150,7 @@ async def one_turn(runner: Runner, turn: Turn) -> int:
                 if decision is None:
                     return 1
                 say(f"decision: {decision.action} ({decision.reason}, rule {decision.rule})")
+                decided = decision.attempt
                 if decision.action == "retry_same_session":
                     await wait_until(decision.not_before)
                     attempt += 1
@@ -177,6 +183,12 @@ async def one_turn(runner: Runner, turn: Turn) -> int:
             epoch=epoch if epoch is not None else reply.epoch,
         )
         say(f"commit: {session_id} at revision {saved.revision}, epoch {saved.epoch}")
+        if decided is not None and reported is None:  # the fresh session after a decision
+            reported = await runner.report_turn_completed(
+                run_id, decided, turn.session, session_id, harness=HarnessInfo(name=ADAPTER)
+            )
+        if reported is not None:
+            say(f"outcome: turn completed after the decision of attempt {decided} ({reported})")
         return 0
 
 

@@ -10,7 +10,10 @@
  *    failure is reported with a command result signed with its class, and the runner follows
  *    Continuity's decision (`native_session_missing` is `continue_fresh`).
  * 3. `decide` again after a rejection or a fresh decision: `fresh` (`resume_target_rejected`).
- * 4. After a turn codex completed (`turn.completed`), `commit` its thread id.
+ * 4. After a turn codex completed (`turn.completed`), `commit` its thread id; when the turn followed
+ *    a decision of Continuity, tell it the decision worked (`turn_completed`, contract 4.6):
+ *    `runner.recover` sends it for a resume (`decidedAttempt`), `reportTurnCompleted` for a fresh
+ *    thread.
  *
  *   npm run build && NATS_URL=nats://127.0.0.1:4222 CONTINUITY_RUNNER_KEYS=k1=<base64> \
  *     node dist/examples/codex_runner.js --tenant acme --conversation conv-1 "Go on"
@@ -118,6 +121,8 @@ async function oneTurn(runner: Runner, turn: Turn): Promise<number> {
   let attempt = 1;
   let epoch: number | null = null; // the epoch a decision set, to commit with
   let goFresh = false; // a decision said: continue in a fresh thread
+  let decided: number | null = null; // the attempt of the last decision: a completed turn is its outcome
+  let reported: string | null = null; // the turn_completed sent for it
   const base = { session: turn.session, adapter: ADAPTER, model: turn.model, cwd: turn.cwd };
   for (;;) {
     const reply = await runner.decide({ ...base, latestCursor: turn.cursor, compatibility: "none", readyGeneration: null });
@@ -136,9 +141,11 @@ async function oneTurn(runner: Runner, turn: Turn): Promise<number> {
         // another container's, so a remote runner reports instead.
         env: process.env,
         probeFirst: !turn.remoteSessions,
+        decidedAttempt: decided, // after a retry: its success is the decision's outcome
       });
       if (verdict.kind === "not_a_failure") {
         threadId = handle;
+        reported = verdict.reported_event_id;
       } else if (verdict.kind === "rejected") {
         say(`recover: ${verdict.failure_class} (${verdict.rule}); not on this host: rejected`);
         continue; // decide again: fresh, resume_target_rejected
@@ -147,6 +154,7 @@ async function oneTurn(runner: Runner, turn: Turn): Promise<number> {
         const decision = await decisionFor(runner, runId);
         if (decision === null) return 1;
         say(`decision: ${decision.action} (${decision.reason}, rule ${decision.rule})`);
+        decided = decision.attempt;
         if (decision.action === "retry_same_session") {
           await waitUntil(decision.not_before);
           attempt += 1;
@@ -184,6 +192,13 @@ async function oneTurn(runner: Runner, turn: Turn): Promise<number> {
       epoch: epoch ?? reply.epoch,
     });
     say(`commit: ${threadId} at revision ${saved.revision}, epoch ${saved.epoch}`);
+    if (decided !== null && reported === null) {
+      // the fresh thread after a decision
+      reported = await runner.reportTurnCompleted({
+        runId, attempt: decided, session: turn.session, nativeSessionId: threadId, harness: { name: ADAPTER },
+      });
+    }
+    if (reported !== null) say(`outcome: turn completed after the decision of attempt ${decided} (${reported})`);
     return 0;
   }
 }

@@ -264,8 +264,9 @@ def page_values(
     if reply is None:
         return values
     start = epoch(reply.since)
-    if start is None:
-        start = 0.0
+    if start is None:  # a since that cannot be read: the window starts at the first point
+        times = [t for s in reply.series for p in s.points if (t := epoch(p.at)) is not None]
+        start = min(times, default=0.0)
     end = start + query.since_s
     charts = []
     for series in sorted(reply.series, key=lambda s: s.rule):

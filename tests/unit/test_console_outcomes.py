@@ -62,7 +62,7 @@ def coordinates(path: str) -> list[list[tuple[float, float]]]:
 def close(found: list[list[tuple[float, float]]], expected: list[list[tuple[float, float]]]) -> bool:
     return len(found) == len(expected) and all(
         len(f) == len(e)
-        and all(abs(a - c) <= 0.05 and abs(b - d) <= 0.05 for (a, b), (c, d) in zip(f, e, strict=True))
+        and all(abs(a - c) <= 0.06 and abs(b - d) <= 0.06 for (a, b), (c, d) in zip(f, e, strict=True))
         for f, e in zip(found, expected, strict=True)
     )
 

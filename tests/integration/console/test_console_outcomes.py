@@ -12,11 +12,12 @@ import ipaddress
 import re
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from urllib.parse import urlencode
 
 import aiohttp
+import nats
 import pytest
 from playwright.async_api import Browser, Page, expect
 
@@ -30,7 +31,17 @@ from shared.contract.client import ContinuityClient
 from shared.contract.events import HarnessInfo
 from shared.contract.runs import RunsListRequest, RunsStatsReply, RunsStatsRequest
 from tests.support import make_config, running, wait_for
-from tests.support.console import DEV_ACTOR, DEV_TOKEN, GENERATION, HEADER, Consoles, Run, Runs
+from tests.support.console import (
+    DEV_ACTOR,
+    DEV_TOKEN,
+    GENERATION,
+    HEADER,
+    RUNNER_KEY,
+    RUNNER_KEY_ID,
+    Consoles,
+    Run,
+    Runs,
+)
 
 pytestmark = pytest.mark.asyncio
 WHO = {HEADER: "proxy-olga"}
@@ -196,6 +207,57 @@ async def test_a_console_whose_services_do_not_answer_says_so_with_its_form(
     assert status == 503 and "No service answered" in html and 'id="outcomes-error"' in html
     assert '<option value="7d" selected>' in html and 'value="acme"' in html
     assert "outcomes-window" not in html and "<svg" not in html
+
+
+async def test_abandoned_runs_are_highlighted_and_listed(
+    fresh_servers: tuple[NatsServer, RedisServer], http: aiohttp.ClientSession
+) -> None:
+    """Services of the test's own that wait 1 s for a turn: a run retried with no turn after it is
+    abandoned by the reconciliation service's sweep, and the page highlights it."""
+    nats_server, redis_server = fresh_servers
+    config = replace(
+        make_config(nats_server.url, redis_server.url),
+        runner_keys={RUNNER_KEY_ID: RUNNER_KEY},
+        tenancy="enforced",
+        outcome_wait_s=1.0,
+    )
+    console = registry.load(
+        "console",
+        config=ConsoleConfig(
+            port=0,
+            identity_header=HEADER,
+            session_key=b"s" * 32,
+            trusted_proxies=(ipaddress.ip_network("127.0.0.1/32"),),
+        ),
+    )
+    async with (
+        running(registry.load("session-store"), config),
+        running(registry.load("classifier"), config),
+        running(registry.load("reconciliation"), config),
+        running(console, config),
+    ):
+        nc = await nats.connect(nats_server.url)
+        try:
+            runs = Runs(nc)
+            run = await runs.interrupted("acme", HARNESS)
+            await runs.wait_status(run, "abandoned")
+            await runs.indexed(run, "abandoned")
+            base = f"http://127.0.0.1:{console.part(WebConsole).port}"
+            status, html = await get(http, f"{base}/outcomes?since=1h")
+            reply = await stats(runs)
+            status_page, listed = await get(http, f"{base}/runs?status=abandoned")
+        finally:
+            await nc.close()
+    assert status == 200, html
+    assert reply.statuses.get("abandoned") == 1 and 'id="status-abandoned">1<' in html
+    assert re.search(r'<tr class="attention"><td><strong>abandoned</strong></td>', html)
+    assert re.search(r'id="outcomes-abandoned"><strong>1 abandoned</strong>', html)
+    assert 'href="/runs?status=abandoned"' in html
+    [row] = reply.rows
+    assert (row.rule, row.abandoned, row.success_rate) == ("4.4.9", 1, 0.0)
+    assert cells(html, "row-abandoned") == ["1"] and cells(html, "row-rate") == ["0%"]
+    assert html.count("<svg") == 1 and "0 of 1 judged decisions recovered" in html
+    assert status_page == 200 and run.run_id in listed and cells(listed, "run-recovery") == [""]
 
 
 # In the browser -------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from shared.contract.policy import (
     DeclarationsReply,
     DeclarationsRequest,
     DeclareRequest,
+    ReplayChange,
     ReplayReply,
     ReplayRequest,
     RevokeRequest,
@@ -86,12 +87,45 @@ def render_replay(reply: ReplayReply) -> str:
             c.rule,
             c.candidate_rule,
             str(c.count),
+            followed(c),
             " ".join(c.runs),
         ]
         for c in reply.changes
     ]
-    changes = table(["NOW", "UNDER CANDIDATE", "ROW", "CANDIDATE ROW", "RUNS", "EXAMPLES"], rows)
-    return "\n".join([head, *notes, "", changes])
+    changes = table(
+        ["NOW", "UNDER CANDIDATE", "ROW", "CANDIDATE ROW", "RUNS", "WHAT FOLLOWED", "EXAMPLES"], rows
+    )
+    evidence = [evidence_line(c) for c in reply.changes]
+    return "\n".join([head, *notes, "", changes, "", *evidence])
+
+
+RESULT_ORDER = ("recovered", "failed", "abandoned", "held", "pending")
+
+
+def followed(change: ReplayChange) -> str:
+    """What followed the changed decisions under the running policy: `recovered 119, failed 9`."""
+    parts = [f"{name} {change.results[name]}" for name in RESULT_ORDER if change.results.get(name)]
+    return ", ".join(parts) or "-"
+
+
+def evidence_line(change: ReplayChange) -> str:
+    """One sentence per change: `128 retry_same_session would become operator (row 4.4.9 to
+    4.4.6); 119 of them recovered, 9 failed again.`"""
+    head = (
+        f"{change.count} {change.action} would become {change.candidate_action} "
+        f"(row {change.rule} to {change.candidate_rule})"
+    )
+    r = change.results
+    judged = [f"{r['recovered']} of them recovered" if r.get("recovered") else "none of them recovered"]
+    if r.get("failed"):
+        judged.append(f"{r['failed']} failed again")
+    if r.get("abandoned"):
+        judged.append(f"{r['abandoned']} were abandoned")
+    if r.get("held"):
+        judged.append(f"{r['held']} stopped for a person")
+    if r.get("pending"):
+        judged.append(f"{r['pending']} have no outcome yet")
+    return f"{head}; {', '.join(judged)}."
 
 
 def _replay(args: argparse.Namespace) -> int:

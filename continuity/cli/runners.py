@@ -53,9 +53,9 @@ as well as in messages (`max_msgs_per_subject`, shared/platform/bus/streams.py).
 # One account per runner: what it may publish and subscribe, what it imports from CONTINUITY,
 # and its archive subject exported to CONTINUITY (which imports it, IMPORT_TEMPLATE). Its
 # permissions and its imports name the same subjects: the permission refuses at once what the
-# missing import would leave without a responder. Its events go on the subject of the one event
-# type of the contract (section 4.1), so that the events stream's per-subject limit is a limit
-# per runner.
+# missing import would leave without a responder. Its events go on the subjects of the
+# contract's two event types (sections 4.1 and 4.6), so that the events stream's per-subject
+# limit is a limit per runner and event type.
 ACCOUNT_TEMPLATE = """\
 # runner {runner_id}
 RUNNER_{runner_id}: {{
@@ -68,6 +68,7 @@ RUNNER_{runner_id}: {{
         publish: {{
           allow: [
             "continuity.events.{runner_id}.resume_failed"
+            "continuity.events.{runner_id}.turn_completed"
             "continuity.sessions.{runner_id}.decide"
             "continuity.sessions.{runner_id}.commit"
             "continuity.sessions.{runner_id}.get"
@@ -92,6 +93,7 @@ RUNNER_{runner_id}: {{
     {{ service: {{ account: CONTINUITY, subject: "continuity.sessions.{runner_id}.reject" }} }}
     {{ service: {{ account: CONTINUITY, subject: "continuity.sessions.{runner_id}.claim" }} }}
     {{ service: {{ account: CONTINUITY, subject: "continuity.events.{runner_id}.resume_failed" }} }}
+    {{ service: {{ account: CONTINUITY, subject: "continuity.events.{runner_id}.turn_completed" }} }}
     {{ service: {{
       account: CONTINUITY, subject: "$JS.API.CONSUMER.MSG.NEXT.CONTINUITY_DECISIONS.{runner_id}"
     }} }}

@@ -1,5 +1,5 @@
-"""`continuity runs show|list|retry`: runs and their audit trail, and the retry of runs stopped
-for an operator, one or every run some filters match.
+"""`continuity runs show|explain|list|stats|retry`: runs and their audit trail, the policy judged
+by outcomes, and the retry of runs stopped for an operator, one or every run some filters match.
 
 Readable tables by default, `--json` for scripts. Exit codes (docs/operator.md):
 0 done, 1 conflict (409), 2 bad input (400 or a rejected argument), 3 not found (404),
@@ -13,6 +13,7 @@ import asyncio
 import sys
 from collections import Counter
 from collections.abc import Sequence
+from datetime import timedelta
 
 from continuity.cli import components, run_filters
 from continuity.cli.arguments import add_page_options, connection_parent, page_limit, token
@@ -28,10 +29,13 @@ from shared.contract import (
     RetryRequest,
     RunEntry,
     RunsListReply,
+    RunsStatsReply,
+    RunsStatsRequest,
     RunView,
     SessionView,
 )
 from shared.contract.client import ContinuityClient, RequestError
+from shared.contract.limits import REPLAY_MAX_RUNS
 from shared.platform.text import age
 
 BULK_RETRY_DEFAULT_MAX = 10
@@ -157,6 +161,47 @@ def _runs_rows(items: Sequence[RunEntry]) -> str:
     return table(["RUN ID", "RUNNER", "SESSION", "ATTEMPT", "STATUS", "REASON", "UPDATED AT", "AGE"], rows)
 
 
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}s"
+
+
+def _rate(value: float | None) -> str:
+    return "-" if value is None else f"{value * 100:.1f}%"
+
+
+def render_stats(reply: RunsStatsReply) -> str:
+    """The policy judged by outcomes: run counts by status, then a line per row, class and
+    harness (contract 4.6)."""
+    statuses = ", ".join(f"{name} {count}" for name, count in reply.statuses.items()) or "none"
+    head = f"{reply.runs} run(s) decided since {reply.since}: {statuses}."
+    if reply.truncated:
+        head += "\nStopped at --max-runs: older matching runs were not read."
+    if not reply.rows:
+        return head + "\nNo decisions to judge."
+    rows = [
+        [
+            r.rule,
+            r.action,
+            r.failure_class,
+            r.harness if r.harness_version == "unknown" else f"{r.harness} {r.harness_version}",
+            str(r.decisions),
+            str(r.recovered),
+            str(r.failed),
+            str(r.abandoned),
+            str(r.held),
+            str(r.pending),
+            _rate(r.success_rate),
+            _seconds(r.recovery_p50_s),
+            _seconds(r.recovery_p95_s),
+            "-" if r.attempts_mean is None else f"{r.attempts_mean:.2f}",
+        ]
+        for r in reply.rows
+    ]
+    columns = ["ROW", "ACTION", "CLASS", "HARNESS", "DECISIONS", "RECOVERED", "FAILED", "ABANDONED"]
+    columns += ["HELD", "PENDING", "SUCCESS", "TTR P50", "TTR P95", "ATTEMPTS"]
+    return head + "\n\n" + table(columns, rows)
+
+
 def render_runs(reply: RunsListReply) -> str:
     more = f"\nMore after these: --cursor {reply.next_cursor}" if reply.next_cursor else ""
     if not reply.items:
@@ -217,6 +262,16 @@ def _cmd_list(args: argparse.Namespace) -> int:
         lambda c: c.runs(req) if args.cursor is not None else c.runs_upto(req),
         render_runs,
     )
+
+
+def _cmd_stats(args: argparse.Namespace) -> int:
+    req = RunsStatsRequest(
+        since_s=args.since.total_seconds(),
+        runner_id=args.runner,
+        tenant=args.tenant,
+        max_runs=args.max_runs,
+    )
+    return execute(args, lambda c: c.runs_stats(req), render_stats)
 
 
 def _cmd_retry(args: argparse.Namespace) -> int:
@@ -354,6 +409,29 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "continuity runs list --status operator",
         "continuity runs list --runner r-01 --tenant acme --older-than 10m --limit 50 --json",
     )
+
+    p = usub.add_parser(
+        "stats",
+        parents=[common],
+        help="the policy judged by outcomes: per row, class and harness, how many decisions "
+        "recovered, failed again or were abandoned, and the time to recovery",
+    )
+    p.add_argument(
+        "--since",
+        type=run_filters.duration,
+        default=timedelta(days=1),
+        help="runs decided within this (default 24h)",
+    )
+    p.add_argument("--runner", type=run_filters.runner_id, default=None, help="one runner's runs")
+    p.add_argument("--tenant", type=token("--tenant"), default=None, help="one tenant's runs")
+    p.add_argument(
+        "--max-runs",
+        type=int,
+        default=REPLAY_MAX_RUNS,
+        help=f"read at most this many runs (default {REPLAY_MAX_RUNS})",
+    )
+    p.set_defaults(func=_cmd_stats)
+    examples(p, "continuity runs stats", "continuity runs stats --since 7d --tenant acme --json")
 
     p = usub.add_parser(
         "retry",

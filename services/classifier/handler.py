@@ -18,8 +18,9 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
 from shared.contract import subjects
+from shared.contract.decisions import Decision
 from shared.contract.decoding import InvalidInput, decode
-from shared.contract.events import ResumeFailed
+from shared.contract.events import ResumeFailed, TurnCompleted
 from shared.contract.limits import MAX_EVENT_BYTES
 from shared.contract.tenancy import Refusal, RunnerRecord
 from shared.contract.times import rfc3339_from_epoch
@@ -33,22 +34,26 @@ from shared.platform.logs import Log
 from shared.platform.quotas import TokenBuckets
 from shared.platform.redis import Redis
 from shared.policy import SHIPPED, Policy
-from shared.records import keys, steps
+from shared.records import keys, outcomes, steps
 from shared.records import runners as identity
 from shared.records.outbox import Outbox
 from shared.records.retention import Retention
-from shared.records.session import saved_session_of
+from shared.records.session import saved_session_of, text
 
 from .step import SPENDING, SlotView, announced_ids, choose, failure_class_of
 from .store import ClassifierStore
 from .stored_runs import StoredRuns
+from .turns import Turns, authenticate
 
 log = Log("continuity.classifier")
 
-EVENT_TYPE = "resume_failed"
+EVENT_TYPE = subjects.RESUME_FAILED
 _TYPE_SUFFIX = "." + EVENT_TYPE
+_TURN_SUFFIX = "." + subjects.TURN_COMPLETED
 
 _decoder = msgspec.json.Decoder(ResumeFailed)
+_turn_decoder = msgspec.json.Decoder(TurnCompleted)
+_decision = msgspec.json.Decoder(Decision)
 _encode_refusal = msgspec.json.Encoder().encode
 
 SPENT_READ_S = 1.0
@@ -91,6 +96,7 @@ class EventHandler:
         self._keys = config.runner_keys
         self._backoff_s = config.retry_backoff_s
         self._clock = clock
+        self._turns = Turns(client, outbox, Retention.from_config(config))
 
     async def __call__(self, msg: Msg) -> None:
         type_label = _type_label(msg.subject)
@@ -108,6 +114,8 @@ class EventHandler:
         metrics.adder(metrics.EVENTS, type_label, outcome)()
 
     async def _handle(self, msg: Msg) -> str:
+        if msg.subject.endswith(_TURN_SUFFIX):
+            return await self._handle_turn(msg)
         event = self._validate(msg)
         tracing.annotate(run_id=event.run_id, runner_id=event.runner_id, attempt=event.attempt)
         cached = self._directory.cached(event.runner_id)
@@ -135,8 +143,9 @@ class EventHandler:
             # the tenant's recovery budget.
             claimed = self._store.claim_run(event.run_id, sk)
             session = self._store.saved_session(sk)
+            before = self._store.run_before(sk, event.run_id)
             spent = self._spent(event.session.tenant, budget_key, now)
-            indexed, raw_session = await claimed, await session
+            indexed, raw_session, prior = await claimed, await session, await before
             spent_count = spent if isinstance(spent, int) else await spent
             self._spent_seen[budget_key] = (now, int(spent_count or 0))
             # A new run (this event indexed it) counts against its owners' stored runs.
@@ -167,6 +176,7 @@ class EventHandler:
                 budget_spent=int(spent_count or 0) >= self._budget,
                 policy=self._policy,
             )
+            choice.step.run_fields.update(run_extras(event, published_at, first=indexed is None))
             try:
                 existing = await self._store.record(
                     sk, event.run_id, choice.step, index_fresh=indexed is None
@@ -195,6 +205,7 @@ class EventHandler:
             self._spent_seen[budget_key] = (self._clock(), total)
         await self._outbox.flush(sk, choice.step.outbox)
         metrics.adder(metrics.FAILURE_CLASSES, failure_class)()
+        _count_decision(event, choice.explanation.rule, failure_class, prior)
         tracing.annotate(
             failure_class=failure_class, action=verdict, reason=reason, rule=choice.explanation.rule
         )
@@ -214,6 +225,36 @@ class EventHandler:
         if published_at is not None:
             metrics.observer(metrics.DECISION_LATENCY)(max(0.0, time.time() - published_at))
         return "decided"
+
+    async def _handle_turn(self, msg: Msg) -> str:
+        """A `turn_completed` (4.6): the same tenancy and rate checks as a failure, then its
+        signed result, then the outcome recorded once on the runner's own run."""
+        event = self._validate_turn(msg)
+        tracing.annotate(run_id=event.run_id, runner_id=event.runner_id, attempt=event.attempt)
+        cached = self._directory.cached(event.runner_id)
+        record = cached.record if cached is not None else await self._directory.get(event.runner_id)
+        allowed = identity.access(record, event.session.tenant, enforced=self._enforced)
+        if allowed is not identity.Access.ALLOWED:
+            await self._refuse(msg, event, record, allowed.value)
+        now = self._clock()
+        over = self._over_quota(event, now)
+        if over is not None:
+            scope, wait_s = over
+            identity.refused(event.runner_id, record, "quota_exceeded")
+            await self._notify(
+                msg, event, "quota_exceeded", scope=scope, quota="event_rate", not_before=now + wait_s
+            )
+            log.info("event_over_quota", runner_id=event.runner_id, run_id=event.run_id, scope=scope)
+            return "quota_exceeded"
+        authenticate(event, self._keys)
+        published_at = stored_at(msg.reply)
+        stored_ms = round(published_at * 1000) if published_at is not None else None
+        try:
+            outcome = await self._turns.record(event, stored_ms, now)
+        except steps.NotOwned as refusal:
+            await self._refuse(msg, event, record, cast(RefusalCode, refusal.reason))
+        log.info("turn_" + outcome, runner_id=event.runner_id, run_id=event.run_id, attempt=event.attempt)
+        return outcome
 
     def _spent(self, tenant: str, budget_key: str, now: float) -> int | Awaitable[Any]:
         """The tenant's recovery budget spent in this window: read from Redis at most every
@@ -249,7 +290,7 @@ class EventHandler:
                 return scope, await self.stored_runs.free_at_ms(key, now_ms) / 1000
         return None
 
-    def _over_quota(self, event: ResumeFailed, now: float) -> tuple[QuotaScope, float] | None:
+    def _over_quota(self, event: ResumeFailed | TurnCompleted, now: float) -> tuple[QuotaScope, float] | None:
         """The scope whose event rate the event exceeds, and how long until it may be sent."""
         wait_s = self._runner_rate.take(event.runner_id, now)
         if wait_s > 0:
@@ -260,7 +301,7 @@ class EventHandler:
         return None
 
     async def _refuse(
-        self, msg: Msg, event: ResumeFailed, record: RunnerRecord | None, code: RefusalCode
+        self, msg: Msg, event: ResumeFailed | TurnCompleted, record: RunnerRecord | None, code: RefusalCode
     ) -> NoReturn:
         """Tell the runner its event is refused, count it, and dead-letter the event."""
         identity.refused(event.runner_id, record, code)
@@ -270,7 +311,7 @@ class EventHandler:
     async def _notify(
         self,
         msg: Msg,
-        event: ResumeFailed,
+        event: ResumeFailed | TurnCompleted,
         code: RefusalCode,
         *,
         scope: QuotaScope | None = None,
@@ -318,6 +359,18 @@ class EventHandler:
             raise Reject(subjects.DEAD_INVALID, "runner_mismatch")
         return event
 
+    def _validate_turn(self, msg: Msg) -> TurnCompleted:
+        runner = subjects.runner_of_event_subject(msg.subject)
+        if runner is None:
+            raise Reject(subjects.DEAD_INVALID, "invalid_subject")
+        try:
+            event = decode(msg.data, _turn_decoder, max_bytes=MAX_EVENT_BYTES)
+        except InvalidInput as err:
+            raise Reject(subjects.DEAD_INVALID, err.code) from None
+        if event.runner_id != runner:
+            raise Reject(subjects.DEAD_INVALID, "runner_mismatch")
+        return event
+
     async def _flush_leftovers(self, sk: str, run_id: str, attempt: int, existing: bytes) -> None:
         try:
             slot = msgspec.json.decode(existing, type=SlotView)
@@ -340,4 +393,39 @@ _OUTCOMES = {subjects.DEAD_QUARANTINE: "quarantined", subjects.DEAD_REFUSED: "re
 
 def _type_label(subject: str) -> str:
     """A closed metric label: runners choose subject tokens, so unknown types share one."""
-    return EVENT_TYPE if subject.endswith(_TYPE_SUFFIX) else "other"
+    if subject.endswith(_TYPE_SUFFIX):
+        return EVENT_TYPE
+    return subjects.TURN_COMPLETED if subject.endswith(_TURN_SUFFIX) else "other"
+
+
+def run_extras(event: ResumeFailed, published_at: float | None, *, first: bool) -> dict[str, str]:
+    """The run record's fields for the outcome statistics (4.6): the harness the runner named,
+    and, on the run's first event, when JetStream stored it (the start of its recovery)."""
+    extras: dict[str, str] = {}
+    if event.harness is not None:
+        extras[outcomes.HARNESS_FIELD] = event.harness.name
+        extras[outcomes.HARNESS_VERSION_FIELD] = event.harness.version or ""
+    if first and published_at is not None:
+        extras[outcomes.FIRST_FAILED_FIELD] = str(round(published_at * 1000))
+    return extras
+
+
+def _count_decision(event: ResumeFailed, rule: str, failure_class: str, prior: list[bytes | None]) -> None:
+    """Count a recorded decision by its row (4.6), and the run's previous decision as `failed`
+    when it was waiting for a turn: this failure is what followed it."""
+    harness = outcomes.harness_label(event.harness.name if event.harness is not None else None)
+    metrics.RECOVERY_DECISIONS.labels(rule, failure_class, harness).inc()
+    last, status, prior_harness = prior
+    if not last or text(status) not in outcomes.ABANDONABLE:
+        return
+    try:
+        previous = _decision.decode(last)
+    except msgspec.MsgspecError:
+        return
+    if previous.attempt < event.attempt and previous.action in outcomes.RECOVERED_BY_ACTION:
+        metrics.RUN_OUTCOMES.labels(
+            previous.rule or "operator",
+            previous.failure_class or "none",
+            outcomes.harness_label(text(prior_harness) or None),
+            "failed",
+        ).inc()

@@ -10,7 +10,7 @@ from typing import Any
 import msgspec
 
 from shared.platform.redis import Redis
-from shared.records import keys
+from shared.records import keys, outcomes
 from shared.records.outbox import OutboxEntry
 from shared.records.retention import Retention
 from shared.records.session import SAVED_FIELDS
@@ -35,6 +35,13 @@ class ClassifierStore:
     def saved_session(self, session_key: str) -> asyncio.Future[Any]:
         """HMGET of the session record's `SAVED_FIELDS` (for `saved_session_of`)."""
         return self.redis.send("HMGET", keys.session(session_key), *SAVED_FIELDS)
+
+    def run_before(self, session_key: str, run_id: str) -> asyncio.Future[Any]:
+        """The run's last decision, status and harness before this event's step (for counting
+        what followed that decision, 4.6)."""
+        return self.redis.send(
+            "HMGET", keys.run(session_key, run_id), "last_decision", "status", outcomes.HARNESS_FIELD
+        )
 
     def spent(self, budget_key: str) -> asyncio.Future[Any]:
         """The recovery budget spent in a window (None when nothing was spent)."""

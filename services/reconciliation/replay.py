@@ -14,6 +14,7 @@ from shared.contract.runs import RunsListRequest
 from shared.contract.times import rfc3339_from_epoch
 from shared.platform.redis import Redis
 from shared.policy import Policy, PolicyRefused, load
+from shared.policy.outcomes import judge
 from shared.policy.replay import Outcome, Recorded, ordered, replay
 from shared.records import keys
 
@@ -46,17 +47,21 @@ async def replay_runs(index: RunsIndex, redis: Redis, running: Policy, req: Repl
         trails = await redis.batch([("LRANGE", keys.run_audit(e.session.key, e.run_id), 0, -1) for e in take])
         recorded: list[Recorded] = []
         for entry, trail in zip(take, trails, strict=True):
-            for raw in trail:
-                try:
-                    line = _audit.decode(raw)
-                except msgspec.MsgspecError:
-                    continue  # not an audit entry of this release: nothing to decide again
-                if line.kind != "decision" or line.action is None or line.reason is None:
-                    continue
-                if line.explanation is None:
+            for item in judge(_trail(trail)):
+                if item.kind != "decision":
+                    continue  # an operator's: no table decided it
+                if item.explanation is None:
                     skipped += 1  # recorded before explanations were
                     continue
-                recorded.append(Recorded(entry.run_id, line.action, line.reason, line.explanation))
+                recorded.append(
+                    Recorded(
+                        entry.run_id,
+                        item.recorded_action,
+                        item.recorded_reason,
+                        item.explanation,
+                        result=item.result,
+                    )
+                )
         replay(recorded, candidate, req.examples, into=outcome)
         runs += len(take)
         if len(take) < len(entries):
@@ -71,3 +76,13 @@ async def replay_runs(index: RunsIndex, redis: Redis, running: Policy, req: Repl
         skipped=skipped,
         truncated=truncated,
     )
+
+
+def _trail(raw: list[bytes]) -> list[AuditEntry]:
+    trail: list[AuditEntry] = []
+    for item in raw:
+        try:
+            trail.append(_audit.decode(item))
+        except msgspec.MsgspecError:
+            continue  # not an audit entry of this release: nothing to decide again
+    return trail

@@ -38,7 +38,8 @@ from dataclasses import dataclass, field
 import msgspec
 from nats.aio.msg import Msg
 
-from shared.contract.decisions import Decision
+from shared.contract import subjects
+from shared.contract.decisions import Decision, RunOutcome
 from shared.contract.decoding import InvalidInput, decode
 from shared.contract.errors import ServiceError
 from shared.contract.limits import MAX_EVENT_BYTES
@@ -52,7 +53,7 @@ from shared.records.retention import DEFAULT, Retention
 from shared.records.store import RunStore
 
 from .cursor import PAGE_ITEMS_BYTES, BadCursor, decode_cursor, encode_cursor
-from .step import TRIM_BATCH, entry_of, epoch_of, version_of
+from .step import TRIM_BATCH, entry_of, epoch_of, outcome_entry_of, version_of
 
 log = Log("continuity.reconciliation.runs_index")
 
@@ -65,6 +66,8 @@ bucket_keys = scripts.runs_index_keys
 _encode = msgspec.json.Encoder().encode
 _entry = msgspec.json.Decoder(RunEntry)
 _decision = msgspec.json.Decoder(Decision)
+_outcome = msgspec.json.Decoder(RunOutcome)
+_OUTCOME_SUFFIX = "." + subjects.outcomes("x").rsplit(".", 1)[1]
 
 
 @dataclass(order=True)
@@ -115,9 +118,10 @@ class RunsIndex:
 
     # Keeping it --------------------------------------------------------------------------
 
-    async def apply(self, decision: Decision) -> bool:
-        """Index `decision`; False when the run's entry is already as new or newer."""
-        entry = entry_of(decision)
+    async def apply(self, decision: Decision | RunOutcome) -> bool:
+        """Index a decision, or an outcome (its final status, 4.6); False when the run's entry
+        is already as new or newer."""
+        entry = entry_of(decision) if isinstance(decision, Decision) else outcome_entry_of(decision)
         return await self.runs.runs_index_apply(
             entry.run_id,
             version_of(entry),
@@ -133,7 +137,11 @@ class RunsIndex:
         if is_refusal(msg.data):
             return  # a refused event's notice (contract 10.5): no run step, nothing to index
         try:
-            decision = decode(msg.data, _decision, max_bytes=MAX_EVENT_BYTES)
+            decision: Decision | RunOutcome = (
+                decode(msg.data, _outcome, max_bytes=MAX_EVENT_BYTES)
+                if msg.subject.endswith(_OUTCOME_SUFFIX)
+                else decode(msg.data, _decision, max_bytes=MAX_EVENT_BYTES)
+            )
         except InvalidInput as err:
             log.warning("runs_index_skipped", code=err.code, stream_seq=msg.metadata.sequence.stream)
             return

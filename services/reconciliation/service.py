@@ -22,7 +22,7 @@ from shared.contract.reconciliation import (
     RunRequest,
     RunView,
 )
-from shared.contract.runs import RunsListReply, RunsListRequest
+from shared.contract.runs import RunsListReply, RunsListRequest, RunsStatsReply, RunsStatsRequest
 from shared.platform.parts import Task
 from shared.platform.runtime import Context
 from shared.platform.service import ConsumerSpec, EndpointSpec, ServiceSpec, Wiring
@@ -32,6 +32,7 @@ from shared.records.retention import Retention
 
 from . import wire
 from .handlers import ReconciliationHandlers
+from .outcomes import Abandonment, runs_stats
 from .replay import replay_runs
 from .runs_index import RunsIndex
 from .store import ReconciliationStore
@@ -54,6 +55,7 @@ SPEC = ServiceSpec(
         EndpointSpec("runs-audit", wire.RUNS_AUDIT, RunRequest, wire.AuditReply),
         EndpointSpec("operator-retry", subjects.OPERATOR_RETRY, RetryRequest, DeliveredReply),
         EndpointSpec("runs-list", subjects.RUNS_LIST, RunsListRequest, RunsListReply),
+        EndpointSpec("runs-stats", subjects.RUNS_STATS, RunsStatsRequest, RunsStatsReply),
         EndpointSpec(
             "policy-replay",
             subjects.POLICY_REPLAY,
@@ -84,6 +86,7 @@ def build(
     retention = Retention.from_config(ctx.config)
     store = ReconciliationStore(ctx.redis, retention)
     runs = RunsIndex(ctx.redis, retention)
+    abandonment = Abandonment(runs, outbox, ctx.config.outcome_wait_s)
     h = ReconciliationHandlers(store, outbox, gauge_interval_s=gauge_interval_s, runs=runs)
     return Wiring(
         handlers={
@@ -94,9 +97,14 @@ def build(
             "runs-audit": h.audit,
             "operator-retry": h.retry,
             "runs-list": runs.list_runs,
+            "runs-stats": functools.partial(runs_stats, runs, ctx.redis),
             "policy-replay": functools.partial(replay_runs, runs, ctx.redis, configured_policy(ctx.config)),
             subjects.RECONCILIATION_CONSUMER: h.open,
             subjects.RUNS_INDEX_CONSUMER: runs.handle,
         },
-        parts=(outbox.sweeper(sweep_interval_s), Task(h.refresh_gauges, name="reconciliation-gauges")),
+        parts=(
+            outbox.sweeper(sweep_interval_s),
+            Task(h.refresh_gauges, name="reconciliation-gauges"),
+            Task(abandonment.run, name="abandonment"),
+        ),
     )

@@ -10,7 +10,7 @@ from datetime import datetime
 
 import msgspec
 
-from shared.contract.decisions import Decision
+from shared.contract.decisions import Decision, RunOutcome
 from shared.contract.limits import NAME_CHARS
 from shared.contract.reconciliation import ReconciliationRecord, Resolution, RunView, ToolCallRecord
 from shared.contract.runs import RunEntry
@@ -140,4 +140,20 @@ def entry_of(decision: Decision) -> RunEntry:
         reason=decision.reason,
         decision_id=decision.decision_id,
         updated_at=decision.decided_at,
+    )
+
+
+def outcome_entry_of(outcome: RunOutcome) -> RunEntry:
+    """A run's entry after its outcome (4.6): its final status, as of when it was recorded."""
+    return RunEntry(
+        run_id=outcome.run_id,
+        runner_id=outcome.runner_id,
+        session=outcome.session,
+        attempt=outcome.attempt,
+        status=outcome.status,
+        action=outcome.action,
+        reason=outcome.reason,
+        decision_id=outcome.decision_id,
+        updated_at=outcome.recorded_at,
+        recovery_ms=outcome.recovery_ms,
     )

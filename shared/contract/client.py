@@ -29,6 +29,8 @@ from shared.contract import (
     RunRequest,
     RunsListReply,
     RunsListRequest,
+    RunsStatsReply,
+    RunsStatsRequest,
     RunView,
     SessionView,
     subjects,
@@ -168,6 +170,10 @@ class ContinuityClient:
 
     async def preview(self, req: PreviewRequest) -> PreviewReply:
         return await self.call(subjects.SESSIONS_PREVIEW, req, PreviewReply)
+
+    async def runs_stats(self, req: RunsStatsRequest) -> RunsStatsReply:
+        """The policy judged by outcomes (contract 4.6)."""
+        return await self.call(subjects.RUNS_STATS, req, RunsStatsReply)
 
     async def replay(self, req: ReplayRequest) -> ReplayReply:
         return await self.call(subjects.POLICY_REPLAY, req, ReplayReply)

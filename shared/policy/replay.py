@@ -24,6 +24,8 @@ class Recorded:
     """The recorded action (`archive` for a request to archive and replace)."""
     reason: str
     explanation: Explanation
+    result: str | None = None
+    """What followed it under the running policy (`shared.policy.outcomes`), when known."""
 
 
 @dataclass
@@ -64,6 +66,8 @@ def replay(
                 runs=[],
             )
         change.count += 1
+        if item.result is not None:
+            change.results[item.result] = change.results.get(item.result, 0) + 1
         if len(change.runs) < examples:
             change.runs.append(item.run_id)
     return out

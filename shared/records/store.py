@@ -11,7 +11,7 @@ message, finding its step recorded, aligns it again.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Iterable
 from typing import Any
 
 import msgspec
@@ -99,6 +99,27 @@ class RunStore:
         if not (index_fresh and ttl > 0):
             await self.follow_run(run_id, ttl)
         return None if recorded == 1 else bytes(existing)
+
+    async def record_outcome(
+        self, session_key: str, run_id: str, step: RunStep, *, attempt: int, statuses: Iterable[str]
+    ) -> tuple[int, bytes]:
+        """Record an outcome step (contract 4.6) while the run is at `attempt` in one of
+        `statuses`: the script's code (1 recorded, 0 duplicate, 3 another runner's run, 4 no
+        decision waiting) and its detail (the slot's value for a duplicate, the run's status)."""
+        code, detail, ttl = await self.redis.script(
+            scripts.RUN_OUTCOME,
+            scripts.step_keys(session_key, run_id),
+            [
+                *common_args(step),
+                str(self.retention.run_ms),
+                step.for_runner or "",
+                str(attempt),
+                "," + ",".join(statuses) + ",",
+            ],
+        )
+        if code in (0, 1):
+            await self.follow_run(run_id, ttl)
+        return int(code), bytes(detail)
 
     async def record_local_move(
         self,

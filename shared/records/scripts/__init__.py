@@ -49,6 +49,8 @@ RECONCILIATION_RESOLVE = _load("reconciliation_resolve", with_lib=True)
 """KEYS: `step_keys`."""
 RECONCILIATION_RETRY = _load("reconciliation_retry", with_lib=True)
 """KEYS: `step_keys`."""
+RUN_OUTCOME = _load("run_outcome", with_lib=True)
+"""KEYS: `step_keys`."""
 ARCHIVE_LOCAL_MOVE = _load("archive_local_move", with_lib=True)
 
 

@@ -3,10 +3,13 @@ streams: `report_turn_completed` publishes on `continuity.events.<runner_id>.tur
 event the services decode as their own `TurnCompleted`, whose result verifies under the runner's
 key; a bad argument is refused before anything is sent; `report_resume_failure` and
 `Runner.recover` name the harness; and `recover` sends a `turn_completed` for an outcome that is
-not a failure only when told the attempt of the decision the resume followed."""
+not a failure only when told the attempt of the decision the resume followed. Last, with the
+services running on real NATS and Redis: the run of a decision the SDK reports on is recovered."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -16,16 +19,27 @@ from typing import Any
 import msgspec
 import nats
 import pytest
-from continuity_runner import HarnessInfo, InvalidRequest, Runner, RunnerOptions, SessionRef, connect, harness
+from continuity_runner import (
+    Decision,
+    HarnessInfo,
+    InvalidRequest,
+    Runner,
+    RunnerOptions,
+    SessionRef,
+    connect,
+    harness,
+)
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
-from continuity.devstack.servers import NatsServer
+from continuity.devstack.servers import NatsServer, RedisServer
+from services import registry
 from shared.contract import ResumeFailed, TurnCompleted, subjects
+from shared.contract.client import ContinuityClient, RequestError
 from shared.contract.events import TURN_COMMAND, TURN_STATUS
 from shared.contract.signing import Verdict, verify
 from shared.platform.bus.streams import ensure_streams
-from tests.support import read_stream
+from tests.support import make_config, read_stream, running, wait_for
 
 pytestmark = pytest.mark.asyncio
 
@@ -332,3 +346,105 @@ async def test_a_bad_recover_argument_is_refused_before_anything_is_sent(
         )
     assert refused.value.field == field
     assert await stored(observer, runner) == []
+
+
+# ---- with the services: the outcome recorded ---------------------------------------------------
+
+MISSING = CASES["claude-code.real.missing-exit1"]  # native_session_missing: continue_fresh
+MODEL, CWD = "model-1", "/workspaces/acme/app"
+
+
+@pytest.fixture(scope="module")
+async def services(
+    tmp_path_factory: pytest.TempPathFactory, redis_server: RedisServer
+) -> AsyncIterator[tuple[str, ContinuityClient]]:
+    """The session-store, the classifier and the reconciliation service on a NATS server of
+    their own, with the runner's key."""
+    server = NatsServer(tmp_path_factory.mktemp("outcomes-services-nats"))
+    server.start()
+    config = make_config(server.url, redis_server.url, runner_keys=KEYS, retry_backoff_s=0.2)
+    apps = [registry.load(name) for name in ("session-store", "classifier", "reconciliation")]
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            for app in apps:
+                await stack.enter_async_context(running(app, config))
+            nc = await nats.connect(server.url)
+            stack.push_async_callback(nc.close)
+            yield server.url, ContinuityClient(nc)
+    finally:
+        server.stop()
+
+
+async def decision_of(runner: Runner, run_id: str) -> Decision:
+    async def first() -> Decision:
+        async for delivery in runner.decisions():
+            await delivery.ack()
+            message = delivery.message
+            assert isinstance(message, Decision), message  # a refusal would end the test here
+            if message.run_id == run_id:
+                return message
+        raise AssertionError("the decisions ended")
+
+    return await asyncio.wait_for(first(), 30)
+
+
+async def reaches(client: ContinuityClient, run_id: str, status: str) -> None:
+    async def done() -> bool:
+        try:
+            return (await client.run(run_id)).status == status
+        except RequestError:
+            return False
+
+    await wait_for(done, timeout=30, what=f"run {run_id} {status}")
+
+
+async def test_the_services_recover_the_run_the_sdk_reports_on(
+    services: tuple[str, ContinuityClient],
+) -> None:
+    url, client = services
+    runner = await connect(
+        RunnerOptions(runner_id=f"outcomes-{uuid.uuid4().hex[:10]}", servers=url, signing_keys=KEYS)
+    )
+    try:
+        adapter = harness.adapter("claude-code")
+        # A resume that failed (busy), retried by the decision; the retry completes its turn.
+        session, session_id, run_id = slot(), str(uuid.uuid4()), new_run()
+        await runner.commit(session, session_id, "claude-code", MODEL, CWD, "same_session_only", cursor="c-1")
+        common: dict[str, Any] = {"session": session, "run_id": run_id, "native_session_id": session_id}
+        failed = await runner.recover(adapter, FAILURE["outcome"], **common, attempt=1, probe_first=False)
+        assert isinstance(failed, harness.Reported)
+        decision = await decision_of(runner, run_id)
+        assert (decision.action, decision.attempt) == ("retry_same_session", 1)
+        await reaches(client, run_id, "retrying")
+        done = await runner.recover(
+            adapter,
+            SUCCESS["outcome"],
+            **common,
+            attempt=2,
+            decided_attempt=decision.attempt,
+            harness_version="2.1.332",
+        )
+        assert isinstance(done, harness.NotAFailure) and done.reported_event_id is not None
+        await reaches(client, run_id, "recovered")
+
+        # A missing session, continued fresh; the fresh session's first turn is reported.
+        session, session_id, run_id = slot(), str(uuid.uuid4()), new_run()
+        await runner.commit(session, session_id, "claude-code", MODEL, CWD, "same_session_only", cursor="c-1")
+        missing = await runner.recover(
+            adapter,
+            MISSING["outcome"],
+            session=session,
+            run_id=run_id,
+            attempt=1,
+            native_session_id=session_id,
+            probe_first=False,
+        )
+        assert isinstance(missing, harness.Reported) and missing.failure_class == "native_session_missing"
+        decision = await decision_of(runner, run_id)
+        assert (decision.action, decision.attempt) == ("continue_fresh", 1)
+        await runner.report_turn_completed(
+            run_id, decision.attempt, session, str(uuid.uuid4()), harness=CLAUDE
+        )
+        await reaches(client, run_id, "recovered_fresh")
+    finally:
+        await runner.close()

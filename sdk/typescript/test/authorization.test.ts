@@ -1,10 +1,11 @@
 /**
  * The TS SDK under the shipped NATS authorization (deploy/nats/auth.conf, runners issued by
  * `continuity runners add`, the four services under their own users): a runner signs in with its
- * NKey seed and does its whole part through the SDK without the server refusing anything; a
- * runner that claims another's id can neither read that runner's decisions, publish its events
- * nor make its session requests, and is told so at once (`PermissionDenied`). The services run
- * with tenancy enforced, the runners issued for the tests' tenant.
+ * NKey seed and does its whole part through the SDK without the server refusing anything (its
+ * outcome, `turn_completed`, included); a runner that claims another's id can neither read that
+ * runner's decisions, publish its events (a `resume_failed` or a `turn_completed`) nor make its
+ * session requests, and is told so at once (`PermissionDenied`). The services run with tenancy
+ * enforced, the runners issued for the tests' tenant.
  */
 
 import assert from "node:assert/strict";
@@ -17,7 +18,11 @@ import {
   type Runner,
 } from "../src/index.js";
 import { Inbox, Observer } from "./support/inbox.js";
-import { newSession, Stack, uniqueId, waitFor } from "./support/stack.js";
+import { newSession, randomKey, Stack, uniqueId, waitFor } from "./support/stack.js";
+
+/** A key of the runners' own, to sign a `turn_completed` (the services need not know it: the
+ * authorization is what is tested). */
+const SIGNING = { signingKeys: { k1: randomKey() } };
 
 const stack = new Stack();
 let observer: Observer;
@@ -102,7 +107,7 @@ after(async () => {
 describe("the runner SDK under the shipped NATS authorization", () => {
   it("signs in with its seed and does its whole part, its consumer bound without a lookup", async () => {
     // The default inbox prefix, _INBOX.runner-a, is the only one the account may receive on.
-    const r = await runner("runner-a", { createConsumer: false });
+    const r = await runner("runner-a", { createConsumer: false, ...SIGNING });
     const moves: ArchiveRequest[] = [];
     r.serveArchive((request) => {
       moves.push(request);
@@ -125,6 +130,8 @@ describe("the runner SDK under the shipped NATS authorization", () => {
     assert.deepEqual([d.action, d.runner_id, d.epoch], ["open_replacement", "runner-a", committed.epoch + 1]);
     assert.deepEqual(moves.map((m) => m.run_id), [runId]);
     assert.equal((await r.get(session)).state, "archived");
+    // The replacement's first turn, the decision's outcome (contract 4.6).
+    await r.reportTurnCompleted({ runId, attempt: d.attempt, session, nativeSessionId: "ns-2", harness: { name: "codex" } });
     const rejected = newSession("auth-reject");
     await saved(r, rejected, "same_session_only");
     await r.reject(rejected, "ns-1", "resume_target_missing");
@@ -156,7 +163,7 @@ describe("the runner SDK under the shipped NATS authorization", () => {
 
     // runner-a's own key and inbox, claiming runner-b's id.
     const impostor = await runner("runner-b", {
-      nkeySeedFile: stack.seeds["runner-a"], inboxPrefix: "_INBOX.runner-a", createConsumer: false,
+      nkeySeedFile: stack.seeds["runner-a"], inboxPrefix: "_INBOX.runner-a", createConsumer: false, ...SIGNING,
     });
     const fetchRefused = await refusedAtOnce(async () => {
       for await (const delivery of impostor.decisions()) {
@@ -167,6 +174,7 @@ describe("the runner SDK under the shipped NATS authorization", () => {
     await refusedAtOnce(() =>
       impostor.reportResumeFailure({ runId: uniqueId("run"), attempt: 1, session, nativeSessionId: "ns-1" }),
     );
+    await refusedAtOnce(() => impostor.reportTurnCompleted({ runId, attempt: 1, session, nativeSessionId: "ns-1" }));
     // Nor make session requests as runner-b (contract 10.1): only its own are permitted.
     const asked = await refusedAtOnce(() => impostor.get(session));
     assert.match(asked.message, /continuity\.sessions\.runner-b\.get/);

@@ -44,15 +44,7 @@ from services.console.revocations import Revocations
 from services.console.rules import rule_of
 from services.console.runs_query import CURSOR_MESSAGE, REASONS, RUN_STATUSES, QueryError, count_label, parse
 from services.console.streams import DecisionFeed, recent_dead_letters, recent_decisions
-from shared.contract import (
-    GetRequest,
-    ListRequest,
-    ResolveRequest,
-    RetryRequest,
-    SessionRef,
-    SessionView,
-    subjects,
-)
+from shared.contract import GetRequest, ListRequest, ResolveRequest, RetryRequest, SessionRef, SessionView
 from shared.contract.client import ContinuityClient, RequestError
 from shared.contract.limits import EVIDENCE_CHARS, NAME_CHARS, POLICY_MAX_BYTES, REPLAY_MAX_SINCE_S
 from shared.contract.policy import PreviewReply, PreviewRequest, ReplayReply, ReplayRequest
@@ -825,7 +817,7 @@ class Console:
         except QueryError as bad:
             return self._outcomes_page(request, 400, query, error=bad.message)
         try:
-            reply = await self.stats_client.call(subjects.RUNS_STATS, asked, RunsStatsReply)
+            reply = await self.stats_client.runs_stats(asked)
         except RequestError as err:
             # Every filter was checked above: a refusal here is the service's, said in its words.
             code = "invalid_stats" if err.code == "invalid_field" else err.code

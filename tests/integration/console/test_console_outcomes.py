@@ -26,7 +26,6 @@ from services import registry
 from services.console.config import ConsoleConfig
 from services.console.service import WebConsole
 from services.console.web import link
-from shared.contract import subjects
 from shared.contract.client import ContinuityClient
 from shared.contract.events import HarnessInfo
 from shared.contract.runs import RunsListRequest, RunsStatsReply, RunsStatsRequest
@@ -103,9 +102,7 @@ def cells(html: str, name: str) -> list[str]:
 async def stats(runs: Runs, **filters: str) -> RunsStatsReply:
     """What the reconciliation service answers the CLI for the same filters."""
     client = ContinuityClient(runs.nc, timeout=60)
-    return await client.call(
-        subjects.RUNS_STATS, RunsStatsRequest(since_s=3600, bucket_s=300, **filters), RunsStatsReply
-    )
+    return await client.runs_stats(RunsStatsRequest(since_s=3600, bucket_s=300, **filters))
 
 
 async def test_the_page_judges_a_tenants_decisions_as_the_service_does(

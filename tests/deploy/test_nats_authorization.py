@@ -463,7 +463,7 @@ async def test_the_console_serves_its_pages_as_the_console_user(
                     return r.status == 200 and "run-console-1" in await r.text()
 
             await wait_for(decided, timeout=15, what="the decision listed by the console")
-            for path in ("/", "/dead", "/runs/run-console-1"):
+            for path in ("/", "/dead", "/runs/run-console-1", "/outcomes"):
                 async with http.get(f"{base}{path}") as r:
                     assert r.status == 200, path
     finally:

@@ -86,7 +86,9 @@ def jaeger() -> tuple[str, dict[str, Any]]:
 def test_compose_runs_a_pinned_jaeger_that_receives_otlp_over_http() -> None:
     _, service = jaeger()
     image = service["image"]
-    assert re.fullmatch(r"jaegertracing/all-in-one:\d+\.\d+\.\d+", image), f"{image}: pin a release"
+    assert re.fullmatch(r"jaegertracing/all-in-one:\d+\.\d+\.\d+@sha256:[0-9a-f]{64}", image), (
+        f"{image}: pin a release, by its digest"
+    )
     assert interpolated(service["environment"]["COLLECTOR_OTLP_ENABLED"]) == "true"
     ports = published(service)
     assert ports[OTLP_HTTP_PORT] == OTLP_HTTP_PORT and ports[JAEGER_UI_PORT] == JAEGER_UI_PORT

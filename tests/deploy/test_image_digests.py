@@ -28,10 +28,6 @@ OWN_IMAGE = "continuity"
 it its digest; the files name it by tag, and the operator deploys it by that digest."""
 
 NOT_PINNED: dict[str, str] = {
-    "compose.yaml: services.jaeger.image": (
-        "tests/deploy/test_compose_traces.py requires the bare `jaegertracing/all-in-one:X.Y.Z` "
-        "form; its digest is in security.md, to be set once that test accepts one"
-    ),
     "deploy/helm/nats-values.yaml: promExporter.image": (
         "no digest of a tagged natsio/prometheus-nats-exporter release could be established; "
         "the chart's tag is used"

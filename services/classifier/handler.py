@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, NoReturn, cast
 
 import msgspec
@@ -24,7 +25,7 @@ from shared.contract.events import ResumeFailed, TurnCompleted
 from shared.contract.limits import MAX_EVENT_BYTES
 from shared.contract.tenancy import Refusal, RunnerRecord
 from shared.contract.times import rfc3339_from_epoch
-from shared.contract.types import QuotaKind, QuotaScope, RefusalCode
+from shared.contract.types import ClassSource, FailureClass, QuotaKind, QuotaScope, RefusalCode
 from shared.platform import metrics, tracing
 from shared.platform.bus.ack_reply import stored_at, stream_seq
 from shared.platform.bus.consumer import Reject
@@ -40,7 +41,7 @@ from shared.records.outbox import Outbox
 from shared.records.retention import Retention
 from shared.records.session import saved_session_of, text
 
-from .step import SPENDING, SlotView, announced_ids, choose, failure_class_of
+from .step import SPENDING, Choice, SlotView, Unverified, announced_ids, choose, failure_class_of
 from .store import ClassifierStore
 from .stored_runs import StoredRuns
 from .turns import Turns, authenticate
@@ -64,6 +65,18 @@ SPENT_NEAR = 0.8
 
 DECIDE_TRIES = 3
 """Reads and decisions of one event before a session that keeps changing counts as transient."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Recorded:
+    """A decision recorded by this delivery, and what its publication needs."""
+
+    choice: Choice
+    failure_class: FailureClass
+    prior: list[bytes | None]
+    """The run's last decision, status and harness before the step (`_count_decision`)."""
+    budget_key: str
+    published_at: float | None
 
 
 class EventHandler:
@@ -114,9 +127,29 @@ class EventHandler:
         metrics.adder(metrics.EVENTS, type_label, outcome)()
 
     async def _handle(self, msg: Msg) -> str:
+        """A `resume_failed`: admitted, classified, decided and recorded, then published (or a
+        `turn_completed`, `_handle_turn`). Returns the event's outcome label."""
         if msg.subject.endswith(_TURN_SUFFIX):
             return await self._handle_turn(msg)
         event = self._validate(msg)
+        admitted = await self._admit(msg, event)
+        if isinstance(admitted, str):
+            return admitted
+        record, now = admitted
+        classified = failure_class_of(event, self._keys)
+        if isinstance(classified, Unverified):
+            raise Reject(subjects.DEAD_QUARANTINE, classified.reason)
+        recorded = await self._decide_and_record(msg, event, record, classified, now)
+        if isinstance(recorded, str):
+            return recorded
+        return await self._publish(event, recorded)
+
+    async def _admit(
+        self, msg: Msg, event: ResumeFailed | TurnCompleted
+    ) -> tuple[RunnerRecord | None, float] | str:
+        """The runner's directory record and the time, once the event may be handled: refused
+        (dead letter, through `_refuse`) outside the runner's tenants, `quota_exceeded` over its
+        event rate (10.5, 10.6)."""
         tracing.annotate(run_id=event.run_id, runner_id=event.runner_id, attempt=event.attempt)
         cached = self._directory.cached(event.runner_id)
         record = cached.record if cached is not None else await self._directory.get(event.runner_id)
@@ -125,42 +158,40 @@ class EventHandler:
             await self._refuse(msg, event, record, allowed.value)
         now = self._clock()
         over = self._over_quota(event, now)
-        if over is not None:
-            scope, wait_s = over
-            identity.refused(event.runner_id, record, "quota_exceeded")
-            await self._notify(
-                msg, event, "quota_exceeded", scope=scope, quota="event_rate", not_before=now + wait_s
-            )
-            log.info("event_over_quota", runner_id=event.runner_id, run_id=event.run_id, scope=scope)
-            return "quota_exceeded"
-        classified = failure_class_of(event, self._keys)
-        failure_class = classified[0]
+        if over is None:
+            return record, now
+        scope, wait_s = over
+        identity.refused(event.runner_id, record, "quota_exceeded")
+        await self._notify(
+            msg, event, "quota_exceeded", scope=scope, quota="event_rate", not_before=now + wait_s
+        )
+        log.info("event_over_quota", runner_id=event.runner_id, run_id=event.run_id, scope=scope)
+        return "quota_exceeded"
+
+    async def _decide_and_record(
+        self,
+        msg: Msg,
+        event: ResumeFailed,
+        record: RunnerRecord | None,
+        classified: tuple[FailureClass, ClassSource],
+        now: float,
+    ) -> _Recorded | str:
+        """Read, decide and record in one atomic step, again while the session keeps changing:
+        the recorded step, or `quota_exceeded` (stored runs), or `duplicate`."""
         sk = event.session.key
         published_at = stored_at(msg.reply)  # when JetStream stored the event
         budget_key = keys.recovery_budget(event.session.tenant, int(now // self._window_s))
         for _ in range(DECIDE_TRIES):
-            # One round trip: index the run (unless it is already), read the session record and
-            # the tenant's recovery budget.
+            # One round trip: index the run (unless it is already), read the session record, the
+            # run as it was and the tenant's recovery budget.
             claimed = self._store.claim_run(event.run_id, sk)
             session = self._store.saved_session(sk)
             before = self._store.run_before(sk, event.run_id)
             spent = self._spent(event.session.tenant, budget_key, now)
             indexed, raw_session, prior = await claimed, await session, await before
-            spent_count = spent if isinstance(spent, int) else await spent
-            self._spent_seen[budget_key] = (now, int(spent_count or 0))
-            # A new run (this event indexed it) counts against its owners' stored runs.
-            refused_by = None
-            if indexed is None and not self._admitted_now(event):
-                refused_by = await self._admitted(event, now)
-            if refused_by is not None:
-                if indexed is None:  # this event indexed the run: leave no claim on the run_id
-                    await self._store.unclaim_run(event.run_id)
-                scope, free_at = refused_by
-                identity.refused(event.runner_id, record, "quota_exceeded")
-                await self._notify(
-                    msg, event, "quota_exceeded", scope=scope, quota="stored_runs", not_before=free_at
-                )
-                log.info("event_over_quota", runner_id=event.runner_id, run_id=event.run_id, scope=scope)
+            spent_count = int((spent if isinstance(spent, int) else await spent) or 0)
+            self._spent_seen[budget_key] = (now, spent_count)
+            if indexed is None and await self._over_stored_runs(msg, event, record, now):
                 return "quota_exceeded"
             if indexed is not None and indexed != sk:
                 # A run's slots live under its session's tag: an event naming another session for
@@ -173,7 +204,7 @@ class EventHandler:
                 self._clock(),
                 backoff_s=self._backoff_s,
                 published_at=published_at,
-                budget_spent=int(spent_count or 0) >= self._budget,
+                budget_spent=spent_count >= self._budget,
                 policy=self._policy,
             )
             choice.step.run_fields.update(run_extras(event, published_at, first=indexed is None))
@@ -181,7 +212,6 @@ class EventHandler:
                 existing = await self._store.record(
                     sk, event.run_id, choice.step, index_fresh=indexed is None
                 )
-                break
             except steps.SessionChanged:
                 continue  # a commit landed between the read and the recording: decide again
             except steps.NotOwned as refusal:
@@ -189,26 +219,44 @@ class EventHandler:
                     # This event indexed the run a moment ago: leave no claim on the run_id.
                     await self._store.unclaim_run(event.run_id)
                 await self._refuse(msg, event, record, cast(RefusalCode, refusal.reason))
-        else:
-            raise steps.SessionChanged(sk)  # a transient failure: the event is redelivered
-        if existing is not None:
-            # The slot was taken by an earlier delivery: no second decision, but finish
-            # publishing what that delivery recorded if a crash stopped it before the flush.
-            await self._flush_leftovers(sk, event.run_id, event.attempt, existing)
-            log.info("event_duplicate", run_id=event.run_id, attempt=event.attempt)
-            return "duplicate"
+            if existing is not None:
+                # The slot was taken by an earlier delivery: no second decision, but finish
+                # publishing what that delivery recorded if a crash stopped it before the flush.
+                await self._flush_leftovers(sk, event.run_id, event.attempt, existing)
+                log.info("event_duplicate", run_id=event.run_id, attempt=event.attempt)
+                return "duplicate"
+            return _Recorded(choice, classified[0], prior, budget_key, published_at)
+        raise steps.SessionChanged(sk)  # a transient failure: the event is redelivered
 
-        verdict, reason = choice.verdict, choice.reason
+    async def _over_stored_runs(
+        self, msg: Msg, event: ResumeFailed, record: RunnerRecord | None, now: float
+    ) -> bool:
+        """Whether the new run this event indexed is refused by its owners' stored runs; if so,
+        the claim on its run_id is withdrawn and the runner told when to send it again."""
+        if self._admitted_now(event):
+            return False
+        refused_by = await self._admitted(event, now)
+        if refused_by is None:
+            return False
+        await self._store.unclaim_run(event.run_id)  # leave no claim on the run_id
+        scope, free_at = refused_by
+        identity.refused(event.runner_id, record, "quota_exceeded")
+        await self._notify(msg, event, "quota_exceeded", scope=scope, quota="stored_runs", not_before=free_at)
+        log.info("event_over_quota", runner_id=event.runner_id, run_id=event.run_id, scope=scope)
+        return True
+
+    async def _publish(self, event: ResumeFailed, recorded: _Recorded) -> str:
+        """Spend the budget, publish what the step recorded, count and log the decision."""
+        choice, failure_class = recorded.choice, recorded.failure_class
+        verdict, reason, rule = choice.verdict, choice.reason, choice.explanation.rule
         if verdict in SPENDING:
             # Counted after the step is recorded: a redelivery finds its slot and spends nothing.
-            total = await self._store.spend(budget_key, int(self._window_s * 2000))
-            self._spent_seen[budget_key] = (self._clock(), total)
-        await self._outbox.flush(sk, choice.step.outbox)
+            total = await self._store.spend(recorded.budget_key, int(self._window_s * 2000))
+            self._spent_seen[recorded.budget_key] = (self._clock(), total)
+        await self._outbox.flush(event.session.key, choice.step.outbox)
         metrics.adder(metrics.FAILURE_CLASSES, failure_class)()
-        _count_decision(event, choice.explanation.rule, failure_class, prior)
-        tracing.annotate(
-            failure_class=failure_class, action=verdict, reason=reason, rule=choice.explanation.rule
-        )
+        _count_decision(event, rule, failure_class, recorded.prior)
+        tracing.annotate(failure_class=failure_class, action=verdict, reason=reason, rule=rule)
         log.info(
             "event_decided",
             runner_id=event.runner_id,
@@ -217,35 +265,23 @@ class EventHandler:
             failure_class=failure_class,
             action=verdict,
             reason=reason,
-            rule=choice.explanation.rule,
+            rule=rule,
         )
         if verdict == "archive":
             return "archive_requested"
         metrics.adder(metrics.DECISIONS, verdict, reason)()
-        if published_at is not None:
-            metrics.observer(metrics.DECISION_LATENCY)(max(0.0, time.time() - published_at))
+        if recorded.published_at is not None:
+            metrics.observer(metrics.DECISION_LATENCY)(max(0.0, time.time() - recorded.published_at))
         return "decided"
 
     async def _handle_turn(self, msg: Msg) -> str:
         """A `turn_completed` (4.6): the same tenancy and rate checks as a failure, then its
         signed result, then the outcome recorded once on the runner's own run."""
         event = self._validate_turn(msg)
-        tracing.annotate(run_id=event.run_id, runner_id=event.runner_id, attempt=event.attempt)
-        cached = self._directory.cached(event.runner_id)
-        record = cached.record if cached is not None else await self._directory.get(event.runner_id)
-        allowed = identity.access(record, event.session.tenant, enforced=self._enforced)
-        if allowed is not identity.Access.ALLOWED:
-            await self._refuse(msg, event, record, allowed.value)
-        now = self._clock()
-        over = self._over_quota(event, now)
-        if over is not None:
-            scope, wait_s = over
-            identity.refused(event.runner_id, record, "quota_exceeded")
-            await self._notify(
-                msg, event, "quota_exceeded", scope=scope, quota="event_rate", not_before=now + wait_s
-            )
-            log.info("event_over_quota", runner_id=event.runner_id, run_id=event.run_id, scope=scope)
-            return "quota_exceeded"
+        admitted = await self._admit(msg, event)
+        if isinstance(admitted, str):
+            return admitted
+        record, now = admitted
         authenticate(event, self._keys)
         published_at = stored_at(msg.reply)
         stored_ms = round(published_at * 1000) if published_at is not None else None

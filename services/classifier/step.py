@@ -10,11 +10,10 @@ from dataclasses import dataclass
 
 import msgspec
 
-from shared.contract import signing, subjects
+from shared.contract import signing
 from shared.contract.decisions import ArchiveWork, Explanation, ReconcileWork
 from shared.contract.events import ResumeFailed
 from shared.contract.types import ClassSource, DecisionReason, FailureClass
-from shared.platform.bus.consumer import Reject
 from shared.policy import Policy
 from shared.policy.policy import decide_recovery
 from shared.policy.recovery import Facts, Verdict, effective_policy
@@ -39,17 +38,25 @@ class Choice:
     explanation: Explanation
 
 
+@dataclass(frozen=True, slots=True)
+class Unverified:
+    """A command result whose signature does not verify: the event is quarantined, never decided."""
+
+    reason: str
+    """`signature_invalid` or `unknown_key`."""
+
+
 def failure_class_of(
     event: ResumeFailed, runner_keys: Mapping[str, bytes]
-) -> tuple[FailureClass, ClassSource]:
-    """The event's class and where it was read; a command result whose signature does not
-    verify quarantines the event."""
+) -> tuple[FailureClass, ClassSource] | Unverified:
+    """The event's class and where it was read, or `Unverified` when its command result's
+    signature does not verify."""
     result = event.command_result
     authenticated: str | None = None
     if result is not None:
         verdict = signing.verify(runner_keys, event.runner_id, event.run_id, event.attempt, result)
         if verdict is not signing.Verdict.VALID:
-            raise Reject(subjects.DEAD_QUARANTINE, verdict.value)
+            return Unverified(verdict.value)
         authenticated = result.classification
     return classify(Evidence(authenticated_classification=authenticated, error=TypedError.of(event.error)))
 

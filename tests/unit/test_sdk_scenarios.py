@@ -18,6 +18,7 @@ from shared.contract import ResumeFailed
 
 DOC: dict[str, Any] = json.loads((Path(__file__).parents[2] / "sdk" / "scenarios.json").read_text())
 BY_NAME: dict[str, dict[str, Any]] = {s["name"]: s for s in DOC["scenarios"]}
+HARNESSES: dict[str, Any] = json.loads((Path(__file__).parents[2] / "sdk" / "harnesses.json").read_text())
 
 
 def expected_rows(name: str) -> list[dict[str, Any]]:
@@ -96,6 +97,27 @@ def test_each_scenario_equals_the_catalogue(name: str) -> None:
     }
     assert (entry["dead"], entry["dead_reason"]) == (scenario.dead, scenario.dead_reason)
     assert entry["expect"] == expected_rows(name)
+    harness = scenario.harness
+    assert entry["success_probability"] == scenario.success_probability
+    assert entry["harness"] == (
+        None if harness is None else {"name": harness.name, "version": harness.version}
+    )
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_a_decided_scenario_has_a_probability_and_a_known_harness(name: str) -> None:
+    """Every scenario that gets a decision says how often its decided attempts then complete a
+    turn, and names a harness of the shipped table (a dead-lettered one: neither); no two name
+    the same harness, so that `continuity.runs.stats` rows tell the scenarios apart."""
+    scenario = SCENARIOS[name]
+    if scenario.failure_class is None:
+        assert (scenario.success_probability, scenario.harness) == (None, None)
+        return
+    assert scenario.success_probability is not None and 0.0 < scenario.success_probability < 1.0
+    assert scenario.harness is not None
+    assert scenario.harness.name in {h["name"] for h in HARNESSES["harnesses"]}
+    named = [s.harness.name for s in SCENARIOS.values() if s.harness is not None]
+    assert named.count(scenario.harness.name) == 1
 
 
 @pytest.mark.parametrize("name", list(SCENARIOS))

@@ -16,13 +16,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from continuity_runner import ArchiveRequest, Decision, Refusal, SessionRef
+import msgspec
+from continuity_runner import ArchiveRequest, Decision, HarnessInfo, Refusal, SessionRef
 from continuity_runner.types import ActionOutcome
 
+from continuity.tools.simulate.outcomes import Followed, Truth, row_key
 from continuity.tools.simulate.scenarios import (
     ARCHIVE_FAILED,
     ARCHIVE_FAILED_PREFIX,
     DETAIL_LIMIT,
+    RECOVERED_STATUS,
     SCENARIOS,
     Expected,
     Facts,
@@ -31,8 +34,9 @@ from continuity.tools.simulate.scenarios import (
 )
 from continuity.tools.simulate.wire import ArchiveAnswer
 from shared.contract import subjects
+from shared.contract.decisions import RunOutcome
 
-Stage = Literal["decision", "dead", "continue"]
+Stage = Literal["decision", "dead", "continue", "outcome"]
 OperatorAct = Literal["resolve", "retry"]
 
 DEAD_SUBJECTS = {"quarantine": subjects.DEAD_QUARANTINE, "invalid": subjects.DEAD_INVALID}
@@ -79,11 +83,23 @@ class AttemptState:
 
 
 @dataclass(slots=True)
+class TurnState:
+    """A `turn_completed` a runner sent for a decided attempt, and the outcome recorded for it."""
+
+    action: str
+    """The action of the decision the turn followed."""
+    event_ids: list[str]
+    outcome: RunOutcome | None = None
+
+
+@dataclass(slots=True)
 class RunState:
     scenario: str
     runner_id: str
     session: SessionRef
     attempts: dict[int, AttemptState] = field(default_factory=dict)
+    turns: dict[int, TurnState] = field(default_factory=dict)
+    """By decided attempt: the turns its runner reported (at most one per run)."""
 
 
 class Checker:
@@ -94,12 +110,14 @@ class Checker:
         deadline_s: float = 30.0,
         archive_timeout_s: float = 30.0,
         watch_dead_letters: bool = True,
+        watch_outcomes: bool = True,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.run_prefix = run_prefix
         self.deadline_s = deadline_s
         self.archive_timeout_s = archive_timeout_s
         self.watch_dead_letters = watch_dead_letters
+        self.watch_outcomes = watch_outcomes
         self._clock = clock
         self.runs: dict[str, RunState] = {}
         self.contradictions: list[Contradiction] = []
@@ -114,6 +132,13 @@ class Checker:
         self._open: dict[tuple[str, int, Stage], tuple[float, str]] = {}
         self._by_payload: dict[int, tuple[str, int]] = {}
         self._archive_ids: set[str] = set()
+        self.truth = Truth()
+        """What followed each decision, as the runners drew it."""
+        self.turns = 0
+        """`turn_completed` events sent (once per decided attempt; re-sent ones not counted)."""
+        self.outcomes: Counter[str] = Counter()
+        """Outcomes recorded for the simulation's runs, by status."""
+        self._turn_events: dict[str, tuple[str, int]] = {}
 
     # ---- reports from runners and the operator ----------------------------------------------
 
@@ -206,6 +231,98 @@ class Checker:
             state.act = state.act_outcome = None
             self._open.pop((run_id, attempt, "continue"), None)
 
+    def followed(self, run_id: str, d: Decision, what: Followed, harness: HarnessInfo | None) -> None:
+        """What followed decision `d` of the run, as its runner knows it: the truth tally."""
+        run = self.runs.get(run_id)
+        if run is None:
+            return
+        state = run.attempts.get(d.attempt)
+        archived = None
+        if state is not None and state.expected is not None and state.sent.facts is not None:
+            if state.expected.verdict == "archive":
+                archived = (state.expected.rule, state.sent.facts.failure_class)
+        self.truth.add(run.scenario, row_key(d, harness, archived), what)
+
+    def turn_sent(self, run_id: str, attempt: int, action: str, event_id: str) -> None:
+        """A runner reported that the session of decided `attempt` completed its turn: its
+        outcome is awaited (when outcomes are watched)."""
+        run = self.runs.get(run_id)
+        if run is None:
+            return
+        self.turns += 1
+        run.turns[attempt] = TurnState(action, [event_id])
+        self._turn_events[event_id] = (run_id, attempt)
+        if self.watch_outcomes:
+            status = RECOVERED_STATUS[action]
+            self._expect(run_id, attempt, "outcome", self._clock() + self.deadline_s, f"the outcome {status}")
+
+    def turn_resent(self, run_id: str, attempt: int, event_id: str) -> None:
+        """The turn, refused for the quota, sent again under `event_id`: awaited anew."""
+        run = self.runs.get(run_id)
+        turn = run.turns.get(attempt) if run is not None else None
+        if turn is None:
+            return
+        turn.event_ids.append(event_id)
+        self._turn_events[event_id] = (run_id, attempt)
+        pending = self._open.get((run_id, attempt, "outcome"))
+        if pending is not None:
+            self._expect(run_id, attempt, "outcome", self._clock() + self.deadline_s, pending[1])
+
+    def is_turn(self, event_id: str) -> bool:
+        return event_id in self._turn_events
+
+    def outcome(self, o: RunOutcome) -> list[Contradiction]:
+        """Judge one outcome seen on `continuity.decisions.<runner_id>.outcome`."""
+        before = len(self.contradictions)
+        run = self.runs.get(o.run_id)
+        if run is None:
+            if o.run_id.startswith(self.run_prefix):
+                self._flag(o.run_id, "?", f"outcome {o.status} for a run no runner sent")
+            return self.contradictions[before:]
+        turn = run.turns.get(o.attempt)
+        if turn is None:
+            self._flag(
+                o.run_id,
+                run.scenario,
+                f"outcome {o.status} for attempt {o.attempt}, whose session no runner reported "
+                "completing a turn",
+            )
+            return self.contradictions[before:]
+        if turn.outcome is not None:
+            if turn.outcome.outcome_id != o.outcome_id or turn.outcome.status != o.status:
+                self._flag(
+                    o.run_id,
+                    run.scenario,
+                    f"two outcomes for attempt {o.attempt}: {turn.outcome.status} and {o.status}",
+                )
+            return self.contradictions[before:]  # the same outcome seen again
+        turn.outcome = o
+        self.outcomes[o.status] += 1
+        self._met(o.run_id, o.attempt, "outcome")
+        want = RECOVERED_STATUS[turn.action]
+        if (o.status, o.action, o.runner_id) != (want, turn.action, run.runner_id):
+            self._flag(
+                o.run_id,
+                run.scenario,
+                f"the turn after {turn.action} (attempt {o.attempt}) recorded {o.status} for "
+                f"{o.action} of {o.runner_id}, expected {want} for {turn.action} of {run.runner_id}",
+            )
+        if o.outcome_id != f"{o.run_id}:{o.attempt}:outcome":
+            self._flag(
+                o.run_id, run.scenario, f"outcome_id {o.outcome_id!r} is not <run_id>:<attempt>:outcome"
+            )
+        return self.contradictions[before:]
+
+    def final_statuses(self) -> dict[str, str]:
+        """The final status each run whose turn was recorded must show in `runs list` (every run
+        whose turn was sent, when outcomes are not watched)."""
+        final: dict[str, str] = {}
+        for run_id, run in self.runs.items():
+            for turn in run.turns.values():
+                if turn.outcome is not None or not self.watch_outcomes:
+                    final[run_id] = RECOVERED_STATUS[turn.action]
+        return final
+
     def note(self, run_id: str, text: str) -> None:
         """A contradiction found outside decisions (a session-store or operator reply)."""
         run = self.runs.get(run_id)
@@ -215,7 +332,7 @@ class Checker:
         """A dead letter seen on `continuity.dead.>`; returns the run it belongs to, if ours."""
         found = self._by_payload.get(hash(payload))
         if found is None:
-            return None  # another client's dead letter
+            return self._turn_dead(subject, reason, payload)
         run_id, attempt = found
         run = self.runs[run_id]
         state = run.attempts[attempt]
@@ -249,6 +366,27 @@ class Checker:
             )
         return run_id
 
+    def _turn_dead(self, subject: str, reason: str, payload: bytes) -> str | None:
+        """A dead letter of one of the runners' `turn_completed` events: never due."""
+        try:
+            event_id = msgspec.json.decode(payload, type=_EventId).event_id
+        except msgspec.MsgspecError:
+            return None  # another client's dead letter
+        found = self._turn_events.get(event_id)
+        if found is None:
+            return None
+        run_id, attempt = found
+        run = self.runs[run_id]
+        self.dead_letters[(subject, reason)] += 1
+        self._met(run_id, attempt, "outcome")
+        self._flag(
+            run_id,
+            run.scenario,
+            f"the turn_completed of attempt {attempt} was dead-lettered on {subject} ({reason}); "
+            "a turn after the attempt's decision must be recorded",
+        )
+        return run_id
+
     # ---- decisions and refusals -------------------------------------------------------------
 
     def refusal(self, runner_id: str, r: Refusal) -> list[Contradiction]:
@@ -256,6 +394,8 @@ class Checker:
         own their sessions and runs, so only a spent quota may refuse their events."""
         before = len(self.contradictions)
         self.refusals[r.code] += 1
+        if r.event_id in self._turn_events:
+            return self._turn_refusal(runner_id, r)
         run = self.runs.get(r.run_id)
         state = run.attempts.get(r.attempt) if run is not None else None
         if run is None or state is None:
@@ -282,6 +422,25 @@ class Checker:
             run.scenario,
             f"the event of attempt {r.attempt} was refused {r.code}: a runner's event on its own "
             "session and run must be decided (tenancy enforced and the simulated runners not issued?)",
+        )
+        return self.contradictions[before:]
+
+    def _turn_refusal(self, runner_id: str, r: Refusal) -> list[Contradiction]:
+        before = len(self.contradictions)
+        run_id, attempt = self._turn_events[r.event_id]
+        run = self.runs[run_id]
+        if runner_id != run.runner_id or r.runner_id != run.runner_id:
+            self._flag(run_id, run.scenario, "a refusal of a turn went to another runner than the turn's")
+        if r.code == "quota_exceeded":
+            if r.not_before is None:
+                self._flag(run_id, run.scenario, "quota_exceeded without not_before")
+            return self.contradictions[before:]  # the runner sends the turn again
+        self._met(run_id, attempt, "outcome")
+        self._flag(
+            run_id,
+            run.scenario,
+            f"the turn_completed of attempt {attempt} was refused {r.code}: a runner's turn on its "
+            "own run must be recorded",
         )
         return self.contradictions[before:]
 
@@ -508,6 +667,10 @@ class Checker:
 
     def _flag(self, run_id: str, scenario: str, text: str) -> None:
         self.contradictions.append(Contradiction(run_id, scenario, text))
+
+
+class _EventId(msgspec.Struct):
+    event_id: str
 
 
 def _timed_out(d: Decision) -> bool:

@@ -1,6 +1,8 @@
-"""The fleet: N simulated runners, the operator and a dead-letter watcher against one Continuity
-stack. It starts runs at a steady rate, waits until every expected outcome arrived or its
-deadline passed, and returns what happened for the report."""
+"""The fleet: N simulated runners, the operator, a dead-letter watcher and an outcome watcher
+against one Continuity stack. It starts runs at a steady rate, waits until every expected
+decision and outcome arrived or its deadline passed, then holds the services' judgment of the
+outcomes (`continuity.runs.list`, `continuity.runs.stats`) against what the runners know, and
+returns what happened for the report."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import msgspec
 import nats
 import nats.errors
 from nats.aio.client import Client
@@ -22,13 +25,18 @@ from nats.js.api import DeliverPolicy
 from nats.js.errors import NotFoundError
 
 from continuity.cli.connect import redacted_url
-from continuity.tools.simulate.checker import Checker
+from continuity.tools.simulate.checker import Checker, Contradiction
 from continuity.tools.simulate.keys import DEMO_KEYS
 from continuity.tools.simulate.operator import SimOperator
+from continuity.tools.simulate.outcomes import Comparison, RowKey, ServerRow, compare
 from continuity.tools.simulate.runner import TENANT, NotIssued, RunnerSettings, SimRunner, Story
 from continuity.tools.simulate.scenarios import DEFAULT_MIX, Mix, parse_mix
 from shared.contract import GetRequest, SessionRef, subjects
 from shared.contract.client import ContinuityClient, RequestError
+from shared.contract.decisions import RunOutcome
+from shared.contract.limits import REPLAY_MAX_SINCE_S
+from shared.contract.runs import RunsListRequest, RunsStatsRequest
+from shared.contract.times import rfc3339_from_epoch
 from shared.platform.bus.connection import server_list
 from shared.platform.bus.publish import DEAD_REASON_HEADER
 from shared.platform.tls import nats_context_from_env
@@ -36,6 +44,10 @@ from shared.platform.tls import nats_context_from_env
 
 async def quiet(exc: Exception) -> None:
     """NATS client errors surface as failed requests; the client's own tracebacks are noise."""
+
+
+POLL_S = 0.2
+"""How often the final statuses are asked again while the runs index catches up."""
 
 
 class FleetError(Exception):
@@ -67,6 +79,18 @@ class Settings:
 
 
 @dataclass
+class Judgement:
+    """The services' judgment of the simulation's outcomes, next to the runners' truth."""
+
+    comparison: Comparison | None
+    """Per row and scenario; None when `continuity.runs.stats` did not answer."""
+    statuses: dict[str, int]
+    """The simulation's runs by their status in `continuity.runs.list`."""
+    unsettled: list[tuple[str, str | None, str]]
+    """(run_id, status shown or None when not listed, final status its recorded turn gives)."""
+
+
+@dataclass
 class Result:
     settings: Settings
     checker: Checker
@@ -79,6 +103,10 @@ class Result:
     dead_letters_watched: bool
     interrupted: bool
     warnings: list[str]
+    judgement: Judgement | None = None
+    """None: interrupted, or no reconciliation service answers."""
+    prefix: str = ""
+    """The run ids' prefix (`<prefix>-<runner_id>-<n>`), also the harness versions' build metadata."""
 
     @property
     def ok(self) -> bool:
@@ -102,6 +130,7 @@ class Fleet:
         self.warnings: list[str] = []
         self._nc: Client | None = None
         self._operator: SimOperator | None = None
+        self._wall_start = time.time()
 
     @property
     def published(self) -> int:
@@ -139,20 +168,29 @@ class Fleet:
             self._operator = SimOperator(
                 client, self.checker, random.Random(self.rng.random()), wait_s=s.deadline_s, acting=s.operator
             )
-            if not await self._operator.probe():
-                self.warnings.append("no reconciliation service answers: operator stops are not followed up")
+            reconciliation = await self._operator.probe()
+            if not reconciliation:
+                self.warnings.append(
+                    "no reconciliation service answers: operator stops are not followed up, and the "
+                    "outcomes are not judged"
+                )
             watched = await self._watch_dead_letters()
             self.checker.watch_dead_letters = watched
+            self.checker.watch_outcomes = await self._watch_outcomes()
             await self._start_runners()
             background.append(asyncio.create_task(self._operator.run(operator_stop)))
             if progress is not None:
                 background.append(asyncio.create_task(self._report_progress(progress, stop)))
             self.started_at = time.monotonic()
+            self._wall_start = time.time()
             tasks = await self._load(stop, on_story)
             load_s = time.monotonic() - self.started_at
             interrupted = await self._drain(tasks, stop)
+            judgement = None
             if not interrupted:
                 self.checker.overdue(now=math.inf)
+                if reconciliation:
+                    judgement = await self._judge(client, stop)
             return Result(
                 settings=s,
                 checker=self.checker,
@@ -165,6 +203,8 @@ class Fleet:
                 dead_letters_watched=watched,
                 interrupted=interrupted,
                 warnings=self.warnings,
+                judgement=judgement,
+                prefix=self.prefix,
             )
         finally:
             operator_stop.set()
@@ -225,6 +265,117 @@ class Fleet:
             return False
         return True
 
+    async def _watch_outcomes(self) -> bool:
+        """Outcomes recorded for the simulation's runs, as the runs index reads them (4.6)."""
+        assert self._nc is not None
+
+        async def on_outcome(msg: Msg) -> None:
+            try:
+                outcome = msgspec.json.decode(msg.data, type=RunOutcome)
+            except msgspec.MsgspecError:
+                return  # not an outcome of this release
+            self.checker.outcome(outcome)
+
+        try:
+            await self._nc.jetstream().subscribe(
+                subjects.outcomes("*"),
+                stream=subjects.DECISIONS_STREAM,
+                cb=on_outcome,
+                ordered_consumer=True,
+                deliver_policy=DeliverPolicy.NEW,
+            )
+        except nats.errors.Error:
+            self.warnings.append("outcomes cannot be watched: recorded turns are not confirmed")
+            return False
+        return True
+
+    async def _judge(self, client: ContinuityClient, stop: asyncio.Event) -> Judgement:
+        """Once every run ended: `continuity.runs.list` must show each run whose turn was recorded
+        with its final status, and `continuity.runs.stats` must judge every decision as its runner
+        saw it follow. The runs index follows the decisions stream, so the listing is asked
+        again (every `POLL_S`) until it shows that or `deadline_s` passed."""
+        final = self.checker.final_statuses()
+        decided = {
+            run_id
+            for run_id, run in self.checker.runs.items()
+            if any(st.first is not None or st.continued is not None for st in run.attempts.values())
+        }
+        due = time.monotonic() + self.settings.deadline_s
+        shown: dict[str, str] = {}
+        while True:
+            try:
+                shown = await self._listed(client)
+            except (RequestError, nats.errors.Error, TimeoutError) as exc:
+                self.warnings.append(f"runs list failed ({type(exc).__name__}): final statuses not checked")
+                break
+            settled = decided <= set(shown) and all(shown.get(r) == s for r, s in final.items())
+            if settled or time.monotonic() >= due or stop.is_set():
+                break
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), POLL_S)
+        unsettled = [(r, shown.get(r), s) for r, s in sorted(final.items()) if shown.get(r) != s]
+        for run_id, status, want in unsettled:
+            self.checker.note(
+                run_id,
+                f"runs list shows {status or 'no entry'} after its turn was recorded; expected {want}",
+            )
+        statuses: dict[str, int] = {}
+        for status in shown.values():
+            statuses[status] = statuses.get(status, 0) + 1
+        comparison = await self._stats(client)
+        return Judgement(comparison, dict(sorted(statuses.items())), unsettled)
+
+    async def _listed(self, client: ContinuityClient) -> dict[str, str]:
+        """The simulation's runs in `continuity.runs.list`, with their status."""
+        req = RunsListRequest(
+            tenant=TENANT, updated_after=rfc3339_from_epoch(self._wall_start - 60), limit=1000
+        )
+        shown: dict[str, str] = {}
+        while True:
+            page = await client.runs(req)
+            for entry in page.items:
+                if entry.run_id.startswith(f"{self.prefix}-"):
+                    shown[entry.run_id] = entry.status
+            if page.next_cursor is None:
+                return shown
+            req.cursor = page.next_cursor
+
+    async def _stats(self, client: ContinuityClient) -> Comparison | None:
+        """`continuity.runs.stats` over the simulation's decisions (its rows name a harness
+        version carrying the run prefix), held against the runners' truth."""
+        since_s = min(REPLAY_MAX_SINCE_S, time.time() - self._wall_start + 300)
+        try:
+            reply = await client.runs_stats(RunsStatsRequest(tenant=TENANT, since_s=since_s))
+        except (RequestError, nats.errors.Error, TimeoutError) as exc:
+            self.warnings.append(f"runs stats failed ({type(exc).__name__}): outcomes not judged")
+            return None
+        if reply.truncated:
+            self.warnings.append("runs stats read too many runs: its counts are cut short")
+        mine = f"+{self.prefix}"
+        server: dict[RowKey, ServerRow] = {
+            (r.rule, r.action, r.failure_class, r.harness, r.harness_version): ServerRow(
+                r.recovered, r.failed, r.abandoned, r.held, r.pending
+            )
+            for r in reply.rows
+            if r.harness_version.endswith(mine)
+        }
+        comparison = compare(self.checker.truth, server)
+        for row in comparison.disagreements:
+            rule, action, failure_class, harness, _ = row.key
+            said = (
+                "no row"
+                if row.server is None
+                else f"recovered {row.server.recovered}, failed {row.server.failed}, abandoned "
+                f"{row.server.abandoned}, held {row.server.held}, pending {row.server.pending}"
+            )
+            knew = ", ".join(f"{k} {v}" for k, v in row.runners.items())
+            text = f"row {rule} {action} {failure_class} {harness}: runs stats says {said}; "
+            text += f"the runners saw {knew}"
+            self.checker.contradictions.append(
+                Contradiction("runs.stats", ",".join(row.scenarios) or "?", text)
+            )
+        return comparison
+
     async def _start_runners(self) -> None:
         s = self.settings
         wait_s = s.deadline_s + s.archive_timeout_s
@@ -267,7 +418,8 @@ class Fleet:
             if s.seconds is not None and loop.time() - start >= s.seconds:
                 break
             runner = self.runners[n % len(self.runners)]
-            task = asyncio.create_task(runner.play(mix.draw(), n))
+            scenario = mix.draw()
+            task = asyncio.create_task(runner.play(scenario, n, random.Random(self.rng.random())))
             tasks.add(task)
             if on_story is not None:
                 task.add_done_callback(lambda t: t.cancelled() or t.exception() or on_story(t.result()))

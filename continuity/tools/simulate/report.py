@@ -9,7 +9,8 @@ from typing import Any
 
 from continuity.cli import tables
 from continuity.tools.simulate.checker import Checker
-from continuity.tools.simulate.fleet import Result
+from continuity.tools.simulate.fleet import Judgement, Result
+from continuity.tools.simulate.outcomes import ScenarioRate
 from continuity.tools.simulate.scenarios import SCENARIOS
 
 CONTRADICTIONS_SHOWN = 20
@@ -114,6 +115,7 @@ def final_report(result: Result) -> str:
     lines.append("")
     decision_rows: list[tuple[str, ...]] = [(a, r, str(n)) for (a, r), n in sorted(checker.decisions.items())]
     lines.append(table(decision_rows, ("action", "reason", "decisions")))
+    lines += _outcome_lines(result)
     for warning in result.warnings:
         lines.append(fit(f"warning: {warning}", "  "))
     lines.append("")
@@ -128,6 +130,115 @@ def final_report(result: Result) -> str:
     else:
         lines.append("contradictions: 0 (every decision matched the contract)")
     return "\n".join(lines)
+
+
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def _points(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.1f}"
+
+
+def _outcome_lines(result: Result) -> list[str]:
+    """The turns the runners reported, and each scenario's success rate: configured, drawn by
+    its runners, and judged by `continuity.runs.stats`, with the difference in points."""
+    checker, judgement = result.checker, result.judgement
+    recorded = ", ".join(f"{status} {n}" for status, n in sorted(checker.outcomes.items())) or "none"
+    lines = [
+        "",
+        fit(
+            f"turns completed after a decision: {checker.turns} (outcomes recorded: {recorded})",
+            "  ",
+        ),
+    ]
+    if judgement is None:
+        lines.append("outcomes not judged (no reconciliation service, or interrupted)")
+        return lines
+    listed = ", ".join(f"{status} {n}" for status, n in judgement.statuses.items()) or "none"
+    lines.append(fit(f"runs list, the simulation's runs by status: {listed}", "  "))
+    comparison = judgement.comparison
+    if comparison is None:
+        lines.append("runs stats did not answer: success rates not judged")
+        return lines
+    rows = [_rate_row(r) for r in comparison.scenarios]
+    header = ("scenario", "harness", "true p", "judged", "runners", "runs stats", "diff (points)", "s.e.")
+    lines += ["", table(rows, header)]
+    wrong = len(comparison.disagreements)
+    lines.append(
+        f"runs stats rows: {len(comparison.rows)}, "
+        + ("every one as the runners saw it" if not wrong else f"{wrong} unlike what the runners saw")
+    )
+    return lines
+
+
+def _rate_row(r: ScenarioRate) -> tuple[str, ...]:
+    harness = SCENARIOS[r.scenario].harness
+    se = r.standard_error
+    return (
+        r.scenario,
+        harness.name if harness is not None else "-",
+        f"{100 * r.probability:.0f}%",
+        str(r.server_judged),
+        _percent(r.drawn),
+        _percent(r.judged_by_server),
+        _points(r.points_off),
+        "-" if se is None else f"{se:.1f}",
+    )
+
+
+def _judgement_json(judgement: Judgement | None) -> dict[str, Any] | None:
+    if judgement is None:
+        return None
+    comparison = judgement.comparison
+    return {
+        "statuses": judgement.statuses,
+        "unsettled": [
+            {"run_id": run_id, "status": status, "expected": want}
+            for run_id, status, want in judgement.unsettled
+        ],
+        "scenarios": None
+        if comparison is None
+        else [
+            {
+                "scenario": r.scenario,
+                "probability": r.probability,
+                "judged": r.judged,
+                "recovered": r.recovered,
+                "drawn_rate": r.drawn,
+                "server_judged": r.server_judged,
+                "server_recovered": r.server_recovered,
+                "server_rate": r.judged_by_server,
+                "points_off": r.points_off,
+                "standard_error_points": r.standard_error,
+            }
+            for r in comparison.scenarios
+        ],
+        "rows": None
+        if comparison is None
+        else [
+            {
+                "rule": row.key[0],
+                "action": row.key[1],
+                "failure_class": row.key[2],
+                "harness": row.key[3],
+                "harness_version": row.key[4],
+                "scenarios": list(row.scenarios),
+                "runners": row.runners,
+                "server": None
+                if row.server is None
+                else {
+                    "recovered": row.server.recovered,
+                    "failed": row.server.failed,
+                    "abandoned": row.server.abandoned,
+                    "held": row.server.held,
+                    "pending": row.server.pending,
+                },
+                "agrees": row.agrees,
+            }
+            for row in comparison.rows
+        ],
+    }
 
 
 def to_json(result: Result) -> dict[str, Any]:
@@ -150,6 +261,9 @@ def to_json(result: Result) -> dict[str, Any]:
             for (scenario, path), n in paths(result).most_common()
         ],
         "operator": {"present": result.operator_present, **result.operator_acts},
+        "turns": checker.turns,
+        "outcomes": dict(sorted(checker.outcomes.items())),
+        "judgement": _judgement_json(result.judgement),
         "redelivered": checker.redelivered,
         "late_archive_answers": checker.late_archive_answers,
         "interrupted": result.interrupted,

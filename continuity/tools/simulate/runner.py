@@ -1,8 +1,15 @@
 """One simulated runner, built on the runner SDK (`continuity_runner`): it commits sessions, asks
 `decide` at ready, publishes `resume_failed` events, answers its archive subject, consumes its
 own decisions, and follows each decision the way a runner must (wait for `not_before`, commit
-the replacement, hand the run to an operator). An event refused for a spent quota (contract
-10.5) is sent again, under a new id, at its `not_before`.
+the replacement, hand the run to an operator, start a fresh session after `continue_fresh`).
+An event refused for a spent quota (contract 10.5) is sent again, under a new id, at its
+`not_before`.
+
+After a `retry_same_session`, `open_replacement` or `continue_fresh` the session of the decided
+attempt completes its turn with its scenario's `success_probability` (one draw of the runner's
+seeded generator): then the runner reports `turn_completed` for that attempt (contract 4.6),
+else the run fails again and sends the next attempt's `resume_failed`. A run stopped for an
+operator stays stopped until one acts. What followed each decision is the checker's truth.
 
 Every reply it gets is also held against the contract; what does not match is reported to the
 checker. Each run is one story, kept as a list of steps for the report.
@@ -26,6 +33,7 @@ from continuity_runner import (
     CommitReply,
     ContinuityError,
     Decision,
+    HarnessInfo,
     NotFound,
     Refusal,
     ResumeFailed,
@@ -40,7 +48,14 @@ from continuity_runner.types import CheckpointPolicy, RecordedOutcome
 
 from continuity.tools.simulate import wire
 from continuity.tools.simulate.checker import Checker, Sent
-from continuity.tools.simulate.scenarios import ARCHIVE_FAILED, REFAIL_RATE, Facts, Scenario
+from continuity.tools.simulate.outcomes import Followed
+from continuity.tools.simulate.scenarios import (
+    ARCHIVE_FAILED,
+    ATTEMPT_LIMIT,
+    Facts,
+    Scenario,
+    turn_completes,
+)
 from shared.contract import subjects
 from shared.platform import tracing
 from shared.platform.tls import nats_context_from_env
@@ -119,6 +134,9 @@ class SimRunner:
         """Each event of a run in play by its Nats-Msg-Id, to send it again after a refusal."""
         self._dead: dict[str, asyncio.Future[str]] = {}
         self._archive_steps: dict[str, str] = {}
+        self._turns: dict[str, tuple[str, int, SessionRef, str, HarnessInfo | None]] = {}
+        """Each turn reported, by event id: to send it again after a refusal for the quota."""
+        self._resending: set[asyncio.Task[None]] = set()
         self.stories: list[Story] = []
         self.published = 0
         self.resent = 0
@@ -134,6 +152,8 @@ class SimRunner:
                 tls_context=nats_context_from_env(self._url),  # TLS as the services use it
                 name=f"continuity-sim-{self.runner_id}",
                 signing_keys=self._settings.keys,
+                # Its turns are signed with the last key; its failures with either (wire.build).
+                signing_key_id=sorted(self._settings.keys)[-1],
                 request_timeout=10.0,
                 publish_timeout=PUBLISH_WITHIN_S,
                 publish_attempts=PUBLISH_ATTEMPTS,
@@ -162,6 +182,10 @@ class SimRunner:
 
     async def stop(self) -> None:
         self._stopped.set()
+        for task in list(self._resending):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
         if self._runner is not None:
             with contextlib.suppress(Exception):
                 await self._runner.close()
@@ -184,6 +208,12 @@ class SimRunner:
 
     async def _on_refusal(self, r: Refusal) -> None:
         self._checker.refusal(self.runner_id, r)
+        if r.event_id in self._turns:
+            if r.code == "quota_exceeded":
+                task = asyncio.create_task(self._send_turn_again(r))
+                self._resending.add(task)
+                task.add_done_callback(self._resending.discard)
+            return
         inbox = self._inbox.get(r.run_id)
         if inbox is not None:
             inbox.put_nowait(r)
@@ -215,7 +245,10 @@ class SimRunner:
 
     # ---- one run ----------------------------------------------------------------------------
 
-    async def play(self, scenario: Scenario, n: int) -> Story:
+    async def play(self, scenario: Scenario, n: int, rng: random.Random | None = None) -> Story:
+        """Play one run of `scenario`; its draws (policy, event, turn outcomes) come from `rng`,
+        the run's own generator, so that a seeded simulation draws the same whatever order its
+        runs interleave in (default: the runner's)."""
         run_id = f"{self._prefix}-{self.runner_id}-{n:06d}"
         story = Story(run_id, scenario.name)
         self.stories.append(story)
@@ -224,7 +257,7 @@ class SimRunner:
             with tracing.span(
                 "continuity-sim runner run", run_id=run_id, runner_id=self.runner_id, scenario=scenario.name
             ):
-                await self._play(scenario, run_id, n, story)
+                await self._play(scenario, run_id, n, story, rng or self._rng)
         except (ContinuityError, nats.errors.Error, TimeoutError) as exc:
             story.steps.append(f"stopped: {type(exc).__name__}")
             self._checker.note(run_id, f"{scenario.label}: a request failed ({_why(exc)})")
@@ -237,12 +270,12 @@ class SimRunner:
             self._archive_steps.pop(run_id, None)
         return story
 
-    async def _play(self, scenario: Scenario, run_id: str, n: int, story: Story) -> None:
-        rng = self._rng
+    async def _play(self, scenario: Scenario, run_id: str, n: int, story: Story, rng: random.Random) -> None:
         policy = rng.choice(tuple(POLICY_TEXT))
         session = SessionRef(tenant=TENANT, conversation_id=f"{run_id}", agent_id="codex")
         handle = f"ns-{run_id}"
         ctx = wire.RunContext(self.runner_id, run_id, session, handle, policy)
+        harness = self._harness(scenario)
         cursor = f"turn-{n:06d}"
         committed = await self._commit(ctx, cursor, epoch=None)
         epoch = committed.epoch
@@ -251,7 +284,7 @@ class SimRunner:
             if not await self._decide_resumes(ctx, cursor):
                 story.steps.append("decide did not resume the saved session")
                 return
-            out = wire.build(scenario, ctx, attempt, self._settings.keys, rng)
+            out = wire.build(scenario, ctx, attempt, self._settings.keys, rng, harness)
             self._checker.sent(
                 Sent(
                     scenario.name,
@@ -259,7 +292,7 @@ class SimRunner:
                     run_id,
                     attempt,
                     session,
-                    handle,
+                    ctx.native_session_id,
                     epoch,
                     out.facts,
                     tuple(p for _, p in out.publications),
@@ -286,19 +319,18 @@ class SimRunner:
             if archive_step is not None:
                 story.steps.append(archive_step)
             story.steps.append(_decision_step(d))
+            decided = d
             if d.action == "retry_same_session":
                 await self._until(d.not_before)
-                if attempt >= 3 or rng.random() >= REFAIL_RATE:
-                    if await self._decide_resumes(ctx, cursor):
-                        story.steps.append("resumed")
+                if not await self._decide_resumes(ctx, cursor):
+                    self._followed(run_id, d, "pending", harness)
                     return
-                attempt += 1
-                continue
-            if d.action == "open_replacement":
-                await self._replaced(ctx, d, cursor)
+                story.steps.append("resumed")
+            elif d.action == "open_replacement":
+                ctx, epoch = await self._replaced(ctx, d, cursor, f"{handle}.r{attempt}")
                 story.steps.append("new session committed, zombie fenced off")
-                return
-            if d.action in ("operator", "reconcile"):
+            elif d.action in ("operator", "reconcile"):
+                self._followed(run_id, d, "held", harness)
                 await self._held(ctx, epoch, d.action)
                 tool = out.facts.pending_tool_call
                 recorded = _recorded_outcome(out.publications[0][1]) if tool else None
@@ -313,7 +345,64 @@ class SimRunner:
                     return
                 await self._held(ctx, epoch, "continue_fresh")
                 story.steps.append("continue_fresh (fresh session, same workspace)")
+                decided = follow
+                ctx, epoch = await self._fresh(ctx, cursor, epoch, f"{handle}.f{attempt}")
+            else:
+                self._followed(run_id, d, "pending", harness)
+                return
+            # The decided attempt's session: its turn completes, or the run fails again.
+            if turn_completes(scenario, rng):
+                await self._turn_completed(ctx, decided, harness)
+                self._followed(run_id, decided, "recovered", harness)
+                story.steps.append("turn completed")
+                return
+            if attempt >= ATTEMPT_LIMIT:
+                self._followed(run_id, decided, "pending", harness)
+                story.steps.append(f"turn failed, run given up after {attempt} attempts")
+                return
+            self._followed(run_id, decided, "failed", harness)
+            attempt += 1
+
+    def _harness(self, scenario: Scenario) -> HarnessInfo | None:
+        """The scenario's harness; its version carries the simulation's run prefix as build
+        metadata (`2.1.332+sim1a2b3c`), so that `continuity.runs.stats` rows of this simulation
+        are told apart from those of every other one."""
+        if scenario.harness is None:
+            return None
+        return HarnessInfo(name=scenario.harness.name, version=f"{scenario.harness.version}+{self._prefix}")
+
+    def _followed(self, run_id: str, d: Decision, what: Followed, harness: HarnessInfo | None) -> None:
+        self._checker.followed(run_id, d, what, harness)
+
+    async def _turn_completed(self, ctx: wire.RunContext, d: Decision, harness: HarnessInfo | None) -> None:
+        """Report that the session of decided attempt `d.attempt` completed its turn (4.6)."""
+        event_id = f"{ctx.run_id}.a{d.attempt}.turn"
+        self._turns[event_id] = (ctx.run_id, d.attempt, ctx.session, ctx.native_session_id, harness)
+        self._checker.turn_sent(ctx.run_id, d.attempt, d.action, event_id)
+        await self.runner.report_turn_completed(
+            ctx.run_id, d.attempt, ctx.session, ctx.native_session_id, harness=harness, event_id=event_id
+        )
+        self.published += 1
+
+    async def _send_turn_again(self, r: Refusal) -> None:
+        """A turn refused for the quota, again under a new id at `not_before` (contract 10.5)."""
+        found = self._turns.pop(r.event_id, None)
+        if found is None:
             return
+        run_id, attempt, session, native_session_id, harness = found
+        self.resent += 1
+        event_id = f"{run_id}.a{attempt}.turn.q{self.resent}"
+        self._turns[event_id] = found
+        await self._until(r.not_before)
+        self._checker.turn_resent(run_id, attempt, event_id)
+        try:
+            await self.runner.report_turn_completed(
+                run_id, attempt, session, native_session_id, harness=harness, event_id=event_id
+            )
+        except (ContinuityError, nats.errors.Error, TimeoutError) as exc:
+            self._checker.note(run_id, f"the turn could not be sent again ({_why(exc)})")
+            return
+        self.published += 1
 
     # ---- the runner's side of the contract --------------------------------------------------
 
@@ -360,9 +449,12 @@ class SimRunner:
                 f"expected held and unchanged (epoch {epoch})",
             )
 
-    async def _replaced(self, ctx: wire.RunContext, d: Decision, cursor: str) -> None:
+    async def _replaced(
+        self, ctx: wire.RunContext, d: Decision, cursor: str, handle: str
+    ) -> tuple[wire.RunContext, int]:
         """After open_replacement: the old record is archived under the new epoch; the new session
-        commits with that epoch, and a zombie from before the replacement is fenced off."""
+        (`handle`) commits with that epoch, and a zombie from before the replacement is fenced
+        off. Returns the new session's context and epoch."""
         view = await self._get(ctx.session)
         if view.state != "archived" or view.epoch != d.epoch:
             self._checker.note(
@@ -371,9 +463,7 @@ class SimRunner:
                 f"expected archived epoch {d.epoch}",
             )
         new_epoch = d.epoch or 0
-        fresh = wire.RunContext(
-            ctx.runner_id, ctx.run_id, ctx.session, f"{ctx.native_session_id}.r", ctx.policy
-        )
+        fresh = wire.RunContext(ctx.runner_id, ctx.run_id, ctx.session, handle, ctx.policy)
         reply = await self._commit(fresh, cursor, epoch=new_epoch)
         if reply.epoch != new_epoch:
             self._checker.note(
@@ -387,6 +477,16 @@ class SimRunner:
             self._checker.note(ctx.run_id, f"a zombie commit got {err.code}, expected stale_epoch")
         else:
             self._checker.note(ctx.run_id, "a zombie commit from before the replacement was accepted")
+        return fresh, reply.epoch
+
+    async def _fresh(
+        self, ctx: wire.RunContext, cursor: str, epoch: int, handle: str
+    ) -> tuple[wire.RunContext, int]:
+        """After continue_fresh: a fresh session (`handle`) in the same workspace is committed
+        over the held record (kept aside, contract 3.2). Returns its context and epoch."""
+        fresh = wire.RunContext(ctx.runner_id, ctx.run_id, ctx.session, handle, ctx.policy)
+        reply = await self._commit(fresh, cursor, epoch=epoch)
+        return fresh, reply.epoch
 
     async def _get(self, session: SessionRef) -> SessionView:
         return await self.runner.get(session)

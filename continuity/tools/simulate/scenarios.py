@@ -15,8 +15,10 @@ from shared.contract.types import Action, CheckpointPolicy, DecisionReason, Fail
 ATTEMPT_BUDGET = 3
 """Contract 4.1: every try of a run shares one budget of 3."""
 
-REFAIL_RATE = 0.5
-"""After `retry_same_session`, how often the next resume fails again (a flaky transport)."""
+ATTEMPT_LIMIT = 40
+"""A runner gives a run up after this many failed attempts (each one decided, the later ones
+continued fresh by the operator): at the lowest success probability of the catalogue the chance
+of reaching it is below one in a billion, so it only bounds a run, it does not shape the rates."""
 
 POLICIES: tuple[CheckpointPolicy, ...] = (
     "same_session_only",
@@ -25,6 +27,15 @@ POLICIES: tuple[CheckpointPolicy, ...] = (
 )
 
 DeadKind = Literal["quarantine", "invalid"]
+
+
+@dataclass(frozen=True, slots=True)
+class Harness:
+    """The harness a scenario's sessions live in (a name of sdk/harnesses.json), named on its
+    events (contract 4.6) so that `continuity.runs.stats` groups its decisions apart."""
+
+    name: str
+    version: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +53,11 @@ class Scenario:
     dead: DeadKind | None = None
     dead_reason: str | None = None
     """The dead letter's reason, when the contract names it."""
+    success_probability: float | None = None
+    """The true chance that the session of a decided attempt (`retry_same_session`,
+    `open_replacement`, `continue_fresh`) then completes its turn; otherwise it fails again, at
+    the next attempt. None: the event gets no decision."""
+    harness: Harness | None = None
 
 
 SCENARIOS: dict[str, Scenario] = {
@@ -54,6 +70,8 @@ SCENARIOS: dict[str, Scenario] = {
             "unclassified: retry_same_session, or archive then open_replacement when the policy "
             "allows it; operator once 3 attempts are spent",
             "unclassified",
+            success_probability=0.9,
+            harness=Harness("claude-code", "2.1.332"),
         ),
         Scenario(
             "disguised",
@@ -61,6 +79,8 @@ SCENARIOS: dict[str, Scenario] = {
             "an untyped error whose message names closed classes",
             "unclassified (a message is never read): as a transport drop",
             "unclassified",
+            success_probability=0.8,
+            harness=Harness("codex", "0.63.0"),
         ),
         Scenario(
             "refusal",
@@ -68,6 +88,8 @@ SCENARIOS: dict[str, Scenario] = {
             "a command result classified provider_attach_refused, signed with a live key",
             "operator native_provider_state_incompatible, never a replacement; saved session held",
             "provider_attach_refused",
+            success_probability=0.6,
+            harness=Harness("gemini-cli", "0.17.1"),
         ),
         Scenario(
             "pending",
@@ -76,6 +98,8 @@ SCENARIOS: dict[str, Scenario] = {
             "reconcile native_provider_side_effect_pending; an operator resolves; continue_fresh",
             "unclassified",
             pending_tool_call=True,
+            success_probability=0.7,
+            harness=Harness("opencode", "1.0.119"),
         ),
         Scenario(
             "source",
@@ -83,6 +107,8 @@ SCENARIOS: dict[str, Scenario] = {
             "error.code native_runner_source_<part>_reconciliation_required",
             "operator native_runner_source_reconciliation_required",
             "source_reconciliation_required",
+            success_probability=0.5,
+            harness=Harness("claude-agent-sdk", "0.1.58"),
         ),
         Scenario(
             "incompatible",
@@ -90,6 +116,8 @@ SCENARIOS: dict[str, Scenario] = {
             "error.code runner_remote_provider_artifact_incompatible",
             "operator native_provider_state_incompatible",
             "provider_state_incompatible",
+            success_probability=0.4,
+            harness=Harness("openai-agents", "0.6.1"),
         ),
         Scenario(
             "replay",
@@ -97,6 +125,8 @@ SCENARIOS: dict[str, Scenario] = {
             "error.code native_event_replay_conflict",
             "operator native_event_replay_conflict",
             "event_replay_conflict",
+            success_probability=0.55,
+            harness=Harness("acp", "0.9.0"),
         ),
         Scenario(
             "duplicate",
@@ -104,6 +134,8 @@ SCENARIOS: dict[str, Scenario] = {
             "one event re-sent with its event_id, and again under a new event_id",
             "exactly one decision for the (run_id, attempt)",
             "unclassified",
+            success_probability=0.85,
+            harness=Harness("codex-app-server", "0.63.0"),
         ),
         Scenario(
             "forged",
@@ -160,6 +192,22 @@ def parse_mix(text: str) -> dict[str, int]:
     if sum(weights.values()) <= 0:
         raise ValueError("the mix has no scenario with a positive weight")
     return {k: v for k, v in weights.items() if v > 0}
+
+
+def turn_completes(scenario: Scenario, rng: random.Random) -> bool:
+    """One draw of the truth: whether the session of a decided attempt of `scenario` completes
+    its turn (else the run fails again)."""
+    p = scenario.success_probability
+    return p is not None and rng.random() < p
+
+
+RECOVERED_STATUS: dict[str, str] = {
+    "retry_same_session": "recovered",
+    "open_replacement": "recovered_replaced",
+    "continue_fresh": "recovered_fresh",
+}
+"""Contract 4.6: a run's final status once the session of its decided attempt completed a turn,
+by the action of that decision."""
 
 
 class Mix:

@@ -10,7 +10,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import msgspec
-from continuity_runner import ArchiveResult, CommandResult, ErrorInfo, ResumeFailed, SessionRef, ToolCall
+from continuity_runner import (
+    ArchiveResult,
+    CommandResult,
+    ErrorInfo,
+    HarnessInfo,
+    ResumeFailed,
+    SessionRef,
+    ToolCall,
+)
 from continuity_runner.signing import now_rfc3339, sign_command_result
 from continuity_runner.types import CheckpointPolicy
 
@@ -82,14 +90,16 @@ def build(
     attempt: int,
     keys: Mapping[str, bytes],
     rng: random.Random,
+    harness: HarnessInfo | None = None,
 ) -> Outgoing:
-    """The event of `scenario` for this attempt of the run."""
+    """The event of `scenario` for this attempt of the run, naming `harness` (a garbage payload
+    names none)."""
     event_id = f"{ctx.run_id}.a{attempt}"
     governed = rng.random() < 0.5
     key_id = rng.choice(sorted(keys))  # both live keys sign, as during a rotation
     failure_class = scenario.failure_class
     pending = False
-    fields: dict[str, object] = {"governed_wait_elapsed": governed}
+    fields: dict[str, object] = {"governed_wait_elapsed": governed, "harness": harness}
     name = scenario.name
     if name in ("drop", "duplicate"):
         fields["error"] = rng.choice(TRANSPORT_ERRORS)

@@ -25,16 +25,6 @@ from shared.records.decisions import STATUS_BY_ACTION
 from shared.records.outbox import OutboxEntry
 from shared.records.session import text
 
-
-def open_index(run_id: str) -> str:
-    """The sorted set that lists `run_id`'s reconciliation while it is open."""
-    return keys.reconciliations_open(keys.reconciliation_bucket(run_id))
-
-
-def delivered_index(run_id: str) -> str:
-    return keys.reconciliations_delivered(keys.reconciliation_bucket(run_id))
-
-
 OPEN_INDEXES = [keys.reconciliations_open(b) for b in range(keys.RECONCILIATION_BUCKETS)]
 DELIVERED_INDEXES = [keys.reconciliations_delivered(b) for b in range(keys.RECONCILIATION_BUCKETS)]
 TRIM_BATCH = 500

@@ -22,7 +22,7 @@ from nats.js import JetStreamContext
 
 from continuity.devstack.servers import NatsServer, RedisServer
 from services import registry
-from services.reconciliation.step import member, open_index
+from services.reconciliation.step import member
 from services.reconciliation.store import ReconciliationStore
 from shared.contract import ListRequest, ReconcileWork, SessionRef, ToolCall, subjects
 from shared.contract.client import ContinuityClient, RequestError
@@ -30,6 +30,7 @@ from shared.contract.limits import MAX_EVENT_BYTES, MAX_PAGE_BYTES, NAME_CHARS
 from shared.contract.times import now_rfc3339
 from shared.platform.bus.publish import DEAD_REASON_HEADER
 from shared.platform.redis import Redis
+from shared.records import keys
 from tests.support import make_config, running, wait_for
 from tests.support.records import url_of
 
@@ -300,7 +301,10 @@ async def test_the_list_pages_by_cursor_and_no_page_exceeds_the_limit(
     # The record the cursor names leaves the open index (delivered) before the next page.
     named = first["items"][1]
     session = SessionRef(**named["session"])
-    await redis.zrem(open_index(named["run_id"]), member(session.key, named["run_id"]))
+    await redis.zrem(
+        keys.reconciliations_open(keys.reconciliation_bucket(named["run_id"])),
+        member(session.key, named["run_id"]),
+    )
     client = ContinuityClient(stack)
     rest = await client.reconciliations_upto(
         ListRequest(status="open", limit=1000, cursor=first["next_cursor"])

@@ -22,7 +22,7 @@ from prometheus_client import REGISTRY
 
 from services import registry
 from services.reconciliation import wire
-from services.reconciliation.step import epoch_of, member, open_index
+from services.reconciliation.step import epoch_of, member
 from shared.contract import (
     ListRequest,
     ResolveRequest,
@@ -342,7 +342,13 @@ async def test_a_later_attempt_reopens_and_keeps_the_earlier_record(
     assert (
         len(history) == 1 and b'"evidence":"first"' in msgspec.json.decode(history[0])["resolution"].encode()
     )
-    assert await redis_client.zscore(open_index(run.run_id), member(run.session.key, run.run_id)) is not None
+    assert (
+        await redis_client.zscore(
+            keys.reconciliations_open(keys.reconciliation_bucket(run.run_id)),
+            member(run.session.key, run.run_id),
+        )
+        is not None
+    )
     reply = await client.resolve(
         ResolveRequest(run_id=run.run_id, action_outcome="not_performed", evidence="second", actor="ops")
     )

@@ -9,7 +9,7 @@ import redis.asyncio as aioredis
 from nats.aio.client import Client
 
 from services import registry
-from services.reconciliation.step import member, open_index, split_member
+from services.reconciliation.step import member, split_member
 from services.reconciliation.store import ReconciliationStore
 from shared.platform.bus.streams import ensure_streams
 from shared.platform.config import Config
@@ -72,4 +72,7 @@ async def _absent(r: aioredis.Redis, key: str, field: str) -> bool:
 
 
 async def _not_open(r: aioredis.Redis, name: str) -> bool:
-    return await r.zscore(open_index(split_member(name)[1]), name) is None
+    return (
+        await r.zscore(keys.reconciliations_open(keys.reconciliation_bucket(split_member(name)[1])), name)
+        is None
+    )

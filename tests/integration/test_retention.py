@@ -24,7 +24,7 @@ from continuity.devstack.servers import RedisCluster, RedisServer
 from continuity.tools.memory import JOURNEYS, record_journey
 from services import registry
 from services.reconciliation.legacy import move_legacy
-from services.reconciliation.step import DELIVERED_INDEXES, OPEN_INDEXES, delivered_index, member, open_index
+from services.reconciliation.step import DELIVERED_INDEXES, OPEN_INDEXES, member
 from services.reconciliation.store import ReconciliationStore
 from services.session_store.store import SessionStore
 from shared.contract.decisions import ReconcileWork
@@ -199,23 +199,29 @@ async def test_an_open_reconciliation_is_kept_and_a_delivered_one_goes_with_its_
     await _step(r, run, "retry_same_session", SHORT)
     assert set((await _ttls(r, kept)).values()) == {-1}
     name = member(sk, run.run_id)
-    assert await r.zscore(open_index(run.run_id), name) is not None
+    assert await r.zscore(keys.reconciliations_open(keys.reconciliation_bucket(run.run_id)), name) is not None
     assert await recon.trim(time.time() + 3600) == 0  # an open entry is never trimmed
-    assert await r.zscore(open_index(run.run_id), name) is not None
+    assert await r.zscore(keys.reconciliations_open(keys.reconciliation_bucket(run.run_id)), name) is not None
 
     loaded = await recon.load(run.run_id)
     assert loaded is not None
     done = await recon.record_resolution(sk, loaded[1], "completed", "checked", "alice")
     assert done.code == "resolved"
     await recon.drop_from_open(sk, run.run_id)
-    assert await r.zscore(open_index(run.run_id), name) is None
-    assert await r.zscore(delivered_index(run.run_id), name) is not None
+    assert await r.zscore(keys.reconciliations_open(keys.reconciliation_bucket(run.run_id)), name) is None
+    assert (
+        await r.zscore(keys.reconciliations_delivered(keys.reconciliation_bucket(run.run_id)), name)
+        is not None
+    )
     assert all(0 < ttl <= SHORT.run_ms for ttl in (await _ttls(r, kept)).values())
     await wait_for(lambda: _gone(r, kept), timeout=10, what="the delivered reconciliation to expire")
 
     async def trimmed() -> bool:
         await recon.trim(time.time() + SHORT.run_s)
-        return await r.zscore(delivered_index(run.run_id), name) is None
+        return (
+            await r.zscore(keys.reconciliations_delivered(keys.reconciliation_bucket(run.run_id)), name)
+            is None
+        )
 
     await wait_for(trimmed, timeout=10, what="the delivered entry to be trimmed")
     assert await r.pttl(keys.session(sk)) == -1 and await r.exists(keys.session(sk))
@@ -232,7 +238,13 @@ async def test_trim_keeps_the_entry_of_a_record_delivered_late(r: aioredis.Redis
     await recon.record_resolution(run.session.key, loaded[1], "not_performed", "checked", "bob")
     await recon.drop_from_open(run.session.key, run.run_id)
     assert await recon.trim() == 0
-    assert await r.zscore(delivered_index(run.run_id), member(run.session.key, run.run_id)) is not None
+    assert (
+        await r.zscore(
+            keys.reconciliations_delivered(keys.reconciliation_bucket(run.run_id)),
+            member(run.session.key, run.run_id),
+        )
+        is not None
+    )
 
 
 async def test_a_claimed_run_index_and_an_unflushed_outbox_have_the_retention(
@@ -424,7 +436,9 @@ async def test_the_service_trims_expired_entries_and_empties_the_legacy_sets(
 ) -> None:
     gone = Run()
     expired = member(gone.session.key, gone.run_id)
-    await redis_client.zadd(delivered_index(gone.run_id), {expired: 1.0})
+    await redis_client.zadd(
+        keys.reconciliations_delivered(keys.reconciliation_bucket(gone.run_id)), {expired: 1.0}
+    )
     legacy = Run()
     await redis_client.zadd(
         keys.LEGACY_RECONCILIATION_INDEXES[0], {member(legacy.session.key, legacy.run_id): 2.0}
@@ -433,8 +447,8 @@ async def test_the_service_trims_expired_entries_and_empties_the_legacy_sets(
     async with running(registry.load("reconciliation", gauge_interval_s=0.2), short):
 
         async def upkept() -> bool:
-            return await redis_client.zscore(delivered_index(gone.run_id), expired) is None and not (
-                await redis_client.exists(*keys.LEGACY_RECONCILIATION_INDEXES)
-            )
+            return await redis_client.zscore(
+                keys.reconciliations_delivered(keys.reconciliation_bucket(gone.run_id)), expired
+            ) is None and not (await redis_client.exists(*keys.LEGACY_RECONCILIATION_INDEXES))
 
         await wait_for(upkept, timeout=15, what="the refresher to trim and move the legacy entries")

@@ -12,12 +12,12 @@ import msgspec
 import redis.asyncio as aioredis
 from nats.js import JetStreamContext
 
-from services.reconciliation.step import member, open_index
+from services.reconciliation.step import member
 from shared.contract import Decision, ReconcileWork, SessionRef, ToolCall, subjects
 from shared.contract.client import ContinuityClient, RequestError
 from shared.contract.times import now_rfc3339
 from shared.contract.types import Action, DecisionReason, FailureClass, RecordedOutcome
-from shared.records import decisions
+from shared.records import decisions, keys
 from shared.records.names import classifier_slot, decision_id
 from shared.records.outbox import Outbox
 from shared.records.store import RunStore
@@ -112,7 +112,10 @@ async def seed_reconcile(
     name = member(run.session.key, run.run_id)
 
     async def listed() -> bool:
-        return await r.zscore(open_index(run.run_id), name) is not None
+        return (
+            await r.zscore(keys.reconciliations_open(keys.reconciliation_bucket(run.run_id)), name)
+            is not None
+        )
 
     await wait_for(listed, what=f"reconciliation of {run.run_id} listed")
     return run

@@ -12,7 +12,7 @@ import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, NoReturn, cast
+from typing import Any, NoReturn, TypeVar, cast
 
 import msgspec
 from nats.aio.msg import Msg
@@ -52,6 +52,7 @@ EVENT_TYPE = subjects.RESUME_FAILED
 _TYPE_SUFFIX = "." + EVENT_TYPE
 _TURN_SUFFIX = "." + subjects.TURN_COMPLETED
 
+E = TypeVar("E", ResumeFailed, TurnCompleted)
 _decoder = msgspec.json.Decoder(ResumeFailed)
 _turn_decoder = msgspec.json.Decoder(TurnCompleted)
 _decision = msgspec.json.Decoder(Decision)
@@ -131,7 +132,7 @@ class EventHandler:
         `turn_completed`, `_handle_turn`). Returns the event's outcome label."""
         if msg.subject.endswith(_TURN_SUFFIX):
             return await self._handle_turn(msg)
-        event = self._validate(msg)
+        event = _validated(msg, _decoder, _TYPE_SUFFIX)
         admitted = await self._admit(msg, event)
         if isinstance(admitted, str):
             return admitted
@@ -277,7 +278,7 @@ class EventHandler:
     async def _handle_turn(self, msg: Msg) -> str:
         """A `turn_completed` (4.6): the same tenancy and rate checks as a failure, then its
         signed result, then the outcome recorded once on the runner's own run."""
-        event = self._validate_turn(msg)
+        event = _validated(msg, _turn_decoder, _TURN_SUFFIX)
         admitted = await self._admit(msg, event)
         if isinstance(admitted, str):
             return admitted
@@ -381,32 +382,6 @@ class EventHandler:
             f"refusal:{seq if seq is not None else event.event_id}",
         )
 
-    def _validate(self, msg: Msg) -> ResumeFailed:
-        runner = subjects.runner_of_event_subject(msg.subject)
-        if runner is None:
-            raise Reject(subjects.DEAD_INVALID, "invalid_subject")
-        if not msg.subject.endswith(_TYPE_SUFFIX):  # the subject's last token, of four
-            raise Reject(subjects.DEAD_INVALID, "unsupported_event_type")
-        try:
-            event = decode(msg.data, _decoder, max_bytes=MAX_EVENT_BYTES)
-        except InvalidInput as err:
-            raise Reject(subjects.DEAD_INVALID, err.code) from None
-        if event.runner_id != runner:
-            raise Reject(subjects.DEAD_INVALID, "runner_mismatch")
-        return event
-
-    def _validate_turn(self, msg: Msg) -> TurnCompleted:
-        runner = subjects.runner_of_event_subject(msg.subject)
-        if runner is None:
-            raise Reject(subjects.DEAD_INVALID, "invalid_subject")
-        try:
-            event = decode(msg.data, _turn_decoder, max_bytes=MAX_EVENT_BYTES)
-        except InvalidInput as err:
-            raise Reject(subjects.DEAD_INVALID, err.code) from None
-        if event.runner_id != runner:
-            raise Reject(subjects.DEAD_INVALID, "runner_mismatch")
-        return event
-
     async def _flush_leftovers(self, sk: str, run_id: str, attempt: int, existing: bytes) -> None:
         try:
             slot = msgspec.json.decode(existing, type=SlotView)
@@ -425,6 +400,23 @@ class EventHandler:
 
 _OUTCOMES = {subjects.DEAD_QUARANTINE: "quarantined", subjects.DEAD_REFUSED: "refused"}
 """The `outcome` label of an event dead-lettered on each subject (any other: `invalid`)."""
+
+
+def _validated(msg: Msg, decoder: msgspec.json.Decoder[E], type_suffix: str) -> E:
+    """The event of `msg`, decoded by its type's decoder, sent on its own runner's subject of
+    that type; else a dead letter with the reason."""
+    runner = subjects.runner_of_event_subject(msg.subject)
+    if runner is None:
+        raise Reject(subjects.DEAD_INVALID, "invalid_subject")
+    if not msg.subject.endswith(type_suffix):  # the subject's last token, of four
+        raise Reject(subjects.DEAD_INVALID, "unsupported_event_type")
+    try:
+        event = decode(msg.data, decoder, max_bytes=MAX_EVENT_BYTES)
+    except InvalidInput as err:
+        raise Reject(subjects.DEAD_INVALID, err.code) from None
+    if event.runner_id != runner:
+        raise Reject(subjects.DEAD_INVALID, "runner_mismatch")
+    return event
 
 
 def _type_label(subject: str) -> str:

@@ -7,9 +7,6 @@ import asyncio
 import contextlib
 import time
 
-import msgspec
-
-from shared.contract.reconciliation import AuditEntry
 from shared.contract.runs import (
     RowSeries,
     RowStats,
@@ -28,7 +25,7 @@ from shared.records.outbox import Outbox
 from shared.records.session import text
 
 from .runs_index import RunsIndex
-from .step import epoch_of
+from .step import decode_trail, epoch_of
 
 log = Log("continuity.reconciliation.outcomes")
 
@@ -37,8 +34,6 @@ SWEEP_BATCH = 200
 """Runs of the index read per slice by the sweep."""
 PAGE = 500
 """Runs whose trails are read per round trip of `runs.stats`."""
-
-_audit = msgspec.json.Decoder(AuditEntry)
 
 
 class Abandonment:
@@ -129,7 +124,7 @@ async def runs_stats(index: RunsIndex, redis: Redis, req: RunsStatsRequest) -> R
         for i, entry in enumerate(take):
             statuses[entry.status] = statuses.get(entry.status, 0) + 1
             harness, version = (text(v) for v in replies[2 * i + 1])
-            for item in judge(_trail(replies[2 * i])):
+            for item in judge(decode_trail(replies[2 * i])):
                 decided = _epoch(item)
                 if decided is not None and decided >= since:
                     tally.count(item, harness or "unknown", version or "unknown", decided)
@@ -145,16 +140,6 @@ async def runs_stats(index: RunsIndex, redis: Redis, req: RunsStatsRequest) -> R
         series=_series(tally),
         truncated=truncated,
     )
-
-
-def _trail(raw: list[bytes]) -> list[AuditEntry]:
-    trail: list[AuditEntry] = []
-    for item in raw:
-        try:
-            trail.append(_audit.decode(item))
-        except msgspec.MsgspecError:
-            continue  # not an audit entry of this release
-    return trail
 
 
 def _epoch(item: Judged) -> float | None:

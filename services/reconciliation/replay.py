@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import time
 
-import msgspec
-
 from shared.contract.errors import POLICY_REFUSED
 from shared.contract.policy import ReplayReply, ReplayRequest
-from shared.contract.reconciliation import AuditEntry
 from shared.contract.runs import RunsListRequest
 from shared.contract.times import rfc3339_from_epoch
 from shared.platform.redis import Redis
@@ -19,11 +16,10 @@ from shared.policy.replay import Outcome, Recorded, ordered, replay
 from shared.records import keys
 
 from .runs_index import RunsIndex
+from .step import decode_trail
 
 PAGE = 500
 """Runs read per page of the index, and their audit trails per round trip."""
-
-_audit = msgspec.json.Decoder(AuditEntry)
 
 
 def candidate_of(req: ReplayRequest, running: Policy) -> Policy:
@@ -47,7 +43,7 @@ async def replay_runs(index: RunsIndex, redis: Redis, running: Policy, req: Repl
         trails = await redis.batch([("LRANGE", keys.run_audit(e.session.key, e.run_id), 0, -1) for e in take])
         recorded: list[Recorded] = []
         for entry, trail in zip(take, trails, strict=True):
-            for item in judge(_trail(trail)):
+            for item in judge(decode_trail(trail)):
                 if item.kind != "decision":
                     continue  # an operator's: no table decided it
                 if item.explanation is None:
@@ -76,13 +72,3 @@ async def replay_runs(index: RunsIndex, redis: Redis, running: Policy, req: Repl
         skipped=skipped,
         truncated=truncated,
     )
-
-
-def _trail(raw: list[bytes]) -> list[AuditEntry]:
-    trail: list[AuditEntry] = []
-    for item in raw:
-        try:
-            trail.append(_audit.decode(item))
-        except msgspec.MsgspecError:
-            continue  # not an audit entry of this release: nothing to decide again
-    return trail

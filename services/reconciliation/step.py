@@ -12,7 +12,13 @@ import msgspec
 
 from shared.contract.decisions import Decision, RunOutcome
 from shared.contract.limits import NAME_CHARS
-from shared.contract.reconciliation import ReconciliationRecord, Resolution, RunView, ToolCallRecord
+from shared.contract.reconciliation import (
+    AuditEntry,
+    ReconciliationRecord,
+    Resolution,
+    RunView,
+    ToolCallRecord,
+)
 from shared.contract.runs import RunEntry
 from shared.contract.sessions import SessionRef
 from shared.contract.types import (
@@ -147,3 +153,18 @@ def outcome_entry_of(outcome: RunOutcome) -> RunEntry:
         updated_at=outcome.recorded_at,
         recovery_ms=outcome.recovery_ms,
     )
+
+
+_audit_entry = msgspec.json.Decoder(AuditEntry)
+
+
+def decode_trail(raw: list[bytes]) -> list[AuditEntry]:
+    """A run's audit trail as stored, oldest first, leaving out what is not an audit entry of
+    this release (nothing to judge or decide again in it)."""
+    trail: list[AuditEntry] = []
+    for item in raw:
+        try:
+            trail.append(_audit_entry.decode(item))
+        except msgspec.MsgspecError:
+            continue
+    return trail

@@ -3,14 +3,19 @@ contract."""
 
 from __future__ import annotations
 
+import math
+
+import msgspec
 import pytest
-from continuity_runner import Refusal
+from continuity_runner import HarnessInfo, Refusal
 from continuity_runner.types import RefusalCode
 
 from continuity.tools.simulate.checker import Checker, Sent
+from continuity.tools.simulate.outcomes import ServerRow, Truth, compare, row_key
 from continuity.tools.simulate.scenarios import SCENARIOS, Facts, parse_mix
 from continuity.tools.simulate.wire import ArchiveAnswer, archive_answer
 from shared.contract import ArchiveCommand, Decision, SessionRef
+from shared.contract.decisions import RunOutcome
 from shared.contract.redaction import bounded_detail
 from shared.contract.types import Action, CheckpointPolicy, DecisionReason
 
@@ -285,3 +290,124 @@ def test_the_mix_is_parsed_strictly() -> None:
     for bad in ("nope=1", "drop=-1", "drop=0", "drop=x"):
         with pytest.raises(ValueError):
             parse_mix(bad)
+
+
+# ---- outcomes: what followed each decision ----------------------------------------------------
+
+
+HARNESS = HarnessInfo(name="claude-code", version="2.1.332+simtest")
+
+
+def outcome(status: str, action: str, *, attempt: int = 1, run_id: str = f"{PREFIX}-r1") -> RunOutcome:
+    return RunOutcome(
+        outcome_id=f"{run_id}:{attempt}:outcome",
+        runner_id="sim-r01",
+        run_id=run_id,
+        attempt=attempt,
+        session=SESSION,
+        status=status,  # type: ignore[arg-type]
+        action=action,  # type: ignore[arg-type]
+        reason="native_session_interrupted",
+        decision_id=f"{run_id}:{attempt}:{action}",
+        recorded_at="2026-11-30T12:00:02.000Z",
+    )
+
+
+def test_a_turn_sent_awaits_the_outcome_its_decision_gives() -> None:
+    clock = Clock()
+    c = checker(clock)
+    c.sent(sent("drop", policy="same_session_only"))
+    retry = msgspec.structs.replace(
+        decision("retry_same_session", "native_session_interrupted"),
+        rule="4.4.9",
+        failure_class="unclassified",
+    )
+    c.decision("sim-r01", retry)
+    c.followed(f"{PREFIX}-r1", retry, "recovered", HARNESS)
+    c.turn_sent(f"{PREFIX}-r1", 1, "retry_same_session", f"{PREFIX}-r1.a1.turn")
+    assert c.outstanding() == 1 and c.turns == 1
+    c.outcome(outcome("recovered", "retry_same_session"))
+    c.outcome(outcome("recovered", "retry_same_session"))  # seen again: harmless
+    assert c.contradictions == [] and c.outstanding() == 0
+    assert c.outcomes == {"recovered": 1} and c.final_statuses() == {f"{PREFIX}-r1": "recovered"}
+    key = ("4.4.9", "retry_same_session", "unclassified", "claude-code", "2.1.332+simtest")
+    assert c.truth.by_row() == {key: {"recovered": 1}} and c.truth.by_scenario() == {"drop": {"recovered": 1}}
+
+
+def test_a_turn_whose_outcome_is_wrong_or_never_recorded_is_a_contradiction() -> None:
+    clock = Clock()
+    c = checker(clock)
+    for n in (1, 2):
+        c.sent(sent("drop", run_id=f"{PREFIX}-r{n}", policy="same_session_only"))
+        c.turn_sent(f"{PREFIX}-r{n}", 1, "retry_same_session", f"{PREFIX}-r{n}.a1.turn")
+    c.outcome(outcome("recovered_fresh", "continue_fresh"))
+    assert "recorded recovered_fresh for continue_fresh" in texts(c)
+    clock.now = 11.0  # (the events' decisions are overdue too: none was given here)
+    late = [x.run_id for x in c.overdue() if "expected the outcome recovered, none arrived" in x.text]
+    assert late == [f"{PREFIX}-r2"]
+    # An outcome of an attempt whose session no runner reported completing a turn.
+    c.outcome(outcome("recovered", "retry_same_session", attempt=2))
+    assert "whose session no runner reported completing a turn" in texts(c)
+
+
+def test_a_dead_lettered_or_refused_turn_is_a_contradiction_and_a_quota_refusal_is_not() -> None:
+    c = checker()
+    c.sent(sent("drop"))
+    c.decision("sim-r01", decision("retry_same_session", "runner_continuity_break_archive_failed"))
+    c.contradictions.clear()  # (no archive was asked for: not what this test is about)
+    c.turn_sent(f"{PREFIX}-r1", 1, "retry_same_session", f"{PREFIX}-r1.a1.turn")
+    quota = msgspec.structs.replace(refusal("quota_exceeded"), event_id=f"{PREFIX}-r1.a1.turn")
+    c.refusal("sim-r01", quota)
+    c.turn_resent(f"{PREFIX}-r1", 1, f"{PREFIX}-r1.a1.turn.q1")
+    assert c.contradictions == [] and c.outstanding() == 1
+    payload = msgspec.json.encode({"type": "turn_completed", "event_id": f"{PREFIX}-r1.a1.turn.q1"})
+    assert c.dead_letter("continuity.dead.invalid", "outcome_without_decision", payload) == f"{PREFIX}-r1"
+    assert "was dead-lettered on continuity.dead.invalid (outcome_without_decision)" in texts(c)
+    assert c.outstanding() == 0
+    final = msgspec.structs.replace(refusal("run_not_owned"), event_id=f"{PREFIX}-r1.a1.turn")
+    c.refusal("sim-r01", final)
+    assert "turn_completed of attempt 1 was refused run_not_owned" in texts(c)
+    assert c.dead_letter("continuity.dead.invalid", "x", b"{not json") is None
+
+
+def test_a_decision_is_counted_in_the_row_runs_stats_counts_it_in() -> None:
+    retry = decision("retry_same_session", "runner_continuity_break_archive_failed")
+    # The archiver's decision: the archive request's row and class.
+    assert row_key(retry, HARNESS, ("4.4.7", "unclassified"))[:3] == (
+        "4.4.7",
+        "retry_same_session",
+        "unclassified",
+    )
+    # An operator's continue_fresh: row operator, class none; no harness named: unknown.
+    fresh = decision("continue_fresh", "operator_retry")
+    assert row_key(fresh, None) == ("operator", "continue_fresh", "none", "unknown", "unknown")
+    table = msgspec.structs.replace(retry, rule="4.4.9", failure_class="unclassified")
+    assert row_key(table, HARNESS) == ("4.4.9", "retry_same_session", "unclassified", *HARNESS_KEY)
+
+
+HARNESS_KEY = ("claude-code", "2.1.332+simtest")
+
+
+def test_runs_stats_rows_are_held_against_the_runners_truth() -> None:
+    truth = Truth()
+    key = ("4.4.9", "retry_same_session", "unclassified", *HARNESS_KEY)
+    other = ("4.4.7", "open_replacement", "unclassified", *HARNESS_KEY)
+    for what, n in (("recovered", 9), ("failed", 1)):
+        for _ in range(n):
+            truth.add("drop", key, what)  # type: ignore[arg-type]
+    truth.add("drop", other, "recovered")
+    same = compare(truth, {key: ServerRow(9, 1, 0, 0, 0), other: ServerRow(1, 0, 0, 0, 0)})
+    assert same.disagreements == []
+    (drop,) = same.scenarios
+    assert (drop.scenario, drop.judged, drop.recovered, drop.server_judged, drop.server_recovered) == (
+        "drop",
+        11,
+        10,
+        11,
+        10,
+    )
+    assert drop.points_off == pytest.approx(100 * (10 / 11 - 0.9))
+    assert drop.standard_error == pytest.approx(100 * math.sqrt(0.9 * 0.1 / 11))
+    # A decision judged otherwise, and a row the services do not have, disagree.
+    off = compare(truth, {key: ServerRow(8, 1, 0, 0, 1)})
+    assert [r.key for r in off.disagreements] == [other, key]

@@ -311,6 +311,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     common = connection_parent()
     dead = sub.add_parser("dead", help="dead letters: list, show, replay once the cause is fixed")
     dsub = dead.add_subparsers(dest="dead_command", required=True, metavar="COMMAND")
+    examples(dead, "continuity dead list --kind quarantine", "continuity dead show 42")
 
     p = dsub.add_parser("list", parents=[common], help="the latest dead letters, oldest first")
     p.add_argument("--kind", choices=KINDS, default=None, help="only continuity.dead.<kind>")

@@ -1,5 +1,6 @@
-"""Examples at the end of a command's `--help`, given by the module that adds the command, and
-the walk over every command (a test checks that each one has examples)."""
+"""Examples at the end of a command's `--help`, given by the module that adds the command (a
+group such as `continuity runs` too), and the walks over the commands (a test checks that every
+help ends with examples)."""
 
 from __future__ import annotations
 
@@ -24,3 +25,11 @@ def commands(
     for group in groups:
         for name, child in group.choices.items():
             yield from commands(child, f"{path} {name}".strip())
+
+
+def parsers(parser: argparse.ArgumentParser, path: str = "") -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    """Every parser of the tree by path, the groups (`continuity`, `continuity runs`) too."""
+    yield path, parser
+    for group in (a for a in parser._actions if isinstance(a, argparse._SubParsersAction)):
+        for name, child in group.choices.items():
+            yield from parsers(child, f"{path} {name}".strip())

@@ -101,6 +101,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         description=__doc__,
     )
     verbs = group.add_subparsers(dest="harness_command", required=True, metavar="COMMAND")
+    examples(
+        group,
+        "continuity harness list",
+        "continuity harness classify --harness gemini-cli < outcome.json",
+    )
 
     p = verbs.add_parser(
         "classify",

@@ -81,6 +81,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     for name in COMMANDS:
         importlib.import_module(name).register(sub)
+    examples(
+        parser,
+        "continuity up",
+        "continuity simulate",
+        "continuity reconciliations list",
+        "continuity runs list --status operator --older-than 10m",
+        "continuity serve classifier",
+    )
     return parser
 
 

@@ -234,6 +234,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     policy = sub.add_parser("policy", help="the decision policy as a file, and what no policy may break")
     verbs = policy.add_subparsers(dest="policy_command", required=True, metavar="COMMAND")
+    examples(policy, "continuity policy show --invariants", "continuity policy check candidate.json")
     p = verbs.add_parser("show", help="print the shipped policy (a candidate starts from a copy)")
     p.add_argument("--invariants", action="store_true", help="print the invariants instead")
     p.add_argument("--json", action="store_true", help="with --invariants: print JSON")
@@ -277,6 +278,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "or that a change of some of its components does",
     )
     verbs = compat.add_subparsers(dest="compatibility_command", required=True, metavar="COMMAND")
+    examples(
+        compat,
+        "continuity compatibility list --adapter codex",
+        "continuity compatibility declare --adapter codex --saved-generation g-41 --ready-generation g-42 "
+        "--actor alice",
+    )
     p = verbs.add_parser(
         "declare",
         parents=[common],

@@ -152,6 +152,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     rec = sub.add_parser("reconciliations", help="runs stopped on a tool call with no recorded result")
     rsub = rec.add_subparsers(dest="reconciliations_command", required=True, metavar="COMMAND")
+    examples(rec, "continuity reconciliations list", "continuity reconciliations show run-7f3a")
 
     p = rsub.add_parser("list", parents=[common], help="list reconciliations, oldest first")
     p.add_argument("--status", choices=["open", "delivered", "all"], default="open", help="default: open")

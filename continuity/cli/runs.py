@@ -382,6 +382,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     runs = sub.add_parser("runs", help="runs and their audit trail; retry a run stopped for an operator")
     usub = runs.add_subparsers(dest="runs_command", required=True, metavar="COMMAND")
+    examples(
+        runs,
+        "continuity runs list --status operator --older-than 10m",
+        "continuity runs show run-7f3a",
+        "continuity runs retry run-7f3a --actor alice",
+    )
 
     p = usub.add_parser("show", parents=[common], help="show a run, its last decision and its audit trail")
     p.add_argument("run_id", metavar="RUN_ID", type=run_id)

@@ -21,6 +21,12 @@ from shared.contract.tenancy import OwnershipReply, SessionAuditReply, SessionAu
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     sessions = sub.add_parser("sessions", help="look at and try session records")
     verbs = sessions.add_subparsers(dest="verb", required=True)
+    examples(
+        sessions,
+        "continuity sessions get --tenant acme --conversation c-1 --agent codex",
+        "continuity sessions ownership acme c-1 codex",
+        "continuity sessions transfer acme c-1 codex --to r-02 --actor alice",
+    )
 
     common = connection_parent()
     get = verbs.add_parser("get", parents=[common], help="show a session record (never its generation value)")

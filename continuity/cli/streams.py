@@ -45,6 +45,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "1 when they do; `apply` updates them to it.",
     )
     actions = p.add_subparsers(dest="action", required=True)
+    examples(p, "continuity streams check", "continuity streams apply --replicas 3 --yes")
     common = connection_parent()
     common.add_argument(
         "--replicas",

@@ -534,6 +534,7 @@ def _estimate_command(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     memory = sub.add_parser("memory", help="Redis memory per run and in steady state, measured")
     kinds = memory.add_subparsers(dest="kind", required=True)
+    examples(memory, "continuity memory estimate --runs-per-day 10000 --retention-days 30")
     est = kinds.add_parser(
         "estimate",
         help="measure bytes per run on a real Redis and print the steady-state memory",

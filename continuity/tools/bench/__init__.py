@@ -5,10 +5,18 @@ from __future__ import annotations
 
 import argparse
 
+from continuity.cli.examples import examples
+
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     bench = sub.add_parser("bench", help="measure Continuity against raw NATS/Redis baselines")
     kinds = bench.add_subparsers(dest="kind", required=True)
+    examples(
+        bench,
+        "continuity bench sessions",
+        "continuity bench pipeline --replicas 2 --json",
+        "continuity bench fairness",
+    )
     from continuity.tools.bench import fairness, pipeline, replay, sessions, tracing
 
     sessions.register(kinds)

@@ -19,8 +19,7 @@ import gc
 import signal
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 from nats.aio.client import Client
 from nats.js import JetStreamContext
@@ -30,9 +29,8 @@ from shared.platform.bus.connection import Login, Stopped, connect
 from shared.platform.bus.streams import StreamLimits, ensure_streams
 from shared.platform.config import Config, ConfigError
 from shared.platform.redis import Redis
-
-if TYPE_CHECKING:
-    from shared.platform.service import Service
+from shared.platform.service import Context as Context  # a service's `build` takes it from here too
+from shared.platform.service import Service
 
 log = logs.Log("continuity.runtime")
 T = TypeVar("T")
@@ -43,21 +41,6 @@ EXIT_CONNECTION_LOST = 3
 """The exit code of a service whose NATS connection was closed under it (2 is a bad configuration)."""
 CLOSED_POLL_S = 0.5
 """How often the connection's state is looked at, for a close that ran no callback."""
-
-
-@dataclass
-class Context:
-    config: Config
-    nc: Client
-    js: JetStreamContext
-    store: Redis | None
-    """The Redis client; None for a service whose spec says it keeps nothing there."""
-
-    @property
-    def redis(self) -> Redis:
-        if self.store is None:
-            raise RuntimeError("this service has no Redis connection (ServiceSpec.stores is False)")
-        return self.store
 
 
 class _RedisHealth:
@@ -276,7 +259,8 @@ def run(service: Service, config: Config | None = None) -> None:
     """Run a service until SIGTERM; the entry point of `continuity serve <name>`."""
     config = config or Config.from_env()
     logs.setup(service.name, config.log_level)
-    tracing.setup(service.name)  # off unless the OTEL_* variables turn it on
+    # Off unless the OTEL_* variables turn it on.
+    tracing.setup(service.name, dropped=metrics.TRACE_EXPORT_FAILURES.inc)
     try:
         import uvloop
     except ImportError:  # a platform without uvloop runs on the standard loop

@@ -24,15 +24,18 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Generic, TypeVar
 
+from nats.aio.client import Client
 from nats.aio.msg import Msg
+from nats.js import JetStreamContext
 
 from shared.contract.limits import MAX_REQUEST_BYTES
 from shared.platform.bus.consumer import Handler, PullConsumer, decoding
 from shared.platform.bus.endpoints import Endpoints
 from shared.platform.bus.streams import DurableConsumer, durable_config
+from shared.platform.config import Config
 from shared.platform.logs import Log
 from shared.platform.parts import Part
-from shared.platform.runtime import Context
+from shared.platform.redis import Redis
 
 log = Log("continuity.service")
 
@@ -133,6 +136,23 @@ def subject_matches(pattern: str, subject: str) -> bool:
         if i >= len(have) or (token != "*" and token != have[i]):
             return False
     return len(have) == len(want)
+
+
+@dataclass
+class Context:
+    """The connections a service is started with (`shared.platform.runtime.serve` makes them)."""
+
+    config: Config
+    nc: Client
+    js: JetStreamContext
+    store: Redis | None
+    """The Redis client; None for a service whose spec says it keeps nothing there."""
+
+    @property
+    def redis(self) -> Redis:
+        if self.store is None:
+            raise RuntimeError("this service has no Redis connection (ServiceSpec.stores is False)")
+        return self.store
 
 
 @dataclass(frozen=True)

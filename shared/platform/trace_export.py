@@ -20,14 +20,35 @@ import ssl
 import struct
 import threading
 import urllib.parse
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from shared.platform import metrics
 
-if TYPE_CHECKING:
-    from shared.platform.tracing import Span
+class Span(Protocol):
+    """What is exported of a finished span (`shared.platform.tracing.Span`, which builds the
+    exporter and so is not imported here)."""
+
+    @property
+    def trace_id(self) -> int: ...
+    @property
+    def span_id(self) -> int: ...
+    @property
+    def parent_id(self) -> int: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def start_ns(self) -> int: ...
+    @property
+    def end_ns(self) -> int: ...
+    @property
+    def attributes(self) -> Mapping[str, Any]: ...
+    @property
+    def links(self) -> Sequence[tuple[int, int]]: ...
+    @property
+    def error(self) -> bool: ...
 
 
 class ExportConfigError(ValueError):
@@ -103,10 +124,14 @@ def _headers(raw: str) -> tuple[tuple[str, str], ...]:
 
 
 class Exporter:
-    """The queue of finished spans and the thread that sends it."""
+    """The queue of finished spans and the thread that sends it; `dropped(n)` counts the spans
+    that never reach the collector (the caller's metric, `continuity_trace_export_failures_total`)."""
 
-    def __init__(self, config: ExportConfig, resource: Mapping[str, str]) -> None:
+    def __init__(
+        self, config: ExportConfig, resource: Mapping[str, str], *, dropped: Callable[[int], object]
+    ) -> None:
         self._config = config
+        self._dropped = dropped
         self._queue: collections.deque[Span] = collections.deque()
         self._wake = threading.Event()
         self._stopping = False
@@ -121,7 +146,7 @@ class Exporter:
         """Queue a finished span (from the event loop's thread: a deque append is atomic)."""
         queue = self._queue
         if len(queue) >= self._config.max_queue:
-            metrics.TRACE_EXPORT_FAILURES.inc()
+            self._dropped(1)
             return
         queue.append(span)
         if len(queue) == self._config.max_batch:
@@ -152,7 +177,7 @@ class Exporter:
             status = 0
         self._reused = self._connection  # a failure on it next time may be its age: retried once
         if not 200 <= status < 300:
-            metrics.TRACE_EXPORT_FAILURES.inc(len(batch))
+            self._dropped(len(batch))
 
     def _post(self, body: bytes) -> int:
         """POST one batch over the connection kept from the last one (opened again after a

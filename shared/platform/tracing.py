@@ -23,9 +23,11 @@ import random
 import re
 import time
 import urllib.parse
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
 from typing import Any, TypeVar
+
+from shared.platform.trace_export import ExportConfig, ExportConfigError, Exporter
 
 T = TypeVar("T")
 
@@ -49,7 +51,7 @@ SAMPLERS = (
 _TRACE_ID_LIMIT = (1 << 64) - 1
 _random = random.Random()
 _current: contextvars.ContextVar[Span | None] = contextvars.ContextVar("continuity_span", default=None)
-_exporter: Any = None
+_exporter: Exporter | None = None
 _sampler: Sampler | None = None
 
 
@@ -169,6 +171,10 @@ def parent_of(headers: Mapping[str, str] | None) -> str | None:
     return valid(headers.get(HEADER))
 
 
+def _uncounted(spans: int) -> None:
+    """A process without metrics (the simulator) does not count lost spans."""
+
+
 def turned_on(env: Mapping[str, str]) -> bool:
     """Whether the standard variables ask for OTLP traces: `OTEL_TRACES_EXPORTER` names `otlp`,
     or it is unset and an OTLP endpoint is given; `OTEL_SDK_DISABLED=true` wins over both."""
@@ -186,8 +192,6 @@ def turned_on(env: Mapping[str, str]) -> bool:
 def check(env: Mapping[str, str]) -> bool:
     """`turned_on`, and every setting is one this process can honour (OTLP over HTTP/protobuf,
     a known sampler, well-formed numbers): a bad one stops the start."""
-    from shared.platform.trace_export import ExportConfig, ExportConfigError
-
     on = turned_on(env)
     if on:
         for variable in ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"):
@@ -219,16 +223,17 @@ def resource(service: str, env: Mapping[str, str]) -> dict[str, str]:
     return attributes
 
 
-def setup(service: str, env: Mapping[str, str] | None = None) -> bool:
-    """Export this process's spans when the variables ask for it; returns whether they do."""
+def setup(
+    service: str, env: Mapping[str, str] | None = None, *, dropped: Callable[[int], object] = _uncounted
+) -> bool:
+    """Export this process's spans when the variables ask for it; returns whether they do.
+    `dropped(n)` counts the spans the exporter could not deliver: a service's metric."""
     global ENABLED, _exporter, _sampler
     env = os.environ if env is None else env
     if not check(env):
         return False
-    from shared.platform.trace_export import ExportConfig, Exporter
-
     _sampler = Sampler.from_env(env)
-    _exporter = Exporter(ExportConfig.from_env(env), resource(service, env))
+    _exporter = Exporter(ExportConfig.from_env(env), resource(service, env), dropped=dropped)
     ENABLED = True
     return True
 

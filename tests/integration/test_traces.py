@@ -390,21 +390,24 @@ async def test_spans_reach_an_https_collector_that_wants_a_client_certificate(tm
     receiver = Receiver(tls=context).start()
     base = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint, "OTEL_BSP_SCHEDULE_DELAY": "60000"}
     try:
+        dropped: list[int] = []
         span = Span(0xABC, 0xDEF, 0, False, True, "over tls", "internal")
         span.end_ns = span.start_ns + 1
         without_client = Exporter(
-            ExportConfig.from_env({**base, "OTEL_EXPORTER_OTLP_CERTIFICATE": certs.ca}), {}
+            ExportConfig.from_env({**base, "OTEL_EXPORTER_OTLP_CERTIFICATE": certs.ca}),
+            {},
+            dropped=dropped.append,
         )
         without_client.add(span)
         without_client.shutdown(10)
-        assert receiver.snapshot() == []  # refused at the handshake
+        assert receiver.snapshot() == [] and dropped == [1]  # refused at the handshake
         env = {
             **base,
             "OTEL_EXPORTER_OTLP_CERTIFICATE": certs.ca,
             "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE": certs.client_cert,
             "OTEL_EXPORTER_OTLP_CLIENT_KEY": certs.client_key,
         }
-        exporter = Exporter(ExportConfig.from_env(env), {"service.name": "t"})
+        exporter = Exporter(ExportConfig.from_env(env), {"service.name": "t"}, dropped=dropped.append)
         exporter.add(span)
         exporter.shutdown(10)
         assert [s.name for s in receiver.snapshot()] == ["over tls"]

@@ -229,6 +229,10 @@ def test_the_encoding_reads_back_with_the_reference_classes() -> None:
     assert decoded.status.code == 2
 
 
+_count = metrics.TRACE_EXPORT_FAILURES.inc
+"""What a service gives its exporter to count the spans it drops."""
+
+
 def _failures() -> float:
     return float(metrics.TRACE_EXPORT_FAILURES._value.get())
 
@@ -246,7 +250,7 @@ def test_spans_a_collector_cannot_take_are_counted_and_a_full_queue_drops() -> N
             "OTEL_BSP_SCHEDULE_DELAY": "60000",
         }
     )
-    exporter = Exporter(config, {"service.name": "t"})
+    exporter = Exporter(config, {"service.name": "t"}, dropped=_count)
     before = _failures()
     for i in range(3):
         exporter.add(_finished(f"s{i}"))
@@ -277,7 +281,7 @@ def test_batches_go_over_one_kept_connection_opened_again_when_the_collector_res
         "OTEL_BSP_SCHEDULE_DELAY": "60000",
         "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "2",
     }
-    exporter = Exporter(ExportConfig.from_env(env), {"service.name": "t"})
+    exporter = Exporter(ExportConfig.from_env(env), {"service.name": "t"}, dropped=_count)
     before = _failures()
     second = None
     try:
@@ -311,7 +315,7 @@ def test_headers_and_gzip_go_with_each_request() -> None:
         "OTEL_EXPORTER_OTLP_COMPRESSION": "gzip",
         "OTEL_BSP_SCHEDULE_DELAY": "60000",
     }
-    exporter = Exporter(ExportConfig.from_env(env), {"service.name": "t"})
+    exporter = Exporter(ExportConfig.from_env(env), {"service.name": "t"}, dropped=_count)
     try:
         exporter.add(_finished("zipped"))
         exporter.shutdown(5)

@@ -186,6 +186,10 @@ async def test_events_refused_for_the_quota_are_sent_again_and_decided(narrow_se
     resent = [s for s in result.stories if "quota exceeded: sent again at not_before" in s.steps]
     assert resent and all(story.done for story in result.stories) and len(result.stories) == 12
     assert "no decision" not in {step for story in result.stories for step in story.steps}
+    # Turns are under the same quota: each one refused was sent again, and recorded.
+    assert result.checker.turns > 0 and sum(result.checker.outcomes.values()) == result.checker.turns
+    assert result.checker.turns_resent > 0
+    assert result.judgement is not None and result.judgement.unsettled == []
 
 
 async def test_the_fleet_reports_services_that_do_not_share_its_keys(services: str) -> None:

@@ -136,6 +136,8 @@ class Checker:
         """What followed each decision, as the runners drew it."""
         self.turns = 0
         """`turn_completed` events sent (once per decided attempt; re-sent ones not counted)."""
+        self.turns_resent = 0
+        """Turns sent again after a refusal for the quota."""
         self.outcomes: Counter[str] = Counter()
         """Outcomes recorded for the simulation's runs, by status."""
         self._turn_events: dict[str, tuple[str, int]] = {}
@@ -264,6 +266,7 @@ class Checker:
             return
         turn.event_ids.append(event_id)
         self._turn_events[event_id] = (run_id, attempt)
+        self.turns_resent += 1
         pending = self._open.get((run_id, attempt, "outcome"))
         if pending is not None:
             self._expect(run_id, attempt, "outcome", self._clock() + self.deadline_s, pending[1])

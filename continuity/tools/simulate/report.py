@@ -142,13 +142,16 @@ def _points(value: float | None) -> str:
 
 def _outcome_lines(result: Result) -> list[str]:
     """The turns the runners reported, and each scenario's success rate: configured, drawn by
-    its runners, and judged by `continuity.runs.stats`, with the difference in points."""
+    its runners, and judged by `continuity.runs.stats` (each over its judged decisions, n), with
+    the difference from the configured one in points and the standard error of that
+    probability over the runners' n, in points."""
     checker, judgement = result.checker, result.judgement
     recorded = ", ".join(f"{status} {n}" for status, n in sorted(checker.outcomes.items())) or "none"
     lines = [
         "",
         fit(
-            f"turns completed after a decision: {checker.turns} (outcomes recorded: {recorded})",
+            f"turns completed after a decision: {checker.turns} (outcomes recorded: {recorded}; "
+            f"sent again after a refusal for the quota: {checker.turns_resent})",
             "  ",
         ),
     ]
@@ -162,7 +165,7 @@ def _outcome_lines(result: Result) -> list[str]:
         lines.append("runs stats did not answer: success rates not judged")
         return lines
     rows = [_rate_row(r) for r in comparison.scenarios]
-    header = ("scenario", "harness", "true p", "judged", "runners", "runs stats", "diff (points)", "s.e.")
+    header = ("scenario", "harness", "true p", "runners (n)", "runs stats (n)", "diff (points)", "s.e.")
     lines += ["", table(rows, header)]
     wrong = len(comparison.disagreements)
     lines.append(
@@ -179,9 +182,8 @@ def _rate_row(r: ScenarioRate) -> tuple[str, ...]:
         r.scenario,
         harness.name if harness is not None else "-",
         f"{100 * r.probability:.0f}%",
-        str(r.server_judged),
-        _percent(r.drawn),
-        _percent(r.judged_by_server),
+        f"{_percent(r.drawn)} ({r.judged})",
+        f"{_percent(r.judged_by_server)} ({r.server_judged})",
         _points(r.points_off),
         "-" if se is None else f"{se:.1f}",
     )
@@ -262,6 +264,7 @@ def to_json(result: Result) -> dict[str, Any]:
         ],
         "operator": {"present": result.operator_present, **result.operator_acts},
         "turns": checker.turns,
+        "turns_resent": checker.turns_resent,
         "outcomes": dict(sorted(checker.outcomes.items())),
         "judgement": _judgement_json(result.judgement),
         "redelivered": checker.redelivered,

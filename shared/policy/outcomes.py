@@ -3,7 +3,8 @@ trail: the policy judged by outcomes, for `continuity.runs.stats` and a replay's
 
 A decision is one of the trail's entries that told the runner what to do: the classifier's
 table (kind `decision`, with its explanation), the archiver's after an archive request (its row
-is the archive request's), and an operator's (`resolve`, `retry`; row `operator`). Its result:
+is the archive request's), and an operator's (`operator_resolve`, `operator_retry`; row
+`operator`). Its result:
 
 | result | when |
 |---|---|
@@ -32,9 +33,9 @@ JUDGED: frozenset[str] = frozenset({"recovered", "failed", "abandoned"})
 """The results a success rate counts: the others have not been put to the test."""
 
 HOLDING = frozenset({"operator", "reconcile"})
-DECIDING_KINDS = frozenset({"decision", "resolve", "retry"})
+DECIDING_KINDS = frozenset({"decision", "operator_resolve", "operator_retry"})
 """Audit kinds whose entry is a decision sent to the runner (`decision`: a table's or the
-archiver's; `resolve`, `retry`: an operator's `continue_fresh`)."""
+archiver's; `operator_resolve`, `operator_retry`: an operator's `continue_fresh`)."""
 OUTCOME_KIND = "outcome"
 ABANDONED_KIND = "abandoned"
 OPERATOR_RULE = "operator"
@@ -48,7 +49,8 @@ class Judged:
 
     attempt: int
     kind: str
-    """The audit kind of the entry that made it (`decision`, or an operator's `resolve`, `retry`)."""
+    """The audit kind of the entry that made it (`decision`, or an operator's `operator_resolve`,
+    `operator_retry`)."""
     action: str
     """What the runner was told (`open_replacement` after an archive, once the archiver decided)."""
     rule: str

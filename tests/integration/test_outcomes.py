@@ -30,6 +30,7 @@ from shared.contract import (
 )
 from shared.contract.client import ContinuityClient, RequestError
 from shared.contract.policy import ReplayRequest
+from shared.contract.reconciliation import RetryRequest
 from shared.contract.signing import sign
 from shared.contract.times import now_rfc3339
 from shared.platform import metrics
@@ -303,3 +304,28 @@ async def test_stats_and_replay_judge_each_decision_by_what_followed_it(
     (change,) = replayed.changes
     assert change.count == 8  # six first attempts and the two second ones
     assert change.results == {"recovered": 4, "failed": 2, "pending": 2}, change.results
+
+
+async def test_an_operators_fresh_continuation_is_judged_under_the_operator_row(
+    services: str, nc: Client, client: ContinuityClient
+) -> None:
+    js = nc.jetstream()
+    tenant = f"t-{uid()}"
+    runner = f"r{uid()}"
+    session = SessionRef(tenant=tenant, conversation_id=f"conv-{uid()}", agent_id="codex")
+    ev = await failure(js, runner, session=session, classification="provider_attach_refused")
+    await reaches(client, ev.run_id, "operator")
+    await client.retry(RetryRequest(run_id=ev.run_id, actor="alice"))
+    await reaches(client, ev.run_id, "continued")
+    await send(js, turn(runner, ev.run_id, ev.session))
+    await reaches(client, ev.run_id, "recovered_fresh")
+
+    async def judged() -> bool:
+        reply = await client.runs_stats(RunsStatsRequest(tenant=tenant))
+        return reply.statuses == {"recovered_fresh": 1}
+
+    await wait_for(judged, timeout=30, what="the run indexed recovered_fresh")
+    rows = {(r.rule, r.action): r for r in (await client.runs_stats(RunsStatsRequest(tenant=tenant))).rows}
+    held, continued = rows[("4.4.2", "operator")], rows[("operator", "continue_fresh")]
+    assert (held.held, held.success_rate) == (1, None)
+    assert (continued.recovered, continued.success_rate, continued.harness) == (1, 1.0, "claude-code")

@@ -61,7 +61,7 @@ def test_a_retry_followed_by_another_failure_failed() -> None:
 def test_holding_decisions_are_held_even_when_an_operator_continues_them() -> None:
     trail = [
         decided(1, "operator", "4.4.2"),
-        decided(1, "continue_fresh", None, kind="resolve"),
+        decided(1, "continue_fresh", None, kind="operator_resolve"),
         outcome(1, "recovered_fresh"),
     ]
     assert results(trail) == [

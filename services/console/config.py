@@ -128,30 +128,8 @@ class ConsoleConfig:
     def from_env(cls, env: Mapping[str, str] | None = None) -> ConsoleConfig:
         env = os.environ if env is None else env
         d = cls()
-        header = env.get("CONTINUITY_CONSOLE_IDENTITY_HEADER", "").strip()
-        if header and not _HEADER_NAME.match(header):
-            raise ConfigError("CONTINUITY_CONSOLE_IDENTITY_HEADER: not a header name")
-        proxies = parse_networks(env.get("CONTINUITY_CONSOLE_TRUSTED_PROXIES", ""))
-        if any(n.num_addresses > 1 for n in proxies):
-            raise ConfigError(
-                "CONTINUITY_CONSOLE_TRUSTED_PROXIES: single addresses only "
-                "(a range goes in CONTINUITY_CONSOLE_TRUSTED_PROXY_RANGES)"
-            )
-        ranges = parse_networks(
-            env.get("CONTINUITY_CONSOLE_TRUSTED_PROXY_RANGES", ""), "CONTINUITY_CONSOLE_TRUSTED_PROXY_RANGES"
-        )
-        if header and not proxies and not ranges:
-            proxies = SIDECAR
-        dev_token = env.get("CONTINUITY_CONSOLE_DEV_TOKEN", "")
-        dev_token_file = env.get("CONTINUITY_CONSOLE_DEV_TOKEN_FILE", "").strip()
-        if dev_token_file:
-            if dev_token:
-                raise ConfigError(
-                    "CONTINUITY_CONSOLE_DEV_TOKEN_FILE: not with CONTINUITY_CONSOLE_DEV_TOKEN (one token)"
-                )
-            dev_token = _read_token(dev_token_file)
-        if dev_token and len(dev_token) < 16:
-            raise ConfigError("CONTINUITY_CONSOLE_DEV_TOKEN: at least 16 characters")
+        header, proxies, ranges = _proxy(env)
+        dev_token, dev_token_file = _dev_token(env)
         if not header and not dev_token:
             raise ConfigError(
                 "no way to sign in: set CONTINUITY_CONSOLE_IDENTITY_HEADER and "
@@ -160,11 +138,7 @@ class ConsoleConfig:
         actor = env.get("CONTINUITY_CONSOLE_DEV_ACTOR", d.dev_actor)
         if not _TOKEN.match(actor):
             raise ConfigError("CONTINUITY_CONSOLE_DEV_ACTOR: must match the contract's TOKEN pattern")
-        origin = env.get("CONTINUITY_CONSOLE_ORIGIN", "").rstrip("/")
-        if origin:
-            parts = urlsplit(origin)
-            if parts.scheme not in ("http", "https") or not parts.netloc or parts.path:
-                raise ConfigError("CONTINUITY_CONSOLE_ORIGIN: scheme://host[:port], nothing more")
+        origin = _origin(env)
         trace_url = parse_trace_url(env.get(TRACE_URL_VARIABLE, ""))
         return cls(
             host=env.get("CONTINUITY_CONSOLE_HOST", d.host),
@@ -243,6 +217,49 @@ def parse_networks(raw: str, name: str = "CONTINUITY_CONSOLE_TRUSTED_PROXIES") -
         except ValueError:
             raise ConfigError(f"{name}: not an address or CIDR") from None
     return tuple(networks)
+
+
+def _proxy(env: Mapping[str, str]) -> tuple[str, tuple[Network, ...], tuple[Network, ...]]:
+    """The identity header and the proxies trusted to send it: its addresses and ranges."""
+    header = env.get("CONTINUITY_CONSOLE_IDENTITY_HEADER", "").strip()
+    if header and not _HEADER_NAME.match(header):
+        raise ConfigError("CONTINUITY_CONSOLE_IDENTITY_HEADER: not a header name")
+    proxies = parse_networks(env.get("CONTINUITY_CONSOLE_TRUSTED_PROXIES", ""))
+    if any(n.num_addresses > 1 for n in proxies):
+        raise ConfigError(
+            "CONTINUITY_CONSOLE_TRUSTED_PROXIES: single addresses only "
+            "(a range goes in CONTINUITY_CONSOLE_TRUSTED_PROXY_RANGES)"
+        )
+    ranges = parse_networks(
+        env.get("CONTINUITY_CONSOLE_TRUSTED_PROXY_RANGES", ""), "CONTINUITY_CONSOLE_TRUSTED_PROXY_RANGES"
+    )
+    if header and not proxies and not ranges:
+        proxies = SIDECAR
+    return header, proxies, ranges
+
+
+def _dev_token(env: Mapping[str, str]) -> tuple[str, str]:
+    """The development login's token, and the file it was read from (empty: the variable's)."""
+    dev_token = env.get("CONTINUITY_CONSOLE_DEV_TOKEN", "")
+    dev_token_file = env.get("CONTINUITY_CONSOLE_DEV_TOKEN_FILE", "").strip()
+    if dev_token_file:
+        if dev_token:
+            raise ConfigError(
+                "CONTINUITY_CONSOLE_DEV_TOKEN_FILE: not with CONTINUITY_CONSOLE_DEV_TOKEN (one token)"
+            )
+        dev_token = _read_token(dev_token_file)
+    if dev_token and len(dev_token) < 16:
+        raise ConfigError("CONTINUITY_CONSOLE_DEV_TOKEN: at least 16 characters")
+    return dev_token, dev_token_file
+
+
+def _origin(env: Mapping[str, str]) -> str:
+    origin = env.get("CONTINUITY_CONSOLE_ORIGIN", "").rstrip("/")
+    if origin:
+        parts = urlsplit(origin)
+        if parts.scheme not in ("http", "https") or not parts.netloc or parts.path:
+            raise ConfigError("CONTINUITY_CONSOLE_ORIGIN: scheme://host[:port], nothing more")
+    return origin
 
 
 def _read_token(path: str) -> str:

@@ -198,7 +198,7 @@ class LoginThrottle:
 
     `wait_s` holds back a client after its own failures only; `storm_s` says how long the
     failures of every client together stay past their limit, which slows wrong tokens and never
-    refuses the right one (web.py): nobody is locked out by somebody else's guesses.
+    refuses the right one (pages/signin.py): nobody is locked out by somebody else's guesses.
 
     Memory stays bounded: each address keeps at most `per_address` times and the total at most
     `total`; at most `max_addresses` addresses are kept, the one whose last failure is oldest

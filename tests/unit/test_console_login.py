@@ -23,8 +23,8 @@ def test_an_address_is_held_back_after_its_failures_until_the_oldest_leaves_the_
 
 
 def test_failures_from_every_address_together_hold_back_no_one() -> None:
-    """The count of all addresses is a storm signal that slows wrong tokens (web.py), never a
-    lock: an address that failed nothing may try at once, whatever the others did."""
+    """The count of all addresses is a storm signal that slows wrong tokens (pages/signin.py),
+    never a lock: an address that failed nothing may try at once, whatever the others did."""
     throttle = LoginThrottle(per_address=5, total=4, window_s=10)
     for n in range(4):
         throttle.failed(f"10.0.1.{n}", float(n))

@@ -22,8 +22,8 @@ from services.console.outcomes import (
     parse,
     recovery,
 )
+from services.console.render import template_environment
 from services.console.runs_query import QueryError
-from services.console.web import template_environment
 from shared.contract.runs import RowSeries, RowStats, RunsStatsReply, SeriesPoint
 
 HOUR = 3600.0

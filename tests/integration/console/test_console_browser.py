@@ -18,7 +18,7 @@ from urllib.parse import quote, urlsplit
 import pytest
 from playwright.async_api import Browser, Page, expect
 
-from services.console.web import link, session_link
+from services.console.links import link, session_link
 from shared.contract import GetRequest, SessionRef, subjects
 from shared.contract.tenancy import RunnerRevokeRequest, SessionAuditRequest
 from shared.policy import SHIPPED, dump

@@ -21,7 +21,8 @@ import aiohttp
 import pytest
 from continuity_runner.harness.compatibility import Components
 
-from services.console.web import REPLAY_FORM_BYTES, link, session_link
+from services.console.forms import REPLAY_FORM_BYTES
+from services.console.links import link, session_link
 from shared.contract import RetryRequest
 from shared.contract.limits import NAME_CHARS, POLICY_MAX_BYTES
 from shared.contract.policy import PreviewReply, PreviewRequest

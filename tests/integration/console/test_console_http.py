@@ -26,11 +26,12 @@ from continuity.devstack.servers import NatsServer, RedisServer
 from services import registry
 from services.console.config import ConsoleConfig
 from services.console.identity import COOKIE
+from services.console.links import session_link
+from services.console.pages.overview import LIVE_SHOWN, STATUS_COUNT_CAP
 from services.console.revocations import BUCKET, Revocations
 from services.console.runs_query import RUN_STATUSES, count_label
 from services.console.service import WebConsole
 from services.console.streams import recent_decisions
-from services.console.web import LIVE_SHOWN, STATUS_COUNT_CAP, session_link
 from shared.contract import GetRequest, RunsListRequest, SessionRef, subjects
 from shared.contract.tenancy import RunnerRevokeRequest, SessionAuditRequest
 from shared.records import keys

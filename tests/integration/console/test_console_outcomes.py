@@ -24,8 +24,8 @@ from playwright.async_api import Browser, Page, expect
 from continuity.devstack.servers import NatsServer, RedisServer
 from services import registry
 from services.console.config import ConsoleConfig
+from services.console.links import link
 from services.console.service import WebConsole
-from services.console.web import link
 from shared.contract.client import ContinuityClient
 from shared.contract.events import HarnessInfo
 from shared.contract.runs import RunsListRequest, RunsStatsReply, RunsStatsRequest

@@ -46,8 +46,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="run a fleet of simulated runners against Continuity and check every decision",
         description="Simulated runners commit sessions, fail resumes in a mix of ways, answer "
         "archive requests and check each decision against the contract; a simulated operator "
-        "resolves reconciliations and retries stopped runs. Exit code 1 on any contradiction "
-        "or an expected decision that never arrived.",
+        "resolves reconciliations and retries stopped runs. After a retry, a replacement or a "
+        "fresh start the session completes its turn with its scenario's probability (the "
+        "runner reports turn_completed) or the run fails again; at the end runs list must show "
+        "each recovered run's final status and runs stats must judge every decision as the "
+        "runners saw it. Exit code 1 on any contradiction, or an expected decision or outcome "
+        "that never arrived.",
         epilog="scenarios: " + "; ".join(f"{s.name}: {s.label}" for s in SCENARIOS.values()),
     )
     p.add_argument(
@@ -89,7 +93,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--deadline", type=_positive, default=20.0, help="seconds a decision may take (default 20)"
     )
-    p.add_argument("--seed", type=int, help="seed of the scenario draws")
+    p.add_argument("--seed", type=int, help="seed of the draws (scenarios, policies, events, turn outcomes)")
     p.add_argument(
         "--nats-url",
         default=None,

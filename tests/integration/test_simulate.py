@@ -9,7 +9,6 @@ import asyncio
 import contextlib
 import json
 import math
-import re
 import sys
 import threading
 from collections.abc import AsyncIterator, Iterator
@@ -21,7 +20,6 @@ import pytest
 from continuity.devstack.servers import NatsServer, RedisServer
 from continuity.devstack.stack import Stack
 from continuity.tools.simulate import run_demo
-from continuity.tools.simulate.checker import Contradiction
 from continuity.tools.simulate.fleet import Fleet, Result, Settings
 from continuity.tools.simulate.keys import DEMO_KEYS, DEMO_KEYS_ENV
 from continuity.tools.simulate.runner import TENANT
@@ -33,19 +31,6 @@ from shared.contract.runs import RunsListRequest
 from tests.support import make_config, running, wait_for
 
 ARCHIVE_TIMEOUT_S = 1.0
-
-UNJUDGED_OPERATOR_ROW = re.compile(r"^row operator continue_fresh none \S+: runs stats says no row;")
-"""The one disagreement the services still have with the runners: `continuity.runs.stats` does
-not count an operator's `continue_fresh` (shared/policy/outcomes.py judges the audit kinds
-`resolve` and `retry`; the trail's are `operator_resolve` and `operator_retry`, contract 6), so
-the rows of those decisions are missing. `test_runs_stats_judges_an_operators_continue_fresh`
-fails strictly once they are counted; then this pattern and its uses go."""
-
-
-def unexplained(contradictions: list[Contradiction]) -> list[str]:
-    """The contradictions other than the missing operator rows above."""
-    return [c.text for c in contradictions if not UNJUDGED_OPERATOR_ROW.match(c.text)]
-
 
 # ---- the fleet against the real services -----------------------------------------------------
 
@@ -101,7 +86,7 @@ def fleet_settings(url: str, **overrides: object) -> Settings:
 async def test_a_mixed_fleet_finds_no_contradiction_against_the_services(services: str) -> None:
     result = await Fleet(fleet_settings(services)).run()
 
-    assert unexplained(result.checker.contradictions) == []
+    assert [c.text for c in result.checker.contradictions] == []
     assert not result.warnings and not result.interrupted
     actions = {action for action, _ in result.checker.decisions}
     assert {"retry_same_session", "open_replacement", "operator", "reconcile", "continue_fresh"} <= actions
@@ -206,7 +191,7 @@ async def test_simulate_command_prints_one_json_object_and_exits_0(services: str
         sys.executable, "-m", "continuity", "simulate",
         "--nats-url", services, "--events", "25", "--rate", "100", "--runners", "2",
         "--archive-timeout", str(ARCHIVE_TIMEOUT_S), "--deadline", "10", "--keys", DEMO_KEYS_ENV,
-        "--seed", "3", "--json", "--no-operator",  # no continue_fresh: see UNJUDGED_OPERATOR_ROW
+        "--seed", "3", "--json",
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     out, err = await asyncio.wait_for(proc.communicate(), 60)
@@ -233,16 +218,7 @@ async def test_run_demo_narrates_and_returns_0(
     out = capsys.readouterr().out
     assert "What Continuity did with each kind of failure" in out
     assert "turns completed after a decision:" in out and "runs stats rows:" in out
-    # The demo's operator continues runs fresh: only their rows may be missing (see
-    # UNJUDGED_OPERATOR_ROW), each listed once among the contradictions.
-    found = re.search(r"^CONTRADICTIONS: (\d+)$", out, re.MULTILINE)
-    if found is None:
-        assert code == 0 and "contradictions: 0" in out, out
-    else:
-        missing = re.findall(
-            r"^  runs\.stats \[[a-z_,]+\] row operator continue_fresh none \S+: runs", out, re.MULTILINE
-        )
-        assert code == 1 and len(missing) == int(found.group(1)), out
+    assert code == 0 and "contradictions: 0" in out, out
 
 
 # ---- outcomes: the runners' truth against the services' judgment -----------------------------
@@ -370,17 +346,20 @@ def operator_settings(url: str) -> Settings:
     )
 
 
-async def test_runs_continued_fresh_by_the_operator_end_recovered_fresh(outcome_services: str) -> None:
-    result = await Fleet(operator_settings(outcome_services)).run()
-
-    assert unexplained(result.checker.contradictions) == []
-    assert result.operator_acts.get("resolve", 0) > 0 and result.operator_acts.get("retry", 0) > 0
-    assert result.checker.outcomes["recovered_fresh"] == result.checker.turns > 0
-    assert_final_statuses(result, await listed_statuses(outcome_services, result.prefix))
-
-
-@pytest.mark.xfail(strict=True, reason="runs stats does not count an operator's continue_fresh yet")
-async def test_runs_stats_judges_an_operators_continue_fresh(outcome_services: str) -> None:
+async def test_runs_continued_fresh_by_the_operator_end_recovered_fresh_and_are_judged(
+    outcome_services: str,
+) -> None:
     result = await Fleet(operator_settings(outcome_services)).run()
 
     assert [c.text for c in result.checker.contradictions] == []
+    assert result.operator_acts.get("resolve", 0) > 0 and result.operator_acts.get("retry", 0) > 0
+    assert result.checker.outcomes["recovered_fresh"] == result.checker.turns > 0
+    assert_final_statuses(result, await listed_statuses(outcome_services, result.prefix))
+    # The operator's continue_fresh is judged under the row `operator`, as the runners saw it.
+    assert result.judgement is not None and result.judgement.comparison is not None
+    operator_rows = [
+        r for r in result.judgement.comparison.rows if r.key[:3] == ("operator", "continue_fresh", "none")
+    ]
+    assert operator_rows and all(r.agrees for r in operator_rows)
+    assert sum(r.runners["recovered"] for r in operator_rows) == result.checker.turns
+    assert sum(r.runners["failed"] for r in operator_rows) > 0

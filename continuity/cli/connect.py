@@ -44,7 +44,8 @@ def inbox_prefix() -> str:
     """CONTINUITY_NATS_INBOX_PREFIX, else the operator's `_INBOX.operator`: the operator user may
     subscribe only there, so the command's replies reach no other user (a ConfigError when the
     variable is not literal subject tokens)."""
-    from shared.platform.config import INBOX_PREFIX_VARIABLE, default_inbox_prefix, inbox_prefix_setting
+    from shared.platform.config import default_inbox_prefix
+    from shared.platform.environment import INBOX_PREFIX_VARIABLE, inbox_prefix_setting
 
     chosen = inbox_prefix_setting({INBOX_PREFIX_VARIABLE: setting(INBOX_PREFIX_VARIABLE) or ""})
     return chosen or default_inbox_prefix(OPERATOR)

@@ -1,29 +1,27 @@
-"""Configuration from environment variables, as one typed object.
+"""Configuration as one typed object: every setting, with a docstring naming its variable and
+a default that suits a developer's machine; production sets the variables (see deploy/).
 
-Every field has a docstring and a default that suits a developer's machine; production sets
-the variables (see deploy/). A bad value fails at start with a message naming the variable,
-never its value when the value may be secret.
+The variables are read and checked in shared/platform/environment.py; a bad value fails at
+start with a message naming the variable, never its value when the value may be secret.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import contextlib
 import difflib
 import functools
 import os
-import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from urllib.parse import parse_qs, urlsplit, urlunsplit
 
+from shared.platform import environment, tls
 
-class ConfigError(ValueError):
-    """A configuration variable has a value that cannot be used."""
-
-
-MIB = 1024 * 1024
+# Their home is the environment's side; many callers import them from here.
+from shared.platform.environment import MIB as MIB
+from shared.platform.environment import NATS_TLS_PREFIX as NATS_TLS_PREFIX
+from shared.platform.environment import REDIS_TLS_PREFIX as REDIS_TLS_PREFIX
+from shared.platform.environment import ConfigError as ConfigError
+from shared.platform.environment import parse_runner_keys as parse_runner_keys
 
 
 @dataclass(frozen=True)
@@ -237,117 +235,10 @@ class Config:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
-        env = os.environ if env is None else env
-        d = cls()
-        nats_url = _str(env, "NATS_URL", d.nats_url)
-        redis_url = _str(env, "REDIS_URL", d.redis_url)
-        nats_password_file = env.get("CONTINUITY_NATS_PASSWORD_FILE", "").strip()
-        if nats_password_file:
-            nats_url = url_with_password(
-                nats_url, "NATS_URL", _secret(nats_password_file, "CONTINUITY_NATS_PASSWORD_FILE")
-            )
-        redis_password_file = env.get("CONTINUITY_REDIS_PASSWORD_FILE", "").strip()
-        if redis_password_file:
-            redis_url = url_with_password(
-                redis_url, "REDIS_URL", _secret(redis_password_file, "CONTINUITY_REDIS_PASSWORD_FILE")
-            )
-        if any(name.lower().startswith("ssl") for name in parse_qs(urlsplit(redis_url).query)):
-            # One home for TLS settings, and no way around verification through the URL.
-            raise ConfigError("REDIS_URL: TLS settings go in CONTINUITY_REDIS_TLS_*, not in the URL")
-        nats_ca, nats_cert, nats_key = tls_files(
-            env, NATS_TLS_PREFIX, enabled=nats_url_uses_tls(nats_url), url_variable="NATS_URL"
-        )
-        redis_ca, redis_cert, redis_key = tls_files(
-            env, REDIS_TLS_PREFIX, enabled=redis_url_uses_tls(redis_url), url_variable="REDIS_URL"
-        )
-        config = cls(
-            nats_url=nats_url,
-            nats_nkey_seed_file=_file(env, "CONTINUITY_NATS_NKEY_SEED_FILE"),
-            nats_inbox_prefix=inbox_prefix_setting(env),
-            reply_prefixes=_prefixes(env, "CONTINUITY_REPLY_PREFIXES", d.reply_prefixes),
-            redis_url=redis_url,
-            nats_password_file=nats_password_file,
-            redis_password_file=redis_password_file,
-            redis_cluster=_choice(env, "CONTINUITY_REDIS_CLUSTER", d.redis_cluster.upper(), _CLUSTER).lower(),
-            redis_wait_replicas=_int(
-                env, "CONTINUITY_REDIS_WAIT_REPLICAS", d.redis_wait_replicas, lo=0, hi=64
-            ),
-            redis_wait_timeout_ms=_int(
-                env, "CONTINUITY_REDIS_WAIT_TIMEOUT_MS", d.redis_wait_timeout_ms, lo=1, hi=60_000
-            ),
-            nats_tls_ca=nats_ca,
-            nats_tls_cert=nats_cert,
-            nats_tls_key=nats_key,
-            redis_tls_ca=redis_ca,
-            redis_tls_cert=redis_cert,
-            redis_tls_key=redis_key,
-            nats_tls_server_name=tls_server_name(
-                env, NATS_TLS_PREFIX, enabled=nats_url_uses_tls(nats_url), url_variable="NATS_URL"
-            ),
-            redis_tls_server_name=tls_server_name(
-                env, REDIS_TLS_PREFIX, enabled=redis_url_uses_tls(redis_url), url_variable="REDIS_URL"
-            ),
-            runner_keys=parse_runner_keys(env.get("CONTINUITY_RUNNER_KEYS", "")),
-            archive_timeout_s=_float(env, "CONTINUITY_ARCHIVE_TIMEOUT_S", d.archive_timeout_s),
-            metrics_host=_str(env, "CONTINUITY_METRICS_HOST", d.metrics_host),
-            metrics_port=_int(env, "CONTINUITY_METRICS_PORT", d.metrics_port, lo=0, hi=65535),
-            stream_replicas=_int(env, "CONTINUITY_STREAM_REPLICAS", d.stream_replicas, lo=1, hi=5),
-            duplicate_window_s=_float(env, "CONTINUITY_DUPLICATE_WINDOW_S", d.duplicate_window_s),
-            events_max_bytes=_bytes(env, "CONTINUITY_EVENTS_MAX_BYTES", d.events_max_bytes),
-            decisions_max_bytes=_bytes(env, "CONTINUITY_DECISIONS_MAX_BYTES", d.decisions_max_bytes),
-            work_max_bytes=_bytes(env, "CONTINUITY_WORK_MAX_BYTES", d.work_max_bytes),
-            dead_max_bytes=_bytes(env, "CONTINUITY_DEAD_MAX_BYTES", d.dead_max_bytes),
-            stream_messages_per_runner=_int(
-                env, "CONTINUITY_STREAM_MESSAGES_PER_RUNNER", d.stream_messages_per_runner, lo=1, hi=10**9
-            ),
-            max_deliver=_int(env, "CONTINUITY_MAX_DELIVER", d.max_deliver, lo=1, hi=1000),
-            nak_delay_s=_float(env, "CONTINUITY_NAK_DELAY_S", d.nak_delay_s),
-            ack_wait_s=_float(env, "CONTINUITY_ACK_WAIT_S", d.ack_wait_s),
-            retry_backoff_s=_float(env, "CONTINUITY_RETRY_BACKOFF_S", d.retry_backoff_s),
-            drain_timeout_s=_float(env, "CONTINUITY_DRAIN_TIMEOUT_S", d.drain_timeout_s),
-            outcome_wait_s=_float(env, "CONTINUITY_OUTCOME_WAIT_S", d.outcome_wait_s),
-            request_concurrency=_int(
-                env, "CONTINUITY_REQUEST_CONCURRENCY", d.request_concurrency, lo=1, hi=100_000
-            ),
-            consumer_in_flight=_int(
-                env, "CONTINUITY_CONSUMER_IN_FLIGHT", d.consumer_in_flight, lo=1, hi=MAX_IN_FLIGHT
-            ),
-            runner_in_flight=_int(
-                env, "CONTINUITY_RUNNER_IN_FLIGHT", d.runner_in_flight, lo=1, hi=MAX_IN_FLIGHT
-            ),
-            runner_event_rate=_rate(env, "CONTINUITY_RUNNER_EVENT_RATE", d.runner_event_rate),
-            runner_event_burst=_int(
-                env, "CONTINUITY_RUNNER_EVENT_BURST", d.runner_event_burst, lo=1, hi=10**9
-            ),
-            tenant_event_rate=_rate(env, "CONTINUITY_TENANT_EVENT_RATE", d.tenant_event_rate),
-            tenant_event_burst=_int(
-                env, "CONTINUITY_TENANT_EVENT_BURST", d.tenant_event_burst, lo=1, hi=10**9
-            ),
-            runner_stored_runs=_int(
-                env, "CONTINUITY_RUNNER_STORED_RUNS", d.runner_stored_runs, lo=1, hi=10**12
-            ),
-            tenant_stored_runs=_int(
-                env, "CONTINUITY_TENANT_STORED_RUNS", d.tenant_stored_runs, lo=1, hi=10**12
-            ),
-            tenant_recovery_budget=_int(
-                env, "CONTINUITY_TENANT_RECOVERY_BUDGET", d.tenant_recovery_budget, lo=1, hi=10**9
-            ),
-            tenant_recovery_window_s=_float(
-                env, "CONTINUITY_TENANT_RECOVERY_WINDOW_S", d.tenant_recovery_window_s
-            ),
-            log_level=_choice(env, "CONTINUITY_LOG_LEVEL", d.log_level, _LEVELS),
-            retention_days=_days(env, "CONTINUITY_RETENTION_DAYS", d.retention_days),
-            archive_retention_days=_days(env, "CONTINUITY_ARCHIVE_RETENTION_DAYS", d.archive_retention_days),
-            tenancy=_choice(env, "CONTINUITY_TENANCY", d.tenancy.upper(), _TENANCY).lower(),
-            session_claims=_choice(
-                env, "CONTINUITY_SESSION_CLAIMS", d.session_claims.upper(), _CLAIMS
-            ).lower(),
-            runner_cache_s=_float(env, "CONTINUITY_RUNNER_CACHE_S", d.runner_cache_s),
-            policy_file=env.get("CONTINUITY_POLICY_FILE", d.policy_file),
-        )
+        """The configuration `env` (the process's environment when None) gives; a bad value
+        raises `ConfigError`."""
+        config = cls(**environment.read(os.environ if env is None else env, vars(cls())))
         # Load the certificates now, so that an unreadable or malformed file stops the start.
-        from shared.platform import tls
-
         tls.nats_context(config)
         tls.redis_context(config)
         return config
@@ -358,264 +249,9 @@ class Config:
         return self.nats_inbox_prefix or default_inbox_prefix(name)
 
 
-INBOX_PREFIX_VARIABLE = "CONTINUITY_NATS_INBOX_PREFIX"
-
-
 def default_inbox_prefix(name: str) -> str:
     """`_INBOX.<name>`: the one prefix deploy/nats/auth.conf lets the user `name` subscribe below."""
     return f"_INBOX.{name}"
-
-
-# Literal subject tokens: no wildcard, no empty token, no space; nats-py adds `.<id>` itself.
-_INBOX_PREFIX = re.compile(r"^[A-Za-z0-9_$-]+(\.[A-Za-z0-9_$:-]+)*\Z")
-
-
-def inbox_prefix_setting(env: Mapping[str, str]) -> str:
-    """CONTINUITY_NATS_INBOX_PREFIX: literal subject tokens without a trailing `.`, or ''."""
-    value = env.get(INBOX_PREFIX_VARIABLE, "").strip()
-    if value and not _INBOX_PREFIX.match(value):
-        raise ConfigError(
-            f"{INBOX_PREFIX_VARIABLE}: {value!r} must be literal subject tokens such as "
-            "_INBOX.classifier (no wildcard, no trailing '.')"
-        )
-    return value
-
-
-MAX_IN_FLIGHT = 4096
-"""The most messages a durable consumer leaves unacknowledged (its `max_ack_pending`), so the
-most one replica may hold."""
-
-_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
-_CLUSTER = ("AUTO", "ON", "OFF")
-_TENANCY = ("ENFORCED", "OPEN")
-_CLAIMS = ("REFUSE", "ALLOW")
-NATS_TLS_PREFIX = "CONTINUITY_NATS_TLS"
-REDIS_TLS_PREFIX = "CONTINUITY_REDIS_TLS"
-
-
-def nats_url_uses_tls(url: str) -> bool:
-    """Whether NATS_URL asks for TLS (`tls://`, or `wss://` for websockets); a mix of TLS and
-    plain servers is refused, since a reconnect could silently drop TLS."""
-    uses_tls = {u.partition("://")[0].lower() in ("tls", "wss") for u in server_list(url)}
-    if uses_tls == {True, False}:
-        raise ConfigError("NATS_URL: mixes tls:// and plain servers; use tls:// for all of them")
-    return uses_tls == {True}
-
-
-def redis_url_uses_tls(url: str) -> bool:
-    """Whether REDIS_URL asks for TLS (`rediss://`)."""
-    return url.strip().lower().startswith("rediss://")
-
-
-def tls_files(
-    env: Mapping[str, str], prefix: str, *, enabled: bool, url_variable: str
-) -> tuple[str, str, str]:
-    """`<prefix>_CA`, `_CERT` and `_KEY` from `env`: readable files, a certificate only with
-    its key, and none of them unless the URL turns TLS on (they would silently do nothing)."""
-    names = (f"{prefix}_CA", f"{prefix}_CERT", f"{prefix}_KEY")
-    ca, cert, key = (env.get(name, "").strip() for name in names)
-    for name, path in zip(names, (ca, cert, key), strict=True):
-        if not path:
-            continue
-        if not enabled:
-            scheme = "tls://" if url_variable == "NATS_URL" else "rediss://"
-            raise ConfigError(f"{name} is set but {url_variable} does not use {scheme}: TLS would be off")
-        if not os.path.isfile(path) or not os.access(path, os.R_OK):
-            raise ConfigError(f"{name}: no readable file at {path}")
-    if bool(cert) != bool(key):
-        raise ConfigError(f"{names[1]} and {names[2]}: give both (mutual TLS) or neither")
-    return ca, cert, key
-
-
-# A host name only: no scheme, port or path, which would never match a certificate.
-_SERVER_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?\Z")
-
-
-def tls_server_name(env: Mapping[str, str], prefix: str, *, enabled: bool, url_variable: str) -> str:
-    """`<prefix>_SERVER_NAME`: a DNS name the server's certificate must carry instead of the
-    URL's host (a port-forward dials 127.0.0.1); only with a TLS URL, like the files."""
-    name = f"{prefix}_SERVER_NAME"
-    value = env.get(name, "").strip()
-    if value and not enabled:
-        scheme = "tls://" if url_variable == "NATS_URL" else "rediss://"
-        raise ConfigError(f"{name} is set but {url_variable} does not use {scheme}: TLS would be off")
-    if value and not _SERVER_NAME.match(value):
-        raise ConfigError(f"{name}: a DNS name such as nats.nats.svc.cluster.local, without scheme or port")
-    return value
-
-
-def server_list(url: str) -> list[str]:
-    """The servers of a NATS_URL: one URL, or several separated by commas (a cluster)."""
-    return [u.strip() for u in url.split(",") if u.strip()]
-
-
-def parse_runner_keys(raw: str) -> dict[str, bytes]:
-    """Parse `k1=<base64>,k2=<base64>`; errors name the key id, never the key material."""
-    keys: dict[str, bytes] = {}
-    for i, item in enumerate(p.strip() for p in raw.split(",")):
-        if not item:
-            continue
-        key_id, sep, material = item.partition("=")
-        key_id = key_id.strip()
-        if not sep or not key_id:
-            raise ConfigError(f"CONTINUITY_RUNNER_KEYS: entry {i + 1} is not of the form id=<base64>")
-        try:
-            secret = base64.b64decode(material.strip(), validate=True)
-        except (binascii.Error, ValueError):
-            raise ConfigError(f"CONTINUITY_RUNNER_KEYS: key {key_id!r} is not valid base64") from None
-        if len(secret) < 16:
-            raise ConfigError(f"CONTINUITY_RUNNER_KEYS: key {key_id!r} is shorter than 16 bytes")
-        if key_id in keys:
-            raise ConfigError(f"CONTINUITY_RUNNER_KEYS: key {key_id!r} is given twice")
-        keys[key_id] = secret
-    return keys
-
-
-def _str(env: Mapping[str, str], name: str, default: str) -> str:
-    value = env.get(name, "").strip()
-    return value or default
-
-
-def _secret(path: str, name: str) -> str:
-    """The password in the file `path` (without its line break); the message names `name`,
-    never the value."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            value = f.read().strip("\r\n")
-    except (OSError, UnicodeDecodeError):
-        raise ConfigError(f"{name}: {path!r} is not a readable file") from None
-    if not _URL_SAFE.match(value):
-        # Written into the URL as it is (nats-py does not decode a URL's password).
-        raise ConfigError(
-            f"{name}: {path!r} must hold one line, the password: letters, digits, '-', '.', '_', '~'"
-        )
-    return value
-
-
-_URL_SAFE = re.compile(r"^[A-Za-z0-9._~-]+\Z")
-
-
-def url_with_password(url: str, variable: str, password: str) -> str:
-    """`url` (every server of a comma-separated list) with `password` for the user it names;
-    a URL that names no user, or carries a password already, is refused."""
-    servers = []
-    for server in (part.strip() for part in url.split(",")):
-        parts = urlsplit(server)
-        if not parts.username:
-            raise ConfigError(f"{variable}: name the user whose password the password file holds")
-        if parts.password is not None:
-            raise ConfigError(f"{variable}: carries a password, and a password file names one too")
-        host = parts.netloc.rpartition("@")[2]
-        netloc = f"{parts.username}:{password}@{host}"
-        servers.append(urlunsplit(parts._replace(netloc=netloc)))
-    return ",".join(servers)
-
-
-def _file(env: Mapping[str, str], name: str) -> str | None:
-    path = env.get(name, "").strip()
-    if not path:
-        return None
-    if not os.path.isfile(path) or not os.access(path, os.R_OK):
-        raise ConfigError(f"{name}: {path!r} is not a readable file")
-    return path
-
-
-def _prefixes(env: Mapping[str, str], name: str, default: tuple[str, ...]) -> tuple[str, ...]:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return default
-    prefixes = tuple(p.strip() for p in raw.split(",") if p.strip())
-    for p in prefixes:
-        # A prefix ends a subject token, so `_INBOX.` cannot match `_INBOXES.x`.
-        if not p.endswith(".") or any(c in p for c in " *>"):
-            raise ConfigError(f"{name}: {p!r} must be literal subject tokens ending with '.'")
-    return prefixes
-
-
-def _int(env: Mapping[str, str], name: str, default: int, *, lo: int, hi: int) -> int:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ConfigError(f"{name}: expected a whole number, got {raw!r}") from None
-    if not lo <= value <= hi:
-        raise ConfigError(f"{name}: must be between {lo} and {hi}, got {value}")
-    return value
-
-
-_UNITS = {"": 1, "Ki": 1024, "Mi": MIB, "Gi": 1024 * MIB}
-_SIZE = re.compile(r"^([0-9]+)(Ki|Mi|Gi)?\Z")
-
-
-def _bytes(env: Mapping[str, str], name: str, default: int) -> int:
-    """A size: a whole number of bytes, or of Ki, Mi or Gi; from 1 MiB to 1 TiB."""
-    raw = env.get(name, "").strip()
-    if not raw:
-        return default
-    found = _SIZE.match(raw)
-    if found is None:
-        raise ConfigError(f"{name}: expected bytes such as 1073741824 or 1Gi, got {raw!r}")
-    value = int(found.group(1)) * _UNITS[found.group(2) or ""]
-    if not MIB <= value <= 1024 * 1024 * MIB:
-        raise ConfigError(f"{name}: must be between 1Mi and 1024Gi, got {raw}")
-    return value
-
-
-def _float(env: Mapping[str, str], name: str, default: float) -> float:
-    """Seconds: more than 0 and less than a day."""
-    return _number(
-        env, name, default, unit="a number of seconds", above=0, below=86_400, bound="less than a day"
-    )
-
-
-def _rate(env: Mapping[str, str], name: str, default: float) -> float:
-    """Events a second: more than 0 and at most 1e9."""
-    return _number(
-        env, name, default, unit="a number of events a second", above=0, below=1e9 + 1, bound="at most 1e9"
-    )
-
-
-def _number(
-    env: Mapping[str, str], name: str, default: float, *, unit: str, above: float, below: float, bound: str
-) -> float:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigError(f"{name}: expected {unit}, got {raw!r}") from None
-    if not above < value < below:
-        raise ConfigError(f"{name}: must be more than {above:g} and {bound}, got {raw}")
-    return value
-
-
-MAX_RETENTION_DAYS = 3650.0
-
-
-def _days(env: Mapping[str, str], name: str, default: float) -> float:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigError(f"{name}: expected a number of days, got {raw!r}") from None
-    # At least a millisecond (the unit of the keys' expiry), at most ten years.
-    if not 1 / 86_400_000 <= value <= MAX_RETENTION_DAYS:
-        raise ConfigError(f"{name}: must be more than 0 and at most {MAX_RETENTION_DAYS:g} days, got {raw}")
-    return value
-
-
-def _choice(env: Mapping[str, str], name: str, default: str, choices: tuple[str, ...]) -> str:
-    raw = env.get(name, "").strip().upper()
-    if not raw:
-        return default
-    if raw not in choices:
-        raise ConfigError(f"{name}: must be one of {', '.join(choices)}, got {raw!r}")
-    return raw
 
 
 # Every CONTINUITY_* variable -----------------------------------------------------------------

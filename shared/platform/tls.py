@@ -15,17 +15,43 @@ import os
 import ssl
 from collections.abc import Mapping
 from socket import socket
+from typing import Protocol
 
-from shared.platform.config import (
+from shared.platform.environment import (
     NATS_TLS_PREFIX,
     REDIS_TLS_PREFIX,
-    Config,
     ConfigError,
     nats_url_uses_tls,
     redis_url_uses_tls,
     tls_files,
     tls_server_name,
 )
+
+
+class Settings(Protocol):
+    """The TLS fields of `shared.platform.config.Config`, which loads its contexts once at start
+    (and so is not imported here)."""
+
+    @property
+    def nats_url(self) -> str: ...
+    @property
+    def nats_tls_ca(self) -> str: ...
+    @property
+    def nats_tls_cert(self) -> str: ...
+    @property
+    def nats_tls_key(self) -> str: ...
+    @property
+    def nats_tls_server_name(self) -> str: ...
+    @property
+    def redis_url(self) -> str: ...
+    @property
+    def redis_tls_ca(self) -> str: ...
+    @property
+    def redis_tls_cert(self) -> str: ...
+    @property
+    def redis_tls_key(self) -> str: ...
+    @property
+    def redis_tls_server_name(self) -> str: ...
 
 
 def client_context(ca: str, cert: str, key: str, *, prefix: str, server_name: str = "") -> ssl.SSLContext:
@@ -49,7 +75,7 @@ def client_context(ca: str, cert: str, key: str, *, prefix: str, server_name: st
     return context
 
 
-def nats_context(config: Config) -> ssl.SSLContext | None:
+def nats_context(config: Settings) -> ssl.SSLContext | None:
     """The context of the services' NATS connections, or None with plain `nats://` URLs."""
     if not nats_url_uses_tls(config.nats_url):
         return None
@@ -62,7 +88,7 @@ def nats_context(config: Config) -> ssl.SSLContext | None:
     )
 
 
-def redis_context(config: Config) -> ssl.SSLContext | None:
+def redis_context(config: Settings) -> ssl.SSLContext | None:
     """The context of the services' Redis connections, or None with plain `redis://` URLs."""
     if not redis_url_uses_tls(config.redis_url):
         return None

@@ -21,7 +21,7 @@ from typing import Any
 
 from nats.aio.client import Client
 
-from shared.platform.config import server_list
+from shared.platform.environment import server_list
 from shared.platform.logs import Log
 
 __all__ = ["Login", "Stopped", "connect", "is_authorization_error", "server_list"]

@@ -31,7 +31,8 @@ from shared.platform.bus.fair import FairQueue
 from shared.platform.bus.publish import TOO_LARGE_REASON, PayloadTooLarge, dead_letter
 from shared.platform.bus.pull import Puller
 from shared.platform.bus.streams import DurableConsumer, durable_config, ensure_consumer
-from shared.platform.config import MAX_IN_FLIGHT, Config
+from shared.platform.config import Config
+from shared.platform.environment import MAX_IN_FLIGHT
 from shared.platform.logs import Log
 
 log = Log("continuity.consumer")

@@ -33,7 +33,8 @@ from nats.js.errors import BadRequestError, NotFoundError
 
 from shared.contract import subjects
 from shared.platform import metrics
-from shared.platform.config import MAX_IN_FLIGHT, Config
+from shared.platform.config import Config
+from shared.platform.environment import MAX_IN_FLIGHT
 from shared.platform.logs import Log
 
 log = Log("continuity.streams")

@@ -4,307 +4,57 @@ A runner gets an NKEY (its seed is written to a file only it reads), an account 
 that imports exactly the subjects that carry its runner_id, a record in the runner directory
 (the tenants it acts for, contract section 10.2) and a durable pull consumer on its decisions
 that the session-store creates and deletes when asked (`continuity.runners.consumer`), so that
-neither the runner nor the operator's NATS user holds a consumer-create right. The
-account block and the archive import come from the two templates below, the only place the
-layout of a runner's account is written (docs/operations/nats-authorization.md explains it).
-Removing a runner revokes it in the directory at once; its account leaves NATS when the
-servers restart.
+neither the runner nor the operator's NATS user holds a consumer-create right. Removing a
+runner revokes it in the directory at once; its account leaves NATS when the servers restart.
+
+This module is the command: its arguments and what it prints. The account and the NKEY are
+made in `runner_accounts`, the conf files edited in `runner_files`, the consumer asked for in
+`runner_consumers`.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import re
 import sys
-import tempfile
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import msgspec
-import nkeys
-
 from continuity.cli import arguments, connect, exits, output, tables
 from continuity.cli.examples import examples
+from continuity.cli.runner_accounts import (
+    Identity,
+    account_block,
+    import_entry,
+    inbox_prefix,
+    new_identity,
+    write_seed,
+)
+from continuity.cli.runner_consumers import decisions_consumers, request_consumer
+from continuity.cli.runner_files import (
+    ACCOUNTS_FILE,
+    IMPORTS_FILE,
+    add_to_conf_dir,
+    check_conf_dir,
+    planned_removal,
+    replace,
+    runners_in_conf,
+)
 from shared.contract import errors, subjects
 from shared.contract.client import ContinuityClient, RequestError
 from shared.contract.tenancy import (
     MAX_TENANTS,
-    RunnerConsumerAction,
-    RunnerConsumerReply,
-    RunnerConsumerRequest,
     RunnerPutRequest,
     RunnerRecord,
     RunnerRevokeRequest,
-)
-
-ACCOUNTS_FILE = "runners.conf"
-IMPORTS_FILE = "runner-imports.conf"
-
-RUNNER_MAX_PAYLOAD = 72 * 1024
-"""The largest message a runner's connection may publish: an event or a request of the contract
-(MAX_EVENT_BYTES, MAX_REQUEST_BYTES: 64 KiB) with room for its headers. Larger ones close the
-runner's connection at the server, so that its share of CONTINUITY_EVENTS is bounded in bytes
-as well as in messages (`max_msgs_per_subject`, shared/platform/bus/streams.py)."""
-
-# One account per runner: what it may publish and subscribe, what it imports from CONTINUITY,
-# and its archive subject exported to CONTINUITY (which imports it, IMPORT_TEMPLATE). Its
-# permissions and its imports name the same subjects: the permission refuses at once what the
-# missing import would leave without a responder. Its events go on the subjects of the
-# contract's two event types (sections 4.1 and 4.6), so that the events stream's per-subject
-# limit is a limit per runner and event type.
-ACCOUNT_TEMPLATE = """\
-# runner {runner_id}
-RUNNER_{runner_id}: {{
-  # at most {max_payload} bytes a message (RUNNER_MAX_PAYLOAD in continuity/cli/runners.py)
-  limits: {{ max_payload: {max_payload} }}
-  users: [
-    {{
-      nkey: {public_key}
-      permissions: {{
-        publish: {{
-          allow: [
-            "continuity.events.{runner_id}.resume_failed"
-            "continuity.events.{runner_id}.turn_completed"
-            "continuity.sessions.{runner_id}.decide"
-            "continuity.sessions.{runner_id}.commit"
-            "continuity.sessions.{runner_id}.get"
-            "continuity.sessions.{runner_id}.reject"
-            "continuity.sessions.{runner_id}.claim"
-            "$JS.API.CONSUMER.MSG.NEXT.CONTINUITY_DECISIONS.{runner_id}"
-            "$JS.ACK.CONTINUITY_DECISIONS.{runner_id}.>"
-          ]
-        }}
-        subscribe: {{
-          allow: [ "_INBOX.{runner_id}.>", "continuity.runner.{runner_id}.archive" ]
-        }}
-        # its one answer to each archive request it receives
-        allow_responses: {{ max: 1, expires: "1m" }}
-      }}
-    }}
-  ]
-  imports: [
-    {{ service: {{ account: CONTINUITY, subject: "continuity.sessions.{runner_id}.decide" }} }}
-    {{ service: {{ account: CONTINUITY, subject: "continuity.sessions.{runner_id}.commit" }} }}
-    {{ service: {{ account: CONTINUITY, subject: "continuity.sessions.{runner_id}.get" }} }}
-    {{ service: {{ account: CONTINUITY, subject: "continuity.sessions.{runner_id}.reject" }} }}
-    {{ service: {{ account: CONTINUITY, subject: "continuity.sessions.{runner_id}.claim" }} }}
-    {{ service: {{ account: CONTINUITY, subject: "continuity.events.{runner_id}.resume_failed" }} }}
-    {{ service: {{ account: CONTINUITY, subject: "continuity.events.{runner_id}.turn_completed" }} }}
-    {{ service: {{
-      account: CONTINUITY, subject: "$JS.API.CONSUMER.MSG.NEXT.CONTINUITY_DECISIONS.{runner_id}"
-    }} }}
-    {{ service: {{ account: CONTINUITY, subject: "$JS.ACK.CONTINUITY_DECISIONS.{runner_id}.>" }} }}
-  ]
-  exports: [
-    {{ service: "continuity.runner.{runner_id}.archive", accounts: [CONTINUITY] }}
-  ]
-}}
-"""
-
-IMPORT_TEMPLATE = (
-    '  {{ service: {{ account: RUNNER_{runner_id}, subject: "continuity.runner.{runner_id}.archive" }} }}\n'
-)
-
-EMPTY_IMPORTS = (
-    "# Maintained by `continuity runners add` and `continuity runners remove`: each runner's\n"
-    "# archive subject.\nimports: [\n]\n"
 )
 
 RESTART = (
     "restart the NATS servers one at a time (a configuration reload does not wire a runner's "
     "imports; docs/operations/nats-authorization.md)"
 )
-
-
-def account_block(runner_id: str, public_key: str) -> str:
-    return ACCOUNT_TEMPLATE.format(runner_id=runner_id, public_key=public_key, max_payload=RUNNER_MAX_PAYLOAD)
-
-
-def import_entry(runner_id: str) -> str:
-    return IMPORT_TEMPLATE.format(runner_id=runner_id)
-
-
-def inbox_prefix(runner_id: str) -> str:
-    """The inbox prefix a runner must connect with: it may subscribe nowhere else."""
-    return f"_INBOX.{runner_id}"
-
-
-@dataclass(frozen=True)
-class Identity:
-    runner_id: str
-    seed: bytes
-    public_key: str
-
-
-def new_identity(runner_id: str) -> Identity:
-    seed = nkeys.encode_seed(os.urandom(32), nkeys.PREFIX_BYTE_USER)
-    public = nkeys.from_seed(bytearray(seed)).public_key.decode()
-    return Identity(runner_id, bytes(seed), public)
-
-
-def write_seed(path: Path, seed: bytes) -> None:
-    """Create the seed file readable by its owner only; never overwrite an existing one."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(seed + b"\n")
-
-
-# The conf files ---------------------------------------------------------------------------
-
-
-def _conf_files(conf_dir: Path) -> tuple[Path, Path]:
-    return conf_dir / ACCOUNTS_FILE, conf_dir / IMPORTS_FILE
-
-
-def _account_line(runner_id: str) -> re.Pattern[str]:
-    return re.compile(rf"^RUNNER_{re.escape(runner_id)}:", re.MULTILINE)
-
-
-def _import_line(runner_id: str) -> re.Pattern[str]:
-    # The comma ends the account's name: RUNNER_a does not match RUNNER_a-1's line.
-    return re.compile(rf"account: RUNNER_{re.escape(runner_id)},")
-
-
-def runners_in_conf(conf_dir: Path) -> set[str]:
-    """The runner_ids that have an account in runners.conf."""
-    accounts, _ = _conf_files(conf_dir)
-    text = accounts.read_text() if accounts.exists() else ""
-    return set(re.findall(r"^RUNNER_([A-Za-z0-9_-]{1,64}):", text, re.MULTILINE))
-
-
-def check_conf_dir(conf_dir: Path, runner_id: str) -> None:
-    """Refuse, before anything is written, a runner already there or a file not as written."""
-    accounts, imports = _conf_files(conf_dir)
-    if accounts.exists() and _account_line(runner_id).search(accounts.read_text()):
-        raise exits.Failure(
-            exits.EXIT_CONFLICT, "runner_exists", f"{accounts} already has runner {runner_id}"
-        )
-    if imports.exists() and not imports.read_text().rstrip().endswith("]"):
-        raise exits.Failure(
-            exits.EXIT_BAD_INPUT, "invalid_file", f"{imports} does not end with the imports list's `]`"
-        )
-
-
-def _replace(path: Path, text: str) -> None:
-    """Write `text` to `path` whole or not at all: a server restarting meanwhile reads either."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o777)
-        else:
-            os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def add_to_conf_dir(conf_dir: Path, identity: Identity) -> None:
-    """Append the runner's account to runners.conf and its archive import to
-    runner-imports.conf (after `check_conf_dir`)."""
-    accounts, imports = _conf_files(conf_dir)
-    accounts_text = accounts.read_text() if accounts.exists() else ""
-    body = (imports.read_text() if imports.exists() else EMPTY_IMPORTS).rstrip()
-    _replace(imports, body[:-1].rstrip("\n") + "\n" + import_entry(identity.runner_id) + "]\n")
-    separator = "\n" if accounts_text and not accounts_text.endswith("\n\n") else ""
-    _replace(accounts, accounts_text + separator + account_block(identity.runner_id, identity.public_key))
-
-
-def _without_account(text: str, runner_id: str, path: Path) -> str | None:
-    """runners.conf without the runner's block (its `# runner` comment, `RUNNER_<id>: {` up to
-    the next `}` in the first column), or None when it has none."""
-    lines = text.splitlines(keepends=True)
-    head = f"RUNNER_{runner_id}: {{"
-    starts = [i for i, line in enumerate(lines) if line.rstrip() == head]
-    if not starts:
-        if _account_line(runner_id).search(text):
-            raise exits.Failure(
-                exits.EXIT_BAD_INPUT,
-                "invalid_file",
-                f"{path}: runner {runner_id}'s account is not as `continuity runners add` writes it; "
-                "remove it by hand",
-            )
-        return None
-    start = starts[0]
-    end = next((j for j in range(start + 1, len(lines)) if lines[j].rstrip() == "}"), None)
-    if end is None:
-        raise exits.Failure(
-            exits.EXIT_BAD_INPUT,
-            "invalid_file",
-            f"{path}: runner {runner_id}'s account has no closing `}}`",
-        )
-    if start > 0 and lines[start - 1].strip() == f"# runner {runner_id}":
-        start -= 1
-    kept = lines[:start] + lines[end + 1 :]
-    # The blank line that separated the block goes with it.
-    if start > 0 and kept[start - 1].strip() == "" and (start == len(kept) or kept[start].strip() == ""):
-        del kept[start - 1]
-    return "".join(kept)
-
-
-def _without_import(text: str, runner_id: str) -> str | None:
-    lines = text.splitlines(keepends=True)
-    kept = [line for line in lines if not _import_line(runner_id).search(line)]
-    return "".join(kept) if len(kept) != len(lines) else None
-
-
-def planned_removal(conf_dir: Path, runner_id: str) -> dict[Path, str]:
-    """The files to rewrite without the runner (nothing when it is in neither), computed before
-    anything changes so that a file not as written stops the command early."""
-    accounts, imports = _conf_files(conf_dir)
-    changes: dict[Path, str] = {}
-    if accounts.exists():
-        text = _without_account(accounts.read_text(), runner_id, accounts)
-        if text is not None:
-            changes[accounts] = text
-    if imports.exists():
-        text = _without_import(imports.read_text(), runner_id)
-        if text is not None:
-            changes[imports] = text
-    return changes
-
-
-# The decisions consumer, made and removed by the session-store ----------------------------
-
-
-def _consumer(
-    client: ContinuityClient, runner_id: str, action: RunnerConsumerAction, actor: str
-) -> Awaitable[RunnerConsumerReply]:
-    """Ask the session-store to create or delete the runner's decisions consumer: it alone may
-    (a consumer create request may name any deliver subject, which NATS does not check)."""
-    return client.runner_consumer(RunnerConsumerRequest(runner_id=runner_id, action=action, actor=actor))
-
-
-async def decisions_consumers(nc: Any, timeout: float) -> set[str]:
-    """The names of CONTINUITY_DECISIONS' consumers, page after page."""
-    names: set[str] = set()
-    offset = 0
-    while True:
-        msg = await nc.request(
-            f"$JS.API.CONSUMER.NAMES.{subjects.DECISIONS_STREAM}",
-            msgspec.json.encode({"offset": offset}),
-            timeout=timeout,
-        )
-        page = msgspec.json.decode(msg.data)
-        if "error" in page:
-            # JetStream's own words (e.g. "stream not found"); they name no secret.
-            why = str(page["error"].get("description", "error"))[:200]
-            raise exits.Failure(
-                exits.EXIT_UNAVAILABLE,
-                "unavailable",
-                f"JetStream did not list the consumers of {subjects.DECISIONS_STREAM}: {why}",
-            )
-        batch = page.get("consumers") or []
-        names.update(batch)
-        offset += len(batch)
-        if not batch or offset >= int(page.get("total", 0)):
-            return names
 
 
 def _tenant_list(value: str) -> list[str]:
@@ -344,7 +94,9 @@ def _create(args: argparse.Namespace) -> None:
     runner_id: str = args.runner_id
     try:
         asyncio.run(
-            connect.session(args, lambda c: _consumer(c, runner_id, "create", arguments.actor_of(args)))
+            connect.session(
+                args, lambda c: request_consumer(c, runner_id, "create", arguments.actor_of(args))
+            )
         )
     except exits.Failure as failure:
         why = failure.message
@@ -568,7 +320,7 @@ async def _revoke_and_delete(
     # Revoked first: from here on the services refuse the runner, whatever happens next.
     consumer: str
     try:
-        consumer = (await _consumer(c, runner_id, "delete", actor)).consumer
+        consumer = (await request_consumer(c, runner_id, "delete", actor)).consumer
     except Exception:  # reported with the rest; running the command again finishes the removal
         consumer = "failed"
     return record, consumer
@@ -599,7 +351,7 @@ def _remove(args: argparse.Namespace) -> int:
             connect.session(args, lambda c: _revoke_and_delete(c, runner_id, arguments.actor_of(args)))
         )
         for path, text in changes.items():
-            _replace(path, text)
+            replace(path, text)
         conf = None if not args.conf_dir else ("removed" if changes else "absent")
         if record is None and consumer == "absent" and conf != "removed":
             where = f", nor in {args.conf_dir}" if args.conf_dir else ""
@@ -668,7 +420,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     runners = sub.add_parser("runners", help="issue, list and remove runners")
     commands = runners.add_subparsers(dest="runners_command", required=True)
     common = arguments.connection_parent()
+    _register_add(commands, common)
+    _register_tenants(commands, common)
+    _register_list(commands, common)
+    _register_remove(commands, common)
 
+
+def _register_add(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
     add = commands.add_parser(
         "add",
         parents=[common],
@@ -705,6 +465,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "continuity runners add r-01 --consumer-only     # once the streams exist",
     )
 
+
+def _register_tenants(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
     tenants = commands.add_parser(
         "tenants",
         parents=[common],
@@ -717,6 +481,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     tenants.set_defaults(func=_set_tenants)
     examples(tenants, "continuity runners tenants r-01 --tenant acme,globex --actor alice")
 
+
+def _register_list(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
     listing = commands.add_parser(
         "list", parents=[common], help="the runner directory, with the conf files and the consumers"
     )
@@ -726,6 +494,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     listing.set_defaults(func=_list)
     examples(listing, "continuity runners list --conf-dir deploy/nats", "continuity runners list --json")
 
+
+def _register_remove(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
     remove = commands.add_parser(
         "remove",
         parents=[common],

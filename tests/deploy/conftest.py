@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 import yaml
 
-from continuity.cli.runners import ACCOUNTS_FILE, IMPORTS_FILE
+from continuity.cli.runner_files import ACCOUNTS_FILE, IMPORTS_FILE
 from continuity.devstack.servers import free_port
 from services import registry
 from services.registry import load

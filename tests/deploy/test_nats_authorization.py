@@ -24,7 +24,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from prometheus_client import REGISTRY
 
-from continuity.cli.runners import ACCOUNTS_FILE, IMPORTS_FILE
+from continuity.cli.runner_files import ACCOUNTS_FILE, IMPORTS_FILE
 from continuity.devstack.servers import RedisServer
 from shared.contract import (
     ArchiveResult,

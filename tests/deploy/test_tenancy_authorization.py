@@ -26,7 +26,8 @@ import pytest
 import redis.asyncio as aioredis
 from nats.aio.client import Client
 
-from continuity.cli.runners import ACCOUNTS_FILE, IMPORTS_FILE, account_block
+from continuity.cli.runner_accounts import account_block
+from continuity.cli.runner_files import ACCOUNTS_FILE, IMPORTS_FILE
 from continuity.devstack.servers import RedisServer
 from shared.contract import GetRequest, RejectRequest, SessionRef, subjects
 from shared.contract.client import ContinuityClient, RequestError, RunnerSessions

@@ -18,7 +18,7 @@ from nats.aio.client import Client
 from nats.js.api import AckPolicy, DeliverPolicy
 from nats.js.errors import NotFoundError
 
-from continuity.cli.runners import ACCOUNTS_FILE, IMPORTS_FILE
+from continuity.cli.runner_files import ACCOUNTS_FILE, IMPORTS_FILE
 from services import registry
 from shared.contract import subjects
 from shared.platform.config import Config

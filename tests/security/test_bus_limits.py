@@ -19,7 +19,8 @@ import pytest
 from nats.js.api import StreamConfig
 from nats.js.errors import BadRequestError
 
-from continuity.cli.runners import ACCOUNTS_FILE, IMPORTS_FILE, RUNNER_MAX_PAYLOAD
+from continuity.cli.runner_accounts import RUNNER_MAX_PAYLOAD
+from continuity.cli.runner_files import ACCOUNTS_FILE, IMPORTS_FILE
 from shared.contract import Decision, SessionRef, subjects
 from shared.platform.bus.streams import StreamLimits, stream_configs
 from shared.platform.config import MIB, Config

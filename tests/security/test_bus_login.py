@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from continuity.cli.runners import ACCOUNTS_FILE, IMPORTS_FILE
+from continuity.cli.runner_files import ACCOUNTS_FILE, IMPORTS_FILE
 from continuity.devstack.servers import RedisServer
 from services import registry
 from shared.platform.runtime import EXIT_CONFIGURATION

@@ -24,7 +24,7 @@ import nats
 import pytest
 import yaml
 
-from continuity.cli.runners import ACCOUNTS_FILE, IMPORTS_FILE
+from continuity.cli.runner_files import ACCOUNTS_FILE, IMPORTS_FILE
 from tests.deploy.conftest import DEPLOY, KUSTOMIZE_DIR, by_kind, free_port, nats_server_binary, render
 from tests.support import helm
 from tests.support.certs import make_certs

@@ -33,7 +33,7 @@ import pytest
 import yaml
 from nats.aio.msg import Msg
 
-from continuity.cli.runners import ACCOUNTS_FILE, IMPORTS_FILE
+from continuity.cli.runner_files import ACCOUNTS_FILE, IMPORTS_FILE
 from shared.contract import subjects
 from tests.deploy.conftest import DEPLOY, PASSWORDS, env_name, free_port, inbox, nats_server_binary
 from tests.support import helm, wait_for

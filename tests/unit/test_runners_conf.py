@@ -11,13 +11,13 @@ import pytest
 
 from continuity.cli import arguments, exits
 from continuity.cli import main as cli
-from continuity.cli.runners import (
+from continuity.cli.runner_accounts import new_identity
+from continuity.cli.runner_files import (
     ACCOUNTS_FILE,
     IMPORTS_FILE,
-    _replace,
     add_to_conf_dir,
-    new_identity,
     planned_removal,
+    replace,
     runners_in_conf,
 )
 from shared.contract.tenancy import MAX_TENANTS
@@ -70,7 +70,7 @@ def test_the_files_are_replaced_whole_and_keep_their_mode(conf_dir: Path) -> Non
         (conf_dir / name).chmod(0o640)
     add_to_conf_dir(conf_dir, new_identity("r-3"))
     for path, text in planned_removal(conf_dir, "r-1").items():
-        _replace(path, text)
+        replace(path, text)
     assert runners_in_conf(conf_dir) == {"r-1-b", "r-2", "r-3"}
     for name in (ACCOUNTS_FILE, IMPORTS_FILE):
         assert (conf_dir / name).stat().st_mode & 0o777 == 0o640
@@ -175,6 +175,6 @@ def test_the_actor_defaults_to_the_login_name_when_it_is_a_token(monkeypatch: py
 
 
 def test_the_shipped_imports_file_is_the_one_the_command_starts_from() -> None:
-    from continuity.cli.runners import EMPTY_IMPORTS
+    from continuity.cli.runner_files import EMPTY_IMPORTS
 
     assert (SHIPPED / IMPORTS_FILE).read_text() == EMPTY_IMPORTS

@@ -82,4 +82,4 @@ class Turns:
     async def _recorded(self, sk: str, event: TurnCompleted) -> bool:
         """Whether this attempt's outcome is recorded already (the run has moved on since)."""
         slot = outcomes.outcome_slot(event.attempt, "outcome")
-        return bool(await self._redis.execute("HEXISTS", keys.run_decisions(sk, event.run_id), slot))
+        return await self._redis.execute("HGET", keys.run_decisions(sk, event.run_id), slot) is not None

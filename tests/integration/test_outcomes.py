@@ -5,11 +5,16 @@ judged by what followed its decisions (`runs.stats`, a replay's `results`, the m
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import sys
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import msgspec
+import nats
 import pytest
 from nats.aio.client import Client
 from nats.js import JetStreamContext
@@ -131,9 +136,26 @@ def count(counter: object, *labels: str) -> float:
     return float(value)
 
 
+async def cli(url: str, *args: str) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "continuity",
+        *args,
+        "--nats-url",
+        url,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "COLUMNS": "250"},
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
 @pytest.fixture(scope="module")
 async def services(nats_server: NatsServer, redis_server: RedisServer) -> AsyncIterator[str]:
-    config = make_config(nats_server.url, redis_server.url, runner_keys=KEYS, outcome_wait_s=2.0)
+    config = make_config(nats_server.url, redis_server.url, runner_keys=KEYS)
     async with (
         running(registry.load("classifier"), config),
         running(registry.load("reconciliation", sweep_interval_s=0.2), config),
@@ -174,6 +196,14 @@ async def test_a_completed_turn_recovers_the_run_once_and_is_listed(
     assert published.recovery_ms is not None and published.recovery_ms >= 0
     assert len(outcomes) == 1 and outcomes[0].status == "recovered"
     assert outcomes[0].recovery_ms == published.recovery_ms
+    # The time to recovery is what JetStream's own clock says: from the stored failure to the
+    # stored turn that was recorded.
+    stored = {
+        json.loads(m.data)["event_id"]: m.metadata.timestamp
+        for m in await read_stream(js, subjects.EVENTS_STREAM, f"continuity.events.{runner}.*")
+    }
+    truth_ms = (stored[done.event_id] - stored[ev.event_id]).total_seconds() * 1000
+    assert abs(published.recovery_ms - truth_ms) <= 1, (published.recovery_ms, truth_ms)
     assert count(metrics.RUN_OUTCOMES, "4.4.9", "unclassified", "claude-code", "recovered") == before + 1
     # The runner's own decisions consumer takes `continuity.decisions.<runner_id>` alone.
     runner_msgs = await read_stream(js, subjects.DECISIONS_STREAM, subjects.decisions(runner))
@@ -232,13 +262,28 @@ async def test_bad_forged_and_foreign_outcomes_are_dead_lettered_and_change_noth
 
 
 async def test_a_run_nobody_reports_on_is_abandoned_and_a_late_turn_still_recovers_it(
-    services: str, nc: Client, client: ContinuityClient
+    fresh_servers: tuple[NatsServer, RedisServer],
 ) -> None:
+    n, r = fresh_servers
+    config = make_config(n.url, r.url, runner_keys=KEYS, outcome_wait_s=2.0)
+    async with (
+        running(registry.load("classifier"), config),
+        running(registry.load("reconciliation", sweep_interval_s=0.2), config),
+    ):
+        nc = await nats.connect(n.url)
+        try:
+            await _abandoned_then_recovered(nc, ContinuityClient(nc, timeout=5))
+        finally:
+            await nc.close()
+
+
+async def _abandoned_then_recovered(nc: Client, client: ContinuityClient) -> None:
     js = nc.jetstream()
     runner = f"r{uid()}"
     ev = await failure(js, runner, error=TRANSPORT)
     await reaches(client, ev.run_id, "retrying")
     await reaches(client, ev.run_id, "abandoned")  # CONTINUITY_OUTCOME_WAIT_S is 2 s here
+    assert count(metrics.RUN_OUTCOMES, "4.4.9", "unclassified", "claude-code", "abandoned") >= 1
     await listed(client, runner, ev.run_id, "abandoned")
     kinds = [e.kind for e in (await client.audit(ev.run_id)).items]
     assert kinds == ["decision", "abandoned"]
@@ -248,7 +293,7 @@ async def test_a_run_nobody_reports_on_is_abandoned_and_a_late_turn_still_recove
 
 
 async def test_stats_and_replay_judge_each_decision_by_what_followed_it(
-    services: str, nc: Client, client: ContinuityClient
+    services: str, nc: Client, client: ContinuityClient, tmp_path: Path
 ) -> None:
     js = nc.jetstream()
     tenant = f"t-{uid()}"
@@ -290,8 +335,15 @@ async def test_stats_and_replay_judge_each_decision_by_what_followed_it(
     row = rows[("4.4.9", "claude-code", "2.1.332")]
     assert (row.decisions, row.recovered, row.failed, row.pending) == (8, 4, 2, 2), row
     assert row.success_rate == pytest.approx(4 / 6)
-    assert row.recovery_p50_s is not None and row.recovery_p95_s is not None
-    assert row.recovery_p50_s <= row.recovery_p95_s and row.attempts_mean == 1.0
+    # The time to recovery against each recovered run's own outcome (nearest rank of four).
+    times = []
+    for ev in recovered:
+        (entry,) = [e for e in (await client.audit(ev.run_id)).items if e.kind == "outcome"]
+        assert entry.recovery_ms is not None
+        times.append(entry.recovery_ms)
+    times.sort()
+    assert (row.recovery_p50_s, row.recovery_p95_s) == (times[1] / 1000, times[3] / 1000)
+    assert row.attempts_mean == 1.0
     (series,) = [s for s in reply.series if s.rule == "4.4.9"]
     assert sum(p.recovered for p in series.points) == 4 and sum(p.judged for p in series.points) == 6
 
@@ -304,6 +356,19 @@ async def test_stats_and_replay_judge_each_decision_by_what_followed_it(
     (change,) = replayed.changes
     assert change.count == 8  # six first attempts and the two second ones
     assert change.results == {"recovered": 4, "failed": 2, "pending": 2}, change.results
+    # The same evidence as people read it: a column beside each change and a sentence.
+    candidate = tmp_path / "candidate.json"
+    candidate.write_text(json.dumps(doc))
+    code, out, err = await cli(services, "replay", "--policy", str(candidate), "--tenant", tenant)
+    assert code == 0, err
+    assert "WHAT FOLLOWED" in out and "recovered 4, failed 2, pending 2" in out
+    assert "8 retry_same_session would become operator (row 4.4.9 to 4.4.9); 4 of them recovered" in out
+    code, out, err = await cli(services, "runs", "stats", "--tenant", tenant, "--json")
+    assert code == 0, err
+    (shown,) = [r for r in json.loads(out)["rows"] if r["harness"] == "claude-code"]
+    assert (shown["recovered"], shown["failed"], shown["pending"]) == (4, 2, 2)
+    code, out, err = await cli(services, "runs", "stats", "--tenant", tenant)
+    assert code == 0 and "66.7%" in out and "4.4.9" in out, out + err
 
 
 async def test_an_operators_fresh_continuation_is_judged_under_the_operator_row(

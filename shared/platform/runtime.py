@@ -166,34 +166,76 @@ async def _ensure_streams(js: JetStreamContext, config: Config, stop: asyncio.Ev
     await _retrying(attempt, stop, "streams_unavailable")
 
 
+def _stopped_by_signals() -> asyncio.Event:
+    """The stop of a process of its own: SIGTERM and SIGINT start the drain."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    return stop
+
+
+def _never_connected(login: Login) -> int:
+    """The exit code of a process stopped before NATS accepted its connection."""
+    if login.refused:
+        # One line that says why this process never served, for whoever reads its end.
+        log.error(
+            "service_stopped",
+            exit_code=EXIT_CONFIGURATION,
+            cause="nats_authorization_violation",
+            detail="stopped before NATS accepted the credentials of NATS_URL "
+            "(and CONTINUITY_NATS_PASSWORD_FILE, or CONTINUITY_NATS_NKEY_SEED_FILE)",
+        )
+        return EXIT_CONFIGURATION
+    log.info("service_stopped", before="connected")
+    return 0
+
+
+async def _drain(
+    service: Service,
+    config: Config,
+    nc: Client,
+    client: Redis | None,
+    server: metrics.MetricsServer,
+    tasks: tuple[asyncio.Task[None] | None, ...],
+) -> None:
+    """The service's parts, then the connection, the background tasks, Redis, the metrics
+    server and the traces still buffered."""
+    log.info("service_draining")
+    metrics.READY.set(0)
+    # CONTINUITY_DRAIN_TIMEOUT_S bounds the whole drain: the parts share it, and the
+    # connection's own drain gets what they left (at least a second to flush and close).
+    deadline = time.monotonic() + config.drain_timeout_s
+    with contextlib.suppress(Exception):
+        await service.drain(config.drain_timeout_s)
+    if not nc.is_closed:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(nc.drain(), max(deadline - time.monotonic(), 1.0))
+    for task in tasks:
+        if task is None:
+            continue
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    if client is not None:
+        await client.aclose()
+    await server.stop()
+    tracing.shutdown(max(deadline - time.monotonic(), 1.0))  # what is buffered goes out
+
+
 async def serve(
     service: Service, config: Config, stop: asyncio.Event | None = None, *, own_process: bool = False
 ) -> int:
     """Serve until `stop` (or SIGTERM); returns the process's exit code: 0 after a requested
     stop, `EXIT_CONNECTION_LOST` when the NATS connection was closed under the service."""
-    if stop is None:  # a process of its own: SIGTERM and SIGINT start the drain
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(sig, stop.set)
-
+    if stop is None:
+        stop = _stopped_by_signals()
     watch = _ConnectionWatch(stop)
     login = Login()
     nc = await _connect_nats(config, service.name, stop, watch, login)
     if nc is None:
-        if login.refused:
-            # One line that says why this process never served, for whoever reads its end.
-            log.error(
-                "service_stopped",
-                exit_code=EXIT_CONFIGURATION,
-                cause="nats_authorization_violation",
-                detail="stopped before NATS accepted the credentials of NATS_URL "
-                "(and CONTINUITY_NATS_PASSWORD_FILE, or CONTINUITY_NATS_NKEY_SEED_FILE)",
-            )
-            return EXIT_CONFIGURATION
-        log.info("service_stopped", before="connected")
-        return 0
+        return _never_connected(login)
     watch_task = asyncio.create_task(watch.run(nc))
     js = nc.jetstream()
     await _ensure_streams(js, config, stop)
@@ -228,26 +270,7 @@ async def serve(
         log.info("service_started", metrics_port=server.port)
         await stop.wait()
 
-    log.info("service_draining")
-    metrics.READY.set(0)
-    # CONTINUITY_DRAIN_TIMEOUT_S bounds the whole drain: the parts share it, and the
-    # connection's own drain gets what they left (at least a second to flush and close).
-    deadline = time.monotonic() + config.drain_timeout_s
-    with contextlib.suppress(Exception):
-        await service.drain(config.drain_timeout_s)
-    if not nc.is_closed:
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(nc.drain(), max(deadline - time.monotonic(), 1.0))
-    for task in (health_task, watch_task):
-        if task is None:
-            continue
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-    if client is not None:
-        await client.aclose()
-    await server.stop()
-    tracing.shutdown(max(deadline - time.monotonic(), 1.0))  # what is buffered goes out
+    await _drain(service, config, nc, client, server, (health_task, watch_task))
     if watch.lost:
         log.error("service_stopped", exit_code=EXIT_CONNECTION_LOST)
         return EXIT_CONNECTION_LOST

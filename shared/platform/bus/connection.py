@@ -74,25 +74,61 @@ async def connect(
     connection succeeds. `login` is kept up to date with the servers' answer to the
     credentials."""
     login = login if login is not None else Login()
-    seen: set[str] = set()
-    """The kinds of error logged since the last successful connection: one line each."""
+    events = _Events(url, login, on_closed)
+    settings: dict[str, Any] = {
+        "servers": server_list(url),
+        "name": name,
+        "connect_timeout": connect_timeout,
+        "max_reconnect_attempts": -1,
+        "reconnect_time_wait": 0.5,
+        "allow_reconnect": True,
+        "disconnected_cb": events.disconnected,
+        "reconnected_cb": events.reconnected,
+        "error_cb": events.error,
+        "closed_cb": events.closed,
+        # Publishes made while disconnected wait in this buffer and go out on reconnect.
+        "pending_size": 64 * 1024 * 1024,
+        "tls": tls,
+        "tls_handshake_first": tls is not None,
+    }
+    nc = Client()
+    await _connected(nc, nc.connect(**settings, **options), stop)
+    events.connected()
+    return nc
 
-    async def disconnected() -> None:
+
+class _Events:
+    """nats-py's callbacks of one connection: each kind of error is logged once until the next
+    successful connection, and `login` follows the servers' answer to the credentials."""
+
+    def __init__(self, url: str, login: Login, on_closed: Callable[[], Awaitable[None]] | None) -> None:
+        self._url = url
+        self._login = login
+        self._on_closed = on_closed
+        self._seen: set[str] = set()
+        """The kinds of error logged since the last successful connection: one line each."""
+
+    def connected(self) -> None:
+        """A connection succeeded: each kind of error is news again."""
+        self._seen.clear()
+        self._login.refused = False
+
+    async def disconnected(self) -> None:
         log.warning("nats_disconnected")
 
-    async def reconnected() -> None:
-        seen.clear()
-        login.refused = False
+    async def reconnected(self) -> None:
+        self.connected()
         log.info("nats_reconnected")
 
-    async def error(exc: Exception) -> None:
+    async def error(self, exc: Exception) -> None:
+        seen, login = self._seen, self._login
         if is_authorization_error(exc):
             login.refused = True
             if "authorization" not in seen:
                 seen.add("authorization")
                 log.error(
                     "nats_authorization_violation",
-                    server=", ".join(redacted(u) for u in server_list(url)),
+                    server=", ".join(redacted(u) for u in server_list(self._url)),
                     detail="the NATS server refused this process's credentials (the user and "
                     "password of NATS_URL and CONTINUITY_NATS_PASSWORD_FILE, or "
                     "CONTINUITY_NATS_NKEY_SEED_FILE); trying again",
@@ -105,45 +141,29 @@ async def connect(
             seen.add(kind)
             log.warning("nats_error", error_type=kind)
 
-    async def closed() -> None:
+    async def closed(self) -> None:
         log.info("nats_closed")
-        if on_closed is not None:
-            await on_closed()
+        if self._on_closed is not None:
+            await self._on_closed()
 
-    settings: dict[str, Any] = {
-        "servers": server_list(url),
-        "name": name,
-        "connect_timeout": connect_timeout,
-        "max_reconnect_attempts": -1,
-        "reconnect_time_wait": 0.5,
-        "allow_reconnect": True,
-        "disconnected_cb": disconnected,
-        "reconnected_cb": reconnected,
-        "error_cb": error,
-        "closed_cb": closed,
-        # Publishes made while disconnected wait in this buffer and go out on reconnect.
-        "pending_size": 64 * 1024 * 1024,
-        "tls": tls,
-        "tls_handshake_first": tls is not None,
-    }
-    nc = Client()
-    attempt = asyncio.ensure_future(nc.connect(**settings, **options))
+
+async def _connected(nc: Client, connecting: Awaitable[None], stop: asyncio.Event | None) -> None:
+    """Await the first connection; with `stop`, raise `Stopped` (the client closed) when it is
+    set first."""
+    attempt = asyncio.ensure_future(connecting)
     if stop is None:
         await attempt
-    else:
-        stopped = asyncio.ensure_future(stop.wait())
-        try:
-            await asyncio.wait((attempt, stopped), return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stopped.cancel()
-        if not attempt.done():
-            attempt.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await attempt
-            with contextlib.suppress(Exception):
-                await nc.close()
-            raise Stopped
-        attempt.result()
-    seen.clear()
-    login.refused = False
-    return nc
+        return
+    stopped = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait((attempt, stopped), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopped.cancel()
+    if not attempt.done():
+        attempt.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await attempt
+        with contextlib.suppress(Exception):
+            await nc.close()
+        raise Stopped
+    attempt.result()

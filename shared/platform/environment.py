@@ -14,7 +14,7 @@ import functools
 import os
 import re
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 
@@ -23,6 +23,8 @@ class ConfigError(ValueError):
 
 
 MIB = 1024 * 1024
+
+N = TypeVar("N", int, float)
 
 INBOX_PREFIX_VARIABLE = "CONTINUITY_NATS_INBOX_PREFIX"
 
@@ -185,14 +187,24 @@ def _prefixes(env: Mapping[str, str], name: str, default: tuple[str, ...]) -> tu
     return prefixes
 
 
-def _int(env: Mapping[str, str], name: str, default: int, *, lo: int, hi: int) -> int:
+def _given(
+    env: Mapping[str, str], name: str, convert: Callable[[str], N], expected: str
+) -> tuple[str, N] | None:
+    """The variable as written and converted, or None when it is unset or blank."""
     raw = env.get(name, "").strip()
     if not raw:
-        return default
+        return None
     try:
-        value = int(raw)
+        return raw, convert(raw)
     except ValueError:
-        raise ConfigError(f"{name}: expected a whole number, got {raw!r}") from None
+        raise ConfigError(f"{name}: expected {expected}, got {raw!r}") from None
+
+
+def _int(env: Mapping[str, str], name: str, default: int, *, lo: int, hi: int) -> int:
+    given = _given(env, name, int, "a whole number")
+    if given is None:
+        return default
+    _, value = given
     if not lo <= value <= hi:
         raise ConfigError(f"{name}: must be between {lo} and {hi}, got {value}")
     return value
@@ -233,13 +245,10 @@ def _rate(env: Mapping[str, str], name: str, default: float) -> float:
 def _number(
     env: Mapping[str, str], name: str, default: float, *, unit: str, above: float, below: float, bound: str
 ) -> float:
-    raw = env.get(name, "").strip()
-    if not raw:
+    given = _given(env, name, float, unit)
+    if given is None:
         return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigError(f"{name}: expected {unit}, got {raw!r}") from None
+    raw, value = given
     if not above < value < below:
         raise ConfigError(f"{name}: must be more than {above:g} and {bound}, got {raw}")
     return value
@@ -249,13 +258,10 @@ MAX_RETENTION_DAYS = 3650.0
 
 
 def _days(env: Mapping[str, str], name: str, default: float) -> float:
-    raw = env.get(name, "").strip()
-    if not raw:
+    given = _given(env, name, float, "a number of days")
+    if given is None:
         return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigError(f"{name}: expected a number of days, got {raw!r}") from None
+    raw, value = given
     # At least a millisecond (the unit of the keys' expiry), at most ten years.
     if not 1 / 86_400_000 <= value <= MAX_RETENTION_DAYS:
         raise ConfigError(f"{name}: must be more than 0 and at most {MAX_RETENTION_DAYS:g} days, got {raw}")

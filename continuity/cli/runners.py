@@ -419,6 +419,11 @@ def _tenant_option(parser: argparse.ArgumentParser, required: bool, what: str) -
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     runners = sub.add_parser("runners", help="issue, list and remove runners")
     commands = runners.add_subparsers(dest="runners_command", required=True)
+    examples(
+        runners,
+        "continuity runners add r-01 --tenant acme --seed-file r-01.nk --conf-dir deploy/nats",
+        "continuity runners list --json",
+    )
     common = arguments.connection_parent()
     _register_add(commands, common)
     _register_tenants(commands, common)

@@ -69,6 +69,7 @@ async def test_srv_info_lists_each_endpoint_under_its_contract_subject(
         "runs-get": (subjects.RUNS_GET, subjects.QUEUE_GROUP),
         "runs-audit": (subjects.RUNS_AUDIT, subjects.QUEUE_GROUP),
         "runs-list": (subjects.RUNS_LIST, subjects.QUEUE_GROUP),
+        "runs-stats": (subjects.RUNS_STATS, subjects.QUEUE_GROUP),
         "operator-retry": (subjects.OPERATOR_RETRY, subjects.QUEUE_GROUP),
         # Ownership and the runner directory (contract section 10).
         "transfer": (subjects.SESSIONS_TRANSFER, subjects.QUEUE_GROUP),

@@ -18,8 +18,9 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext
 
 from continuity.devstack.servers import NatsCluster, RedisCluster
-from continuity.tools.simulate.fleet import Fleet, Settings
+from continuity.tools.simulate.fleet import Fleet
 from continuity.tools.simulate.keys import DEMO_KEYS
+from continuity.tools.simulate.result import Settings
 from services import registry
 from shared.contract import SessionRef, subjects
 from shared.contract.client import ContinuityClient, RequestError

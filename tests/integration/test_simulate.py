@@ -20,8 +20,9 @@ import pytest
 from continuity.devstack.servers import NatsServer, RedisServer
 from continuity.devstack.stack import Stack
 from continuity.tools.simulate import run_demo
-from continuity.tools.simulate.fleet import Fleet, Result, Settings
+from continuity.tools.simulate.fleet import Fleet
 from continuity.tools.simulate.keys import DEMO_KEYS, DEMO_KEYS_ENV
+from continuity.tools.simulate.result import Result, Settings
 from continuity.tools.simulate.runner import TENANT
 from continuity.tools.simulate.scenarios import RECOVERED_STATUS, SCENARIOS
 from services import registry

@@ -14,9 +14,10 @@ import msgspec
 
 from continuity.cli import arguments, connect, envfile
 from continuity.cli.examples import examples
-from continuity.tools.simulate.fleet import Fleet, FleetError, Progress, Settings
+from continuity.tools.simulate.fleet import Fleet, FleetError, Progress
 from continuity.tools.simulate.keys import DEMO_KEYS_ENV, parse_keys
 from continuity.tools.simulate.report import final_report, progress_counts, progress_line, to_json
+from continuity.tools.simulate.result import Settings
 from continuity.tools.simulate.scenarios import DEFAULT_MIX, SCENARIOS, parse_mix
 from shared.platform import tracing
 
@@ -54,6 +55,21 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "that never arrived.",
         epilog="scenarios: " + "; ".join(f"{s.name}: {s.label}" for s in SCENARIOS.values()),
     )
+    _workload_arguments(p)
+    _stack_arguments(p)
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=main)
+    examples(
+        p,
+        "continuity simulate                                 # against `continuity up`",
+        "continuity simulate --scenario pending,refusal --no-operator --events 10",
+        "continuity simulate --seconds 60 --rate 20 --json",
+    )
+
+
+def _workload_arguments(p: argparse.ArgumentParser) -> None:
+    """What the fleet does: how many runs, how fast, which scenarios, how archives answer."""
     p.add_argument(
         "--runners", type=arguments.number(int, 1, 1000), default=4, help="simulated runners (default 4)"
     )
@@ -84,6 +100,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--archive-timeout-rate", type=_rate, default=0.05, help="archive requests never answered (timeouts)"
     )
+
+
+def _stack_arguments(p: argparse.ArgumentParser) -> None:
+    """The stack simulated against: its waits, where it is, the keys it shares with runners."""
     p.add_argument(
         "--archive-timeout",
         type=_positive,
@@ -105,15 +125,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="runner keys as CONTINUITY_RUNNER_KEYS, which the services must share (default: "
         f"$CONTINUITY_RUNNER_KEYS, else {envfile.ENV_FILE}'s as `continuity up` writes it, "
         "else the demo keys of `continuity up --demo`)",
-    )
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.set_defaults(func=main)
-    examples(
-        p,
-        "continuity simulate                                 # against `continuity up`",
-        "continuity simulate --scenario pending,refusal --no-operator --events 10",
-        "continuity simulate --seconds 60 --rate 20 --json",
     )
 
 

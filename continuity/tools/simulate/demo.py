@@ -12,9 +12,10 @@ import sys
 import threading
 
 from continuity.devstack.stack import Stack
-from continuity.tools.simulate.fleet import Fleet, FleetError, Settings
+from continuity.tools.simulate.fleet import Fleet, FleetError
 from continuity.tools.simulate.keys import DEMO_KEYS, DEMO_KEYS_ENV
 from continuity.tools.simulate.report import demo_stories, final_report, fit, progress_line
+from continuity.tools.simulate.result import Settings
 from continuity.tools.simulate.runner import Story
 from continuity.tools.simulate.scenarios import SCENARIOS
 

@@ -11,10 +11,8 @@ import contextlib
 import math
 import random
 import secrets
-import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import msgspec
 import nats
@@ -26,11 +24,11 @@ from nats.js.errors import NotFoundError
 
 from continuity.cli.connect import redacted_url
 from continuity.tools.simulate.checker import Checker, Contradiction
-from continuity.tools.simulate.keys import DEMO_KEYS
 from continuity.tools.simulate.operator import SimOperator
 from continuity.tools.simulate.outcomes import Comparison, RowKey, ServerRow, compare
+from continuity.tools.simulate.result import Judgement, Result, Settings
 from continuity.tools.simulate.runner import TENANT, NotIssued, RunnerSettings, SimRunner, Story
-from continuity.tools.simulate.scenarios import DEFAULT_MIX, Mix, parse_mix
+from continuity.tools.simulate.scenarios import Mix
 from shared.contract import GetRequest, SessionRef, subjects
 from shared.contract.client import ContinuityClient, RequestError
 from shared.contract.decisions import RunOutcome
@@ -52,65 +50,6 @@ POLL_S = 0.2
 
 class FleetError(Exception):
     """The stack cannot be simulated against (unreachable, or a service is missing)."""
-
-
-@dataclass
-class Settings:
-    runners: int = 4
-    events: int | None = 200
-    """Runs to start (each begins with one resume failure; retries add events). None: --seconds."""
-    seconds: float | None = None
-    rate: float = 50.0
-    """Runs started per second, across the fleet."""
-    mix: dict[str, int] = field(default_factory=lambda: parse_mix(DEFAULT_MIX))
-    archive_fail_rate: float = 0.1
-    archive_timeout_rate: float = 0.05
-    seed: int | None = None
-    nats_url: str = "nats://127.0.0.1:4222"
-    keys: dict[str, bytes] = field(default_factory=lambda: dict(DEMO_KEYS))
-    deadline_s: float = 20.0
-    """How long after an event (or an operator's step) its decision may take."""
-    archive_timeout_s: float = 30.0
-    """The archiver's CONTINUITY_ARCHIVE_TIMEOUT_S: an unanswered archive takes this long."""
-    settle_s: float = 0.5
-    """Listening after the last expected outcome, for late second decisions."""
-    operator: bool = True
-    """False: the simulated operator does nothing, so that a person can resolve by hand."""
-
-
-@dataclass
-class Judgement:
-    """The services' judgment of the simulation's outcomes, next to the runners' truth."""
-
-    comparison: Comparison | None
-    """Per row and scenario; None when `continuity.runs.stats` did not answer."""
-    statuses: dict[str, int]
-    """The simulation's runs by their status in `continuity.runs.list`."""
-    unsettled: list[tuple[str, str | None, str]]
-    """(run_id, status shown or None when not listed, final status its recorded turn gives)."""
-
-
-@dataclass
-class Result:
-    settings: Settings
-    checker: Checker
-    stories: list[Story]
-    published: int
-    load_s: float
-    elapsed_s: float
-    operator_present: bool
-    operator_acts: dict[str, int]
-    dead_letters_watched: bool
-    interrupted: bool
-    warnings: list[str]
-    judgement: Judgement | None = None
-    """None: interrupted, or no reconciliation service answers."""
-    prefix: str = ""
-    """The run ids' prefix (`<prefix>-<runner_id>-<n>`), also the harness versions' build metadata."""
-
-    @property
-    def ok(self) -> bool:
-        return not self.checker.contradictions
 
 
 Progress = Callable[[float, "Fleet"], None]
@@ -144,68 +83,11 @@ class Fleet:
         on_story: Callable[[Story], None] | None = None,
     ) -> Result:
         stop = stop or asyncio.Event()
-        s = self.settings
-        try:
-            tls = nats_context_from_env(s.nats_url)  # TLS as the services use it
-            self._nc = await nats.connect(
-                servers=server_list(s.nats_url),
-                name="continuity-sim",
-                connect_timeout=5,
-                max_reconnect_attempts=3,
-                error_cb=quiet,
-                tls=tls,
-                tls_handshake_first=tls is not None,
-            )
-        except Exception as exc:
-            raise FleetError(
-                f"cannot connect to NATS at {redacted_url(s.nats_url)} ({type(exc).__name__})"
-            ) from None
+        self._nc = await self._connect()
         background: list[asyncio.Task[None]] = []
         operator_stop = asyncio.Event()
         try:
-            client = ContinuityClient(self._nc, timeout=10.0)
-            await self._preflight(client)
-            self._operator = SimOperator(
-                client, self.checker, random.Random(self.rng.random()), wait_s=s.deadline_s, acting=s.operator
-            )
-            reconciliation = await self._operator.probe()
-            if not reconciliation:
-                self.warnings.append(
-                    "no reconciliation service answers: operator stops are not followed up, and the "
-                    "outcomes are not judged"
-                )
-            watched = await self._watch_dead_letters()
-            self.checker.watch_dead_letters = watched
-            self.checker.watch_outcomes = await self._watch_outcomes()
-            await self._start_runners()
-            background.append(asyncio.create_task(self._operator.run(operator_stop)))
-            if progress is not None:
-                background.append(asyncio.create_task(self._report_progress(progress, stop)))
-            self.started_at = time.monotonic()
-            self._wall_start = time.time()
-            tasks = await self._load(stop, on_story)
-            load_s = time.monotonic() - self.started_at
-            interrupted = await self._drain(tasks, stop)
-            judgement = None
-            if not interrupted:
-                self.checker.overdue(now=math.inf)
-                if reconciliation:
-                    judgement = await self._judge(client, stop)
-            return Result(
-                settings=s,
-                checker=self.checker,
-                stories=self.stories,
-                published=self.published,
-                load_s=load_s,
-                elapsed_s=time.monotonic() - self.started_at,
-                operator_present=self._operator.present,
-                operator_acts=dict(self._operator.acts),
-                dead_letters_watched=watched,
-                interrupted=interrupted,
-                warnings=self.warnings,
-                judgement=judgement,
-                prefix=self.prefix,
-            )
+            return await self._simulate(stop, operator_stop, background, progress, on_story)
         finally:
             operator_stop.set()
             for task in background:
@@ -216,6 +98,79 @@ class Fleet:
                 await runner.stop()
             with contextlib.suppress(Exception):
                 await self._nc.close()
+
+    async def _connect(self) -> Client:
+        url = self.settings.nats_url
+        try:
+            tls = nats_context_from_env(url)  # TLS as the services use it
+            return await nats.connect(
+                servers=server_list(url),
+                name="continuity-sim",
+                connect_timeout=5,
+                max_reconnect_attempts=3,
+                error_cb=quiet,
+                tls=tls,
+                tls_handshake_first=tls is not None,
+            )
+        except Exception as exc:
+            raise FleetError(
+                f"cannot connect to NATS at {redacted_url(url)} ({type(exc).__name__})"
+            ) from None
+
+    async def _simulate(
+        self,
+        stop: asyncio.Event,
+        operator_stop: asyncio.Event,
+        background: list[asyncio.Task[None]],
+        progress: Progress | None,
+        on_story: Callable[[Story], None] | None,
+    ) -> Result:
+        """The simulation proper; the tasks it starts go into `background`, for `run` to cancel."""
+        assert self._nc is not None
+        s = self.settings
+        client = ContinuityClient(self._nc, timeout=10.0)
+        await self._preflight(client)
+        self._operator = SimOperator(
+            client, self.checker, random.Random(self.rng.random()), wait_s=s.deadline_s, acting=s.operator
+        )
+        reconciliation = await self._operator.probe()
+        if not reconciliation:
+            self.warnings.append(
+                "no reconciliation service answers: operator stops are not followed up, and the "
+                "outcomes are not judged"
+            )
+        watched = await self._watch_dead_letters()
+        self.checker.watch_dead_letters = watched
+        self.checker.watch_outcomes = await self._watch_outcomes()
+        await self._start_runners()
+        background.append(asyncio.create_task(self._operator.run(operator_stop)))
+        if progress is not None:
+            background.append(asyncio.create_task(self._report_progress(progress, stop)))
+        self.started_at = time.monotonic()
+        self._wall_start = time.time()
+        tasks = await self._load(stop, on_story)
+        load_s = time.monotonic() - self.started_at
+        interrupted = await self._drain(tasks, stop)
+        judgement = None
+        if not interrupted:
+            self.checker.overdue(now=math.inf)
+            if reconciliation:
+                judgement = await self._judge(client, stop)
+        return Result(
+            settings=s,
+            checker=self.checker,
+            stories=self.stories,
+            published=self.published,
+            load_s=load_s,
+            elapsed_s=time.monotonic() - self.started_at,
+            operator_present=self._operator.present,
+            operator_acts=dict(self._operator.acts),
+            dead_letters_watched=watched,
+            interrupted=interrupted,
+            warnings=self.warnings,
+            judgement=judgement,
+            prefix=self.prefix,
+        )
 
     async def _preflight(self, client: ContinuityClient) -> None:
         assert self._nc is not None
@@ -458,9 +413,3 @@ class Fleet:
             await asyncio.sleep(1.0)  # the progress line's period
             self.checker.overdue()
             progress(time.monotonic() - self.started_at, self)
-
-
-def stderr_progress(elapsed: float, fleet: Fleet) -> None:
-    from continuity.tools.simulate.report import progress_line
-
-    print(progress_line(elapsed, fleet.published, fleet.checker), file=sys.stderr, flush=True)

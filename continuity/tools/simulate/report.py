@@ -9,20 +9,12 @@ from typing import Any
 
 from continuity.cli import tables
 from continuity.tools.simulate.checker import Checker
-from continuity.tools.simulate.fleet import Judgement, Result
 from continuity.tools.simulate.outcomes import ScenarioRate
+from continuity.tools.simulate.result import Judgement, Result
 from continuity.tools.simulate.scenarios import SCENARIOS
 
 CONTRADICTIONS_SHOWN = 20
 WIDTH = tables.TABLE_WIDTH
-
-_SHORT_PREFIXES = (
-    "native_provider_",
-    "native_runner_",
-    "native_session_",
-    "native_",
-    "runner_continuity_break_",
-)
 
 
 def table(rows: list[tuple[str, ...]], header: tuple[str, ...]) -> str:
@@ -33,13 +25,6 @@ def fit(text: str, indent: str = "", width: int = WIDTH) -> str:
     """`text` wrapped at word boundaries into lines of at most `width` columns; lines after
     the first start with `indent`."""
     return "\n".join(textwrap.wrap(text, width, subsequent_indent=indent, break_on_hyphens=False) or [""])
-
-
-def short_reason(reason: str) -> str:
-    for prefix in _SHORT_PREFIXES:
-        if reason.startswith(prefix):
-            return reason[len(prefix) :]
-    return reason
 
 
 def by_action(decisions: Counter[tuple[str, str]]) -> dict[str, dict[str, int]]:

@@ -284,27 +284,7 @@ class SimRunner:
             if not await self._decide_resumes(ctx, cursor):
                 story.steps.append("decide did not resume the saved session")
                 return
-            out = wire.build(scenario, ctx, attempt, self._settings.keys, rng, harness)
-            self._checker.sent(
-                Sent(
-                    scenario.name,
-                    self.runner_id,
-                    run_id,
-                    attempt,
-                    session,
-                    ctx.native_session_id,
-                    epoch,
-                    out.facts,
-                    tuple(p for _, p in out.publications),
-                    out.dead_reason,
-                )
-            )
-            if out.facts is None:
-                self._dead[run_id] = asyncio.get_running_loop().create_future()
-            story.steps.append(_first_step(scenario, policy, out.facts) if attempt == 1 else "fails again")
-            for msg_id, payload in out.publications:
-                self._payloads[msg_id] = payload
-                await self._publish(payload, msg_id)
+            out = await self._fail(scenario, ctx, attempt, epoch, rng, harness, story)
             if out.facts is None:
                 story.steps.append(await self._wait_dead(run_id))
                 return
@@ -319,37 +299,10 @@ class SimRunner:
             if archive_step is not None:
                 story.steps.append(archive_step)
             story.steps.append(_decision_step(d))
-            decided = d
-            if d.action == "retry_same_session":
-                await self._until(d.not_before)
-                if not await self._decide_resumes(ctx, cursor):
-                    self._followed(run_id, d, "pending", harness)
-                    return
-                story.steps.append("resumed")
-            elif d.action == "open_replacement":
-                ctx, epoch = await self._replaced(ctx, d, cursor, f"{handle}.r{attempt}")
-                story.steps.append("new session committed, zombie fenced off")
-            elif d.action in ("operator", "reconcile"):
-                self._followed(run_id, d, "held", harness)
-                await self._held(ctx, epoch, d.action)
-                tool = out.facts.pending_tool_call
-                recorded = _recorded_outcome(out.publications[0][1]) if tool else None
-                step = await self._operator(run_id, self.runner_id, attempt, d.action, recorded)
-                if step is None:
-                    story.steps.append("(no operator endpoint: the run stays stopped)")
-                    return
-                story.steps.append(step)
-                follow = await self._next(run_id, attempt, continued=True, story=story)
-                if not isinstance(follow, Decision):
-                    story.steps.append("no continue_fresh")
-                    return
-                await self._held(ctx, epoch, "continue_fresh")
-                story.steps.append("continue_fresh (fresh session, same workspace)")
-                decided = follow
-                ctx, epoch = await self._fresh(ctx, cursor, epoch, f"{handle}.f{attempt}")
-            else:
-                self._followed(run_id, d, "pending", harness)
+            followed = await self._follow(d, ctx, epoch, cursor, out, attempt, harness, story)
+            if followed is None:
                 return
+            ctx, epoch, decided = followed
             # The decided attempt's session: its turn completes, or the run fails again.
             if turn_completes(scenario, rng):
                 await self._turn_completed(ctx, decided, harness)
@@ -362,6 +315,89 @@ class SimRunner:
                 return
             self._followed(run_id, decided, "failed", harness)
             attempt += 1
+
+    async def _fail(
+        self,
+        scenario: Scenario,
+        ctx: wire.RunContext,
+        attempt: int,
+        epoch: int,
+        rng: random.Random,
+        harness: HarnessInfo | None,
+        story: Story,
+    ) -> wire.Outgoing:
+        """Publishes this attempt's `resume_failed`, told to the checker first."""
+        run_id = ctx.run_id
+        out = wire.build(scenario, ctx, attempt, self._settings.keys, rng, harness)
+        self._checker.sent(
+            Sent(
+                scenario.name,
+                self.runner_id,
+                run_id,
+                attempt,
+                ctx.session,
+                ctx.native_session_id,
+                epoch,
+                out.facts,
+                tuple(p for _, p in out.publications),
+                out.dead_reason,
+            )
+        )
+        if out.facts is None:
+            self._dead[run_id] = asyncio.get_running_loop().create_future()
+        story.steps.append(_first_step(scenario, ctx.policy, out.facts) if attempt == 1 else "fails again")
+        for msg_id, payload in out.publications:
+            self._payloads[msg_id] = payload
+            await self._publish(payload, msg_id)
+        return out
+
+    async def _follow(
+        self,
+        d: Decision,
+        ctx: wire.RunContext,
+        epoch: int,
+        cursor: str,
+        out: wire.Outgoing,
+        attempt: int,
+        harness: HarnessInfo | None,
+        story: Story,
+    ) -> tuple[wire.RunContext, int, Decision] | None:
+        """Does what `d` asks; returns the session whose turn then runs, its epoch and the
+        decision it follows, or None when the run stops here."""
+        run_id = ctx.run_id
+        handle = f"ns-{run_id}"
+        if d.action == "retry_same_session":
+            await self._until(d.not_before)
+            if not await self._decide_resumes(ctx, cursor):
+                self._followed(run_id, d, "pending", harness)
+                return None
+            story.steps.append("resumed")
+            return ctx, epoch, d
+        if d.action == "open_replacement":
+            ctx, epoch = await self._replaced(ctx, d, cursor, f"{handle}.r{attempt}")
+            story.steps.append("new session committed, zombie fenced off")
+            return ctx, epoch, d
+        if d.action not in ("operator", "reconcile"):
+            self._followed(run_id, d, "pending", harness)
+            return None
+        self._followed(run_id, d, "held", harness)
+        await self._held(ctx, epoch, d.action)
+        assert out.facts is not None  # a decided event carries its facts
+        tool = out.facts.pending_tool_call
+        recorded = _recorded_outcome(out.publications[0][1]) if tool else None
+        step = await self._operator(run_id, self.runner_id, attempt, d.action, recorded)
+        if step is None:
+            story.steps.append("(no operator endpoint: the run stays stopped)")
+            return None
+        story.steps.append(step)
+        follow = await self._next(run_id, attempt, continued=True, story=story)
+        if not isinstance(follow, Decision):
+            story.steps.append("no continue_fresh")
+            return None
+        await self._held(ctx, epoch, "continue_fresh")
+        story.steps.append("continue_fresh (fresh session, same workspace)")
+        ctx, epoch = await self._fresh(ctx, cursor, epoch, f"{handle}.f{attempt}")
+        return ctx, epoch, follow
 
     def _harness(self, scenario: Scenario) -> HarnessInfo | None:
         """The scenario's harness; its version carries the simulation's run prefix as build

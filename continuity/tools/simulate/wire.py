@@ -24,6 +24,7 @@ from continuity_runner.types import CheckpointPolicy
 
 from continuity.tools.simulate.keys import UNKNOWN_KEY_ID
 from continuity.tools.simulate.scenarios import Facts, Scenario
+from shared.contract.types import FailureClass
 
 _encode = msgspec.json.Encoder().encode
 
@@ -97,9 +98,35 @@ def build(
     event_id = f"{ctx.run_id}.a{attempt}"
     governed = rng.random() < 0.5
     key_id = rng.choice(sorted(keys))  # both live keys sign, as during a rotation
-    failure_class = scenario.failure_class
-    pending = False
+    name = scenario.name
+    if name == "garbage":
+        return _garbage(ctx, attempt, event_id, rng)
     fields: dict[str, object] = {"governed_wait_elapsed": governed, "harness": harness}
+    failure_class = _failure(scenario, ctx, attempt, key_id, keys[key_id], rng, fields)
+    payload = _encode(_event(ctx, attempt, event_id, **fields))
+    facts = None
+    if failure_class is not None:
+        facts = Facts(failure_class, name == "pending", attempt, ctx.policy, governed)
+    publications = [(event_id, payload)]
+    if name == "duplicate":
+        # The same message re-sent (the stream's duplicate window drops it), then the same
+        # run and attempt under another event id (the classifier must not decide twice).
+        again = _encode(_event(ctx, attempt, f"{event_id}.resent", **fields))
+        publications += [(event_id, payload), (f"{event_id}.resent", again)]
+    return Outgoing(event_id, publications, facts, scenario.dead_reason)
+
+
+def _failure(
+    scenario: Scenario,
+    ctx: RunContext,
+    attempt: int,
+    key_id: str,
+    key: bytes,
+    rng: random.Random,
+    fields: dict[str, object],
+) -> FailureClass | None:
+    """Adds to `fields` what the event of `scenario` says of its failure; returns the failure
+    class the services must find in it."""
     name = scenario.name
     if name in ("drop", "duplicate"):
         fields["error"] = rng.choice(TRANSPORT_ERRORS)
@@ -110,26 +137,9 @@ def build(
             message="provider_attach_refused; native_runner_source_git_reconciliation_required",
         )
     elif name == "refusal":
-        fields["command_result"] = _signed(ctx, attempt, "provider_attach_refused", key_id, keys[key_id])
+        fields["command_result"] = _signed(ctx, attempt, "provider_attach_refused", key_id, key)
     elif name == "pending":
-        pending = True
-        fields["pending_tool_call"] = ToolCall(
-            tool_call_id=f"tc-{ctx.run_id}",
-            tool_name=rng.choice(("shell.exec", "git.push", "http.post")),
-            started_at=now_rfc3339(),
-            recorded_outcome=rng.choice((None, "completed", "not_performed")),
-        )
-        if rng.random() < 0.5:
-            fields["command_result"] = _signed(
-                ctx,
-                attempt,
-                "provider_side_effect_pending",
-                key_id,
-                keys[key_id],
-                "provider.resume",
-                "blocked",
-            )
-            failure_class = "provider_side_effect_pending"
+        return _pending(scenario, ctx, attempt, key_id, key, rng, fields)
     elif name == "source":
         part = rng.choice(("git", "workspace", "lockfile"))
         fields["error"] = ErrorInfo(
@@ -146,20 +156,31 @@ def build(
         fields["command_result"] = _signed(
             ctx, attempt, "provider_attach_refused", UNKNOWN_KEY_ID, secrets.token_bytes(32)
         )
-    elif name == "garbage":
-        return _garbage(ctx, attempt, event_id, rng)
+    return scenario.failure_class
 
-    payload = _encode(_event(ctx, attempt, event_id, **fields))
-    facts = None
-    if failure_class is not None:
-        facts = Facts(failure_class, pending, attempt, ctx.policy, governed)
-    publications = [(event_id, payload)]
-    if name == "duplicate":
-        # The same message re-sent (the stream's duplicate window drops it), then the same
-        # run and attempt under another event id (the classifier must not decide twice).
-        again = _encode(_event(ctx, attempt, f"{event_id}.resent", **fields))
-        publications += [(event_id, payload), (f"{event_id}.resent", again)]
-    return Outgoing(event_id, publications, facts, scenario.dead_reason)
+
+def _pending(
+    scenario: Scenario,
+    ctx: RunContext,
+    attempt: int,
+    key_id: str,
+    key: bytes,
+    rng: random.Random,
+    fields: dict[str, object],
+) -> FailureClass | None:
+    """A tool call left pending; half the time the provider's signed answer says so too."""
+    fields["pending_tool_call"] = ToolCall(
+        tool_call_id=f"tc-{ctx.run_id}",
+        tool_name=rng.choice(("shell.exec", "git.push", "http.post")),
+        started_at=now_rfc3339(),
+        recorded_outcome=rng.choice((None, "completed", "not_performed")),
+    )
+    if rng.random() < 0.5:
+        fields["command_result"] = _signed(
+            ctx, attempt, "provider_side_effect_pending", key_id, key, "provider.resume", "blocked"
+        )
+        return "provider_side_effect_pending"
+    return scenario.failure_class
 
 
 def _garbage(ctx: RunContext, attempt: int, event_id: str, rng: random.Random) -> Outgoing:

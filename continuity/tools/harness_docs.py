@@ -169,10 +169,22 @@ def sessions_section(spec: dict[str, Any]) -> list[str]:
 
 
 def page(spec: dict[str, Any], cases: list[dict[str, Any]], pins: dict[str, str]) -> str:
-    name = spec["name"]
     rules: list[dict[str, Any]] = spec["rules"]
-    out = [GENERATED, "", f"# {spec['title']} (`{name}`)", ""]
-    out.append(f"- Kind: {KIND.get(spec['kind'], spec['kind'])}.")
+    given = [c for c in CLASSES if any(r["class"] == c for r in rules)]
+    out = [GENERATED, "", f"# {spec['title']} (`{spec['name']}`)", ""]
+    out += facts_section(spec, pins)
+    out += recognised_section(rules)
+    out += classes_section(given)
+    out += not_recognised_section([c for c in CLASSES if c not in given])
+    out += capabilities_section(spec)
+    out += ["", "## Sessions", "", *sessions_section(spec), ""]
+    out += corpus_section(spec["name"], cases)
+    return "\n".join(out)
+
+
+def facts_section(spec: dict[str, Any], pins: dict[str, str]) -> list[str]:
+    """The page's opening list: kind, package, versions, invocation and session ids."""
+    out = [f"- Kind: {KIND.get(spec['kind'], spec['kind'])}."]
     if spec.get("package"):
         out.append(f"- Package: {code(spec['package'], False)}.")
     tested = spec.get("tested_versions") or []
@@ -188,8 +200,11 @@ def page(spec: dict[str, Any], cases: list[dict[str, Any]], pins: dict[str, str]
     out.append(f"- Invocation the rules read: {code(spec['invocation'], False)}.")
     out.append(f"- Session ids: {code(spec['session_id'], False)}.")
     out.append("")
+    return out
 
-    out += [
+
+def recognised_section(rules: list[dict[str, Any]]) -> list[str]:
+    out = [
         "## Recognised",
         "",
         "The first rule that holds decides. A rule's class reaches the classifier as the signed",
@@ -209,9 +224,12 @@ def page(spec: dict[str, Any], cases: list[dict[str, Any]], pins: dict[str, str]
         )
         out.append(f"- `{rule['id']}`: {text}" if text else f"- `{rule['id']}`")
     out.append("")
+    return out
 
-    given = [c for c in CLASSES if any(r["class"] == c for r in rules)]
-    out += [
+
+def classes_section(given: list[str]) -> list[str]:
+    """The shipped policy's rows for each class the rules give, and for `unclassified`."""
+    out = [
         "## What Continuity does with each class",
         "",
         "| class | meaning | shipped rows |",
@@ -220,9 +238,11 @@ def page(spec: dict[str, Any], cases: list[dict[str, Any]], pins: dict[str, str]
     for klass in [*given, "unclassified"]:
         out.append(f"| `{klass}` | {MEANING[klass]} | {rows_of(klass)} |")
     out.append("")
+    return out
 
-    missing = [c for c in CLASSES if c not in given]
-    out += ["## Not recognised", ""]
+
+def not_recognised_section(missing: list[str]) -> list[str]:
+    out = ["## Not recognised", ""]
     if missing:
         out.append(
             "No rule of this harness gives "
@@ -237,8 +257,11 @@ def page(spec: dict[str, Any], cases: list[dict[str, Any]], pins: dict[str, str]
         "never read.",
         "",
     ]
+    return out
 
-    out += [
+
+def capabilities_section(spec: dict[str, Any]) -> list[str]:
+    out = [
         "## Capabilities by version",
         "",
         "| versions | resume keeps the id | load | fork | background agents | lock |",
@@ -256,9 +279,11 @@ def page(spec: dict[str, Any], cases: list[dict[str, Any]], pins: dict[str, str]
         if cap.get("notes"):
             versions = code(cap["versions"], False) if cap["versions"] else "All versions"
             out.append(f"- {versions}: {cap['notes']}")
-    out += ["", "## Sessions", "", *sessions_section(spec), ""]
+    return out
 
-    out += [
+
+def corpus_section(name: str, cases: list[dict[str, Any]]) -> list[str]:
+    out = [
         "## Corpus",
         "",
         f"The cases of `sdk/harness-corpus.json` for `{name}`, which both SDKs' tests classify:",
@@ -271,7 +296,7 @@ def page(spec: dict[str, Any], cases: list[dict[str, Any]], pins: dict[str, str]
         klass = "not a failure" if expect["failure_class"] is None else f"`{expect['failure_class']}`"
         out.append(f"| `{case['id']}` | {klass} | `{expect['rule']}` | {cell(case['source'])} |")
     out.append("")
-    return "\n".join(out)
+    return out
 
 
 def classify_example(table: dict[str, Any], corpus: dict[str, Any]) -> tuple[str, str, dict[str, Any]]:

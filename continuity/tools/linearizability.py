@@ -221,24 +221,7 @@ def check(ops: list[Op], initial: Record | None = None, *, budget: int = 2_000_0
     # dropping it leaves the verdict as it was and keeps a partition's timeouts from
     # multiplying the orders the search must try.
     ops = [op for op in ops if not (op.answer is UNKNOWN and isinstance(op.call, Get | Decide))]
-    # Calls at one instant go before answers at the same instant: the more permissive order.
-    events = sorted(
-        [(op.invoked, 0, i) for i, op in enumerate(ops)]
-        + [(op.completed, 1, i) for i, op in enumerate(ops) if op.completed != math.inf],
-        key=lambda e: (e[0], e[1]),
-    )
-    head = _Entry(-1, True, -math.inf)
-    last: _Entry = head
-    calls: dict[int, _Entry] = {}
-    for time, kind, i in events:
-        made = _Entry(i, kind == 0, time, prev=last)
-        last.next = made
-        last = made
-        if kind == 0:
-            calls[i] = made
-        else:
-            calls[i].match = made
-            made.match = calls[i]
+    head = _entries(ops)
     remaining = sum(1 for op in ops if op.completed != math.inf)
     placed = 0
     state: Record | None = initial
@@ -284,6 +267,30 @@ def check(ops: list[Op], initial: Record | None = None, *, budget: int = 2_000_0
             remaining += 1
         entry = undone.next
     return Verdict(True, len(ops), len(seen))
+
+
+def _entries(ops: list[Op]) -> _Entry:
+    """The head of a list of the operations' calls and answers in time order, each answer
+    matched with its call (an unanswered call has no answer)."""
+    # Calls at one instant go before answers at the same instant: the more permissive order.
+    events = sorted(
+        [(op.invoked, 0, i) for i, op in enumerate(ops)]
+        + [(op.completed, 1, i) for i, op in enumerate(ops) if op.completed != math.inf],
+        key=lambda e: (e[0], e[1]),
+    )
+    head = _Entry(-1, True, -math.inf)
+    last: _Entry = head
+    calls: dict[int, _Entry] = {}
+    for time, kind, i in events:
+        made = _Entry(i, kind == 0, time, prev=last)
+        last.next = made
+        last = made
+        if kind == 0:
+            calls[i] = made
+        else:
+            calls[i].match = made
+            made.match = calls[i]
+    return head
 
 
 def _lift(entry: _Entry) -> None:

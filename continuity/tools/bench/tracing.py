@@ -53,7 +53,7 @@ from continuity.tools.bench.pipeline import (
     start_baseline,
 )
 from continuity.tools.bench.stats import Figures, cost_line, costs, costs_around, load, median, ratio
-from shared.contract import subjects
+from shared.contract import ResumeFailed, subjects
 from shared.platform.bus.connection import server_list
 
 SETTINGS = ("off", "on", "sampled_out")
@@ -148,6 +148,35 @@ def setting_figures(rounds: list[Figures], baseline: Figures) -> dict[str, Any]:
     }
 
 
+def headers_of(events: list[ResumeFailed], traced: bool) -> list[dict[str, str]]:
+    """Each event's message id and, when `traced`, a new traceparent, as a runner SDK sends."""
+    headers: list[dict[str, str]] = [{"Nats-Msg-Id": e.event_id} for e in events]
+    if traced:
+        for h in headers:
+            h["traceparent"] = traceparent()
+    return headers
+
+
+class Counted:
+    """The spans the receiver wrote, by setting, and of them those of the measured `on` rounds
+    (found by the trace ids the load generator sent)."""
+
+    def __init__(self, spans: Spans) -> None:
+        self.spans = spans
+        self.received = dict.fromkeys(SETTINGS, 0)
+        self.measured_traces: set[str] = set()
+        self.measured_spans = 0
+        self.traced: set[str] = set()
+
+    def take(self, setting: str) -> None:
+        """The spans written since the last look are `setting`'s (its classifier has stopped)."""
+        ids = self.spans.read()
+        self.received[setting] += len(ids)
+        ours = [t for t in ids if t in self.measured_traces]
+        self.measured_spans += len(ours)
+        self.traced.update(ours)
+
+
 async def measure(
     d: Deployment, args: argparse.Namespace, baseline_pid: int, receiver_pid: int, endpoint: str, spans: Spans
 ) -> dict[str, Any]:
@@ -162,7 +191,7 @@ async def measure(
     await follow_outcomes(js, on_decision, echoes)
     loop = asyncio.get_running_loop()
     rounds_done = 0
-    measured_traces: set[str] = set()
+    counted = Counted(spans)
 
     async def one_round(kind: str, total: int, measured: bool) -> Figures:
         """`kind` is "baseline" or a setting; only `on` sends a traceparent."""
@@ -170,12 +199,9 @@ async def measure(
         rounds_done += 1
         events = [event(f"{kind}{rounds_done}", i) for i in range(total)]
         payloads = [_encode(e) for e in events]
-        headers: list[dict[str, str]] = [{"Nats-Msg-Id": e.event_id} for e in events]
-        if kind == "on":
-            for h in headers:
-                h["traceparent"] = traceparent()
-            if measured:
-                measured_traces.update(h["traceparent"][3:35] for h in headers)
+        headers = headers_of(events, kind == "on")
+        if kind == "on" and measured:
+            counted.measured_traces.update(h["traceparent"][3:35] for h in headers)
         baseline = kind == "baseline"
         outcomes = echoes if baseline else decisions
         pids = [baseline_pid] if baseline else d.pids("classifier")
@@ -195,19 +221,6 @@ async def measure(
         return await load(kind, op, total=total, concurrency=args.concurrency, pids=pids, around=around)
 
     warmup = min(1000, args.events)
-    received = dict.fromkeys(SETTINGS, 0)
-    measured_spans = 0
-    traced: set[str] = set()
-
-    def take(setting: str) -> None:
-        """The spans written since the last look are `setting`'s (its classifier has stopped)."""
-        nonlocal measured_spans
-        ids = spans.read()
-        received[setting] += len(ids)
-        ours = [t for t in ids if t in measured_traces]
-        measured_spans += len(ours)
-        traced.update(ours)
-
     rounds: dict[str, list[Figures]] = {kind: [] for kind in ("baseline", *SETTINGS)}
     await one_round("baseline", warmup, False)
     current = "off"  # the classifier `main` started
@@ -215,20 +228,26 @@ async def measure(
         rounds["baseline"].append(await one_round("baseline", args.events, True))
         for setting in SETTINGS[r % 3 :] + SETTINGS[: r % 3]:
             await d.replace_async("classifier", setting_env(setting, endpoint))
-            take(current)
+            counted.take(current)
             current = setting
             await one_round(setting, warmup, False)
             rounds[setting].append(await one_round(setting, args.events, True))
     await d.replace_async("classifier", setting_env("off", endpoint))  # the last one drains
-    take(current)
+    counted.take(current)
     version = nc.connected_server_version
     await nc.close()
+    return result_of(args, rounds, counted, f"{version.major}.{version.minor}.{version.patch}")
 
+
+def result_of(
+    args: argparse.Namespace, rounds: dict[str, list[Figures]], counted: Counted, nats_version: str
+) -> dict[str, Any]:
+    """The figures of the baseline and of each setting, and their ratios."""
     base = median(rounds["baseline"])
     raw = costs(rounds["baseline"])
     figures = {s: setting_figures(rounds[s], base) for s in SETTINGS}
     for s in SETTINGS:
-        figures[s]["spans_received"] = received[s]
+        figures[s]["spans_received"] = counted.received[s]
     off, on, out = (figures[s] for s in SETTINGS)
     return {
         "events": args.events,
@@ -249,10 +268,10 @@ async def measure(
         "sampled_out_off_throughput": ratio(out["events_per_s"], off["events_per_s"]),
         "sampled_out_off_cpu": ratio(out["cpu_ms_per_event"], off["cpu_ms_per_event"]),
         "target_on_off_throughput": TARGET,
-        "on_measured_events": len(measured_traces),
-        "on_measured_spans": measured_spans,
-        "on_measured_traced": len(traced),
-        "nats_version": f"{version.major}.{version.minor}.{version.patch}",
+        "on_measured_events": len(counted.measured_traces),
+        "on_measured_spans": counted.measured_spans,
+        "on_measured_traced": len(counted.traced),
+        "nats_version": nats_version,
     }
 
 

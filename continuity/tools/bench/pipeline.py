@@ -195,6 +195,14 @@ async def _placement(js: JetStreamContext, stream: str) -> dict[str, int]:
     return {"num_replicas": info.config.num_replicas or 1, "placed_on_servers": servers}
 
 
+async def _placements(js: JetStreamContext) -> dict[str, dict[str, int]]:
+    """The streams' replicas as the servers have them, not as asked for."""
+    return {
+        "events_stream": await _placement(js, subjects.EVENTS_STREAM),
+        "baseline_stream": await _placement(js, BASELINE_IN_STREAM),
+    }
+
+
 def step_figures(replicas: int, rounds: dict[str, list[Figures]], first_per_s: float) -> dict[str, Any]:
     """The figures of one replica count: median rounds, and costs over all its rounds."""
     base, pipe = median(rounds["baseline"]), median(rounds["pipeline"])
@@ -227,10 +235,7 @@ async def measure(d: Deployment, args: argparse.Namespace, baseline_pid: int) ->
     nc = await nats.connect(servers=server_list(d.stack.nats_url), pending_size=64 * 1024 * 1024)
     js = nc.jetstream()
     await seed_sessions(d.stack.redis_url)
-    placement = {  # as the servers have them, not as asked for
-        "events_stream": await _placement(js, subjects.EVENTS_STREAM),
-        "baseline_stream": await _placement(js, BASELINE_IN_STREAM),
-    }
+    placement = await _placements(js)
     decisions, echoes = Outcomes(), Outcomes()
     actions: Counter[str] = Counter()
     counting = False
@@ -282,15 +287,24 @@ async def measure(d: Deployment, args: argparse.Namespace, baseline_pid: int) ->
         first = steps[0]["events_per_s"] if steps else 0.0
         steps.append(step_figures(replicas, rounds, first))
     version = nc.connected_server_version
-    nats_version = f"{version.major}.{version.minor}.{version.patch}"
     await nc.close()
-    one = steps[0]
+    return result_of(args, steps, actions, placement, f"{version.major}.{version.minor}.{version.patch}")
+
+
+def result_of(
+    args: argparse.Namespace,
+    steps: list[dict[str, Any]],
+    actions: Counter[str],
+    placement: dict[str, dict[str, int]],
+    nats_version: str,
+) -> dict[str, Any]:
+    """The first replica count's figures at the top, every count's in `steps`."""
     return {
         "events": args.events,
         "concurrency": args.concurrency,
         "rounds": args.rounds,
         "production": args.production,
-        **{k: v for k, v in one.items() if k not in ("replicas", "scaling")},
+        **{k: v for k, v in steps[0].items() if k not in ("replicas", "scaling")},
         "decisions": dict(sorted(actions.items())),
         **placement,
         "nats_version": nats_version,

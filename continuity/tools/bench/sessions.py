@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -170,25 +171,7 @@ async def measure(d: Deployment, args: argparse.Namespace, echo_pid: int) -> dic
     kinds = {"echo": echo, "decide": decide, "commit": commit, "evalsha": evalsha}
     steps: list[dict[str, Any]] = []
     for replicas in range(1, args.replicas + 1):
-        await d.scale_async("session-store", replicas, SERVICE_ENV)
-        service = d.pids("session-store")
-        pids = {"echo": [echo_pid], "decide": service, "commit": service, "evalsha": []}
-        for name, op in kinds.items():  # warm up connections, caches, pools and the new replica
-            if replicas == 1 or name in ("decide", "commit"):
-                await load("warmup", op, total=min(2000, args.requests), concurrency=args.concurrency)
-        rounds: dict[str, list[Figures]] = {k: [] for k in kinds}
-        for _ in range(args.rounds):
-            for name, op in kinds.items():
-                rounds[name].append(
-                    await load(
-                        name,
-                        op,
-                        total=args.requests,
-                        concurrency=args.concurrency,
-                        pids=pids[name],
-                        around=d.around(),
-                    )
-                )
+        rounds = await _step_rounds(d, args, kinds, replicas, echo_pid)
         first = steps[0]["decide_per_s"] if steps else 0.0
         steps.append(step_figures(replicas, rounds, first))
     waited: dict[str, Any] = {}
@@ -213,6 +196,36 @@ async def measure(d: Deployment, args: argparse.Namespace, echo_pid: int) -> dic
         "steps": steps,
         **waited,
     }
+
+
+async def _step_rounds(
+    d: Deployment,
+    args: argparse.Namespace,
+    kinds: Mapping[str, Callable[[int], Awaitable[object]]],
+    replicas: int,
+    echo_pid: int,
+) -> dict[str, list[Figures]]:
+    """The session-store scaled to `replicas`, warmed up, then `--rounds` rounds of each kind."""
+    await d.scale_async("session-store", replicas, SERVICE_ENV)
+    service = d.pids("session-store")
+    pids = {"echo": [echo_pid], "decide": service, "commit": service, "evalsha": []}
+    for name, op in kinds.items():  # warm up connections, caches, pools and the new replica
+        if replicas == 1 or name in ("decide", "commit"):
+            await load("warmup", op, total=min(2000, args.requests), concurrency=args.concurrency)
+    rounds: dict[str, list[Figures]] = {k: [] for k in kinds}
+    for _ in range(args.rounds):
+        for name, op in kinds.items():
+            rounds[name].append(
+                await load(
+                    name,
+                    op,
+                    total=args.requests,
+                    concurrency=args.concurrency,
+                    pids=pids[name],
+                    around=d.around(),
+                )
+            )
+    return rounds
 
 
 async def _commits_with_wait(

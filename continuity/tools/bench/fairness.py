@@ -24,8 +24,10 @@ from typing import Any
 
 import msgspec
 import nats
+from nats.aio.client import ServerVersion
 from nats.aio.msg import Msg
-from nats.js.api import DeliverPolicy
+from nats.js import JetStreamContext
+from nats.js.api import ConsumerInfo, DeliverPolicy
 
 from continuity.cli.examples import examples
 from continuity.tools.bench.deployment import deployment, describe, machine, printed
@@ -100,83 +102,65 @@ def _summary(latencies_s: list[float]) -> dict[str, float]:
     }
 
 
-async def measure(nats_url: str, redis_url: str, args: argparse.Namespace) -> dict[str, Any]:
-    # Each runner on a connection of its own, reading only its own decisions, as runners do:
-    # the flood's publications and decisions queue on its connection, not the quiet one's.
-    quiet_nc = await nats.connect(servers=server_list(nats_url))
-    noisy_nc = await nats.connect(servers=server_list(nats_url), pending_size=64 * 1024 * 1024)
-    quiet_js, noisy_js = quiet_nc.jetstream(), noisy_nc.jetstream()
-    await seed_sessions(redis_url)
-    waiting: dict[str, asyncio.Future[None]] = {}
-    noisy: Counter[str] = Counter()
-    flood_decided = asyncio.Event()
+class _Quiet:
+    """The quiet runner: one event at a time, each waited for until its decision comes."""
 
-    async def on_quiet(msg: Msg) -> None:
-        future = waiting.pop(_outcome.decode(msg.data).run_id, None)
+    def __init__(self, js: JetStreamContext) -> None:
+        self.js = js
+        self.waiting: dict[str, asyncio.Future[None]] = {}
+        self.phase = 0
+
+    async def on_decision(self, msg: Msg) -> None:
+        future = self.waiting.pop(_outcome.decode(msg.data).run_id, None)
         if future is not None and not future.done():
             future.set_result(None)
 
-    async def on_noisy(msg: Msg) -> None:
-        outcome = _outcome.decode(msg.data)
-        noisy[outcome.action or f"refused {outcome.code}"] += 1
-        if sum(noisy.values()) >= args.flood:
-            flood_decided.set()
-
-    for js, runner, cb in ((quiet_js, QUIET, on_quiet), (noisy_js, NOISY, on_noisy)):
-        await js.subscribe(
-            subjects.decisions(runner),
-            stream=subjects.DECISIONS_STREAM,
-            cb=cb,
-            ordered_consumer=True,
-            deliver_policy=DeliverPolicy.NEW,
-        )
-    loop = asyncio.get_running_loop()
-    phase = 0
-
-    async def quiet(count: int, stop: asyncio.Event | None = None) -> list[float]:
-        nonlocal phase
-        phase += 1
+    async def run(self, count: int, stop: asyncio.Event | None = None) -> list[float]:
+        """Each event's seconds from publication to decision, until `count` or `stop`."""
+        self.phase += 1
+        loop = asyncio.get_running_loop()
         latencies: list[float] = []
         for i in range(count):
             if stop is not None and stop.is_set():
                 break
-            e = _event(QUIET, phase, i)
+            e = _event(QUIET, self.phase, i)
             future = loop.create_future()
-            waiting[e.run_id] = future
+            self.waiting[e.run_id] = future
             started = time.perf_counter()
-            await quiet_js.publish(
+            await self.js.publish(
                 subjects.event(QUIET, "resume_failed"), _encode(e), headers={"Nats-Msg-Id": e.event_id}
             )
             await asyncio.wait_for(future, 120)
             latencies.append(time.perf_counter() - started)
         return latencies
 
-    async def flood() -> float:
-        events = iter(range(args.flood))
-        started = time.perf_counter()
 
-        async def publisher() -> None:
-            for i in events:
-                e = _event(NOISY, 0, i)
-                await noisy_js.publish(
-                    subjects.event(NOISY, "resume_failed"), _encode(e), headers={"Nats-Msg-Id": e.event_id}
-                )
+async def _flood(noisy_js: JetStreamContext, args: argparse.Namespace) -> float:
+    """The noisy runner's events published, `--flood-in-flight` awaiting their acknowledgement;
+    the seconds it took."""
+    events = iter(range(args.flood))
+    started = time.perf_counter()
 
-        await asyncio.gather(*(publisher() for _ in range(args.flood_in_flight)))
-        return time.perf_counter() - started
+    async def publisher() -> None:
+        for i in events:
+            e = _event(NOISY, 0, i)
+            await noisy_js.publish(
+                subjects.event(NOISY, "resume_failed"), _encode(e), headers={"Nats-Msg-Id": e.event_id}
+            )
 
-    await quiet(min(50, args.quiet_events))  # warm up
-    alone = await quiet(args.quiet_events)
-    flood_task = asyncio.create_task(flood())
-    # The quiet runner goes on while the flood is published and while its backlog is decided.
-    during = await quiet(args.quiet_events, stop=flood_decided)
-    publish_s = await flood_task
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(flood_decided.wait(), 300)
-    info = await quiet_js.consumer_info(subjects.EVENTS_STREAM, subjects.CLASSIFIER_CONSUMER)
-    version = quiet_nc.connected_server_version
-    await quiet_nc.close()
-    await noisy_nc.close()
+    await asyncio.gather(*(publisher() for _ in range(args.flood_in_flight)))
+    return time.perf_counter() - started
+
+
+def _result(
+    args: argparse.Namespace,
+    alone: list[float],
+    during: list[float],
+    publish_s: float,
+    noisy: Counter[str],
+    info: ConsumerInfo,
+    version: ServerVersion,
+) -> dict[str, Any]:
     a, d = _summary(alone), _summary(during)
     target_ms = round(2 * a["p95_ms"] + 100, 2)
     return {
@@ -193,6 +177,46 @@ async def measure(nats_url: str, redis_url: str, args: argparse.Namespace) -> di
         "unfair": args.unfair,
         "nats_version": f"{version.major}.{version.minor}.{version.patch}",
     }
+
+
+async def measure(nats_url: str, redis_url: str, args: argparse.Namespace) -> dict[str, Any]:
+    # Each runner on a connection of its own, reading only its own decisions, as runners do:
+    # the flood's publications and decisions queue on its connection, not the quiet one's.
+    quiet_nc = await nats.connect(servers=server_list(nats_url))
+    noisy_nc = await nats.connect(servers=server_list(nats_url), pending_size=64 * 1024 * 1024)
+    quiet_js, noisy_js = quiet_nc.jetstream(), noisy_nc.jetstream()
+    await seed_sessions(redis_url)
+    quiet = _Quiet(quiet_js)
+    noisy: Counter[str] = Counter()
+    flood_decided = asyncio.Event()
+
+    async def on_noisy(msg: Msg) -> None:
+        outcome = _outcome.decode(msg.data)
+        noisy[outcome.action or f"refused {outcome.code}"] += 1
+        if sum(noisy.values()) >= args.flood:
+            flood_decided.set()
+
+    for js, runner, cb in ((quiet_js, QUIET, quiet.on_decision), (noisy_js, NOISY, on_noisy)):
+        await js.subscribe(
+            subjects.decisions(runner),
+            stream=subjects.DECISIONS_STREAM,
+            cb=cb,
+            ordered_consumer=True,
+            deliver_policy=DeliverPolicy.NEW,
+        )
+    await quiet.run(min(50, args.quiet_events))  # warm up
+    alone = await quiet.run(args.quiet_events)
+    flood_task = asyncio.create_task(_flood(noisy_js, args))
+    # The quiet runner goes on while the flood is published and while its backlog is decided.
+    during = await quiet.run(args.quiet_events, stop=flood_decided)
+    publish_s = await flood_task
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(flood_decided.wait(), 300)
+    info = await quiet_js.consumer_info(subjects.EVENTS_STREAM, subjects.CLASSIFIER_CONSUMER)
+    version = quiet_nc.connected_server_version
+    await quiet_nc.close()
+    await noisy_nc.close()
+    return _result(args, alone, during, publish_s, noisy, info, version)
 
 
 def report(result: dict[str, Any]) -> str:

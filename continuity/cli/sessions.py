@@ -29,11 +29,26 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
 
     common = connection_parent()
+    _register_get(verbs, common)
+    _register_preview(verbs, common)
+    _register_decide(verbs, common)
+    _register_commit(verbs, common)
+    _register_transfer(verbs, common)
+    _register_ownership(verbs, common)
+
+
+def _register_get(
+    verbs: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
     get = verbs.add_parser("get", parents=[common], help="show a session record (never its generation value)")
     _session_args(get)
     get.set_defaults(func=_get)
     examples(get, "continuity sessions get --tenant acme --conversation c-1 --agent codex")
 
+
+def _register_preview(
+    verbs: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
     preview = verbs.add_parser(
         "preview",
         parents=[common],
@@ -62,6 +77,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "continuity sessions preview --adapter claude-code --components route.json",
     )
 
+
+def _register_decide(
+    verbs: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
     decide = verbs.add_parser(
         "decide", parents=[common], help="ask the resume decision, as a runner at ready"
     )
@@ -83,6 +102,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--components ready.json   # names the components that changed",
     )
 
+
+def _register_commit(
+    verbs: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
     commit = verbs.add_parser(
         "commit", parents=[common], help="commit a session record, as a runner after a turn"
     )
@@ -114,6 +137,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--native-session-id s-1 --adapter codex --model gpt-5 --cwd /work",
     )
 
+
+def _register_transfer(
+    verbs: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
     transfer = verbs.add_parser(
         "transfer",
         parents=[common],
@@ -125,6 +152,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     transfer.set_defaults(func=_transfer)
     examples(transfer, "continuity sessions transfer acme c-1 codex --to r-02 --actor alice")
 
+
+def _register_ownership(
+    verbs: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
     ownership = verbs.add_parser(
         "ownership", parents=[common], help="the changes of a session's owner, oldest first"
     )

@@ -231,7 +231,12 @@ def _list(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     common = connection_parent()
+    _register_policy(sub)
+    _register_replay(sub, common)
+    _register_compatibility(sub, common)
 
+
+def _register_policy(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     policy = sub.add_parser("policy", help="the decision policy as a file, and what no policy may break")
     verbs = policy.add_subparsers(dest="policy_command", required=True, metavar="COMMAND")
     examples(policy, "continuity policy show --invariants", "continuity policy check candidate.json")
@@ -246,6 +251,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=_check)
     examples(p, "continuity policy check candidate.json")
 
+
+def _register_replay(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
     p = sub.add_parser(
         "replay",
         parents=[common],
@@ -272,6 +281,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "continuity replay   # the running policy: no change expected",
     )
 
+
+def _register_compatibility(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
     compat = sub.add_parser(
         "compatibility",
         help="declare that an adapter's new generation resumes sessions saved under an older one, "
@@ -284,6 +297,21 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "continuity compatibility declare --adapter codex --saved-generation g-41 --ready-generation g-42 "
         "--actor alice",
     )
+    _register_declare(verbs, common)
+    p = verbs.add_parser("revoke", parents=[common], help="revoke a declaration by its id")
+    p.add_argument("id", metavar="ID")
+    actor_option(p)
+    p.set_defaults(func=_revoke)
+    examples(p, "continuity compatibility revoke compat-0123456789abcdef --actor alice")
+    p = verbs.add_parser("list", parents=[common], help="the declarations and their audit trail")
+    p.add_argument("--adapter", default=None)
+    p.set_defaults(func=_list)
+    examples(p, "continuity compatibility list --adapter codex")
+
+
+def _register_declare(
+    verbs: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
     p = verbs.add_parser(
         "declare",
         parents=[common],
@@ -320,12 +348,3 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--component permission_mode "
         "--actor alice",
     )
-    p = verbs.add_parser("revoke", parents=[common], help="revoke a declaration by its id")
-    p.add_argument("id", metavar="ID")
-    actor_option(p)
-    p.set_defaults(func=_revoke)
-    examples(p, "continuity compatibility revoke compat-0123456789abcdef --actor alice")
-    p = verbs.add_parser("list", parents=[common], help="the declarations and their audit trail")
-    p.add_argument("--adapter", default=None)
-    p.set_defaults(func=_list)
-    examples(p, "continuity compatibility list --adapter codex")

@@ -18,20 +18,20 @@ from .handler import ArchiveHandler
 NAME = "archiver"
 VERSION = "1.0.0"
 
+# The raw delivery: the handler keeps a long archive alive with progress acks.
+ARCHIVE_WORK = ConsumerSpec(subjects.WORK_STREAM, subjects.ARCHIVER_CONSUMER, subjects.WORK_ARCHIVE, Msg)
+
 SPEC = ServiceSpec(
     name=NAME,
     version=VERSION,
     description="The remote-then-local archive before a replacement",
-    consumers=(
-        # The raw delivery: the handler keeps a long archive alive with progress acks.
-        ConsumerSpec(subjects.WORK_STREAM, subjects.ARCHIVER_CONSUMER, subjects.WORK_ARCHIVE, Msg),
-    ),
+    consumers=(ARCHIVE_WORK,),
 )
 
 
 def build(ctx: Context) -> Wiring:
     outbox = Outbox(ctx.redis, ctx.js)
     return Wiring(
-        handlers={subjects.ARCHIVER_CONSUMER: ArchiveHandler(ctx.nc, ctx.redis, outbox, ctx.config)},
+        handlers={ARCHIVE_WORK: ArchiveHandler(ctx.nc, ctx.redis, outbox, ctx.config)},
         parts=(outbox.sweeper(),),
     )

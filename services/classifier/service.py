@@ -23,23 +23,23 @@ def _runner_of(msg: Msg) -> str:
     return subjects.runner_of_event_subject(msg.subject) or ""
 
 
+# The raw delivery: the handler checks the subject before the body, and counts every
+# rejection in its own metrics.
+EVENTS = ConsumerSpec(
+    subjects.EVENTS_STREAM,
+    subjects.CLASSIFIER_CONSUMER,
+    subjects.EVENTS_ALL,
+    Msg,
+    # Runners in turn, each with a bounded share: one runner's storm cannot delay
+    # another's decisions (docs/contract-v1.md, 10.6).
+    fair_by=_runner_of,
+)
+
 SPEC = ServiceSpec(
     name=NAME,
     version=VERSION,
     description="Failure classes and recovery decisions",
-    consumers=(
-        # The raw delivery: the handler checks the subject before the body, and counts every
-        # rejection in its own metrics.
-        ConsumerSpec(
-            subjects.EVENTS_STREAM,
-            subjects.CLASSIFIER_CONSUMER,
-            subjects.EVENTS_ALL,
-            Msg,
-            # Runners in turn, each with a bounded share: one runner's storm cannot delay
-            # another's decisions (docs/contract-v1.md, 10.6).
-            fair_by=_runner_of,
-        ),
-    ),
+    consumers=(EVENTS,),
 )
 
 
@@ -50,6 +50,6 @@ def build(ctx: Context) -> Wiring:
     outbox = Outbox(redis, ctx.js)
     events = EventHandler(redis, outbox, ctx.config, js=ctx.js, policy=configured_policy(ctx.config))
     return Wiring(
-        handlers={subjects.CLASSIFIER_CONSUMER: events},
+        handlers={EVENTS: events},
         parts=(outbox.sweeper(), Task(events.stored_runs.run, name="stored-runs"), Closer(redis.aclose)),
     )

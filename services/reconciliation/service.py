@@ -41,37 +41,52 @@ NAME = "reconciliation"
 VERSION = "1.0.0"
 
 
+RECONCILIATIONS_LIST = EndpointSpec(
+    "reconciliations-list", subjects.RECONCILIATIONS_LIST, ListRequest, ListReply
+)
+RECONCILIATIONS_GET = EndpointSpec(
+    "reconciliations-get", subjects.RECONCILIATIONS_GET, RunRequest, ReconciliationRecord
+)
+RECONCILIATIONS_RESOLVE = EndpointSpec(
+    "reconciliations-resolve", subjects.RECONCILIATIONS_RESOLVE, ResolveRequest, DeliveredReply
+)
+RUNS_GET = EndpointSpec("runs-get", subjects.RUNS_GET, RunRequest, RunView)
+RUNS_AUDIT = EndpointSpec("runs-audit", wire.RUNS_AUDIT, RunRequest, wire.AuditReply)
+OPERATOR_RETRY = EndpointSpec("operator-retry", subjects.OPERATOR_RETRY, RetryRequest, DeliveredReply)
+RUNS_LIST = EndpointSpec("runs-list", subjects.RUNS_LIST, RunsListRequest, RunsListReply)
+RUNS_STATS = EndpointSpec("runs-stats", subjects.RUNS_STATS, RunsStatsRequest, RunsStatsReply)
+POLICY_REPLAY = EndpointSpec(
+    "policy-replay",
+    subjects.POLICY_REPLAY,
+    ReplayRequest,
+    ReplayReply,
+    max_bytes=MAX_REPLAY_REQUEST_BYTES,
+)
+RECONCILE_WORK = ConsumerSpec(
+    subjects.WORK_STREAM, subjects.RECONCILIATION_CONSUMER, subjects.WORK_RECONCILE, ReconcileWork
+)
+# The runs index follows every decision, whoever published it (runs_index.py); it skips what is
+# not a decision itself, so it takes the raw message.
+RUNS_INDEX = ConsumerSpec(
+    subjects.DECISIONS_STREAM, subjects.RUNS_INDEX_CONSUMER, subjects.DECISIONS_ALL, Msg
+)
+
 SPEC = ServiceSpec(
     name=NAME,
     version=VERSION,
     description="Reconciliation records, operator resolve and retry",
     endpoints=(
-        EndpointSpec("reconciliations-list", subjects.RECONCILIATIONS_LIST, ListRequest, ListReply),
-        EndpointSpec("reconciliations-get", subjects.RECONCILIATIONS_GET, RunRequest, ReconciliationRecord),
-        EndpointSpec(
-            "reconciliations-resolve", subjects.RECONCILIATIONS_RESOLVE, ResolveRequest, DeliveredReply
-        ),
-        EndpointSpec("runs-get", subjects.RUNS_GET, RunRequest, RunView),
-        EndpointSpec("runs-audit", wire.RUNS_AUDIT, RunRequest, wire.AuditReply),
-        EndpointSpec("operator-retry", subjects.OPERATOR_RETRY, RetryRequest, DeliveredReply),
-        EndpointSpec("runs-list", subjects.RUNS_LIST, RunsListRequest, RunsListReply),
-        EndpointSpec("runs-stats", subjects.RUNS_STATS, RunsStatsRequest, RunsStatsReply),
-        EndpointSpec(
-            "policy-replay",
-            subjects.POLICY_REPLAY,
-            ReplayRequest,
-            ReplayReply,
-            max_bytes=MAX_REPLAY_REQUEST_BYTES,
-        ),
+        RECONCILIATIONS_LIST,
+        RECONCILIATIONS_GET,
+        RECONCILIATIONS_RESOLVE,
+        RUNS_GET,
+        RUNS_AUDIT,
+        OPERATOR_RETRY,
+        RUNS_LIST,
+        RUNS_STATS,
+        POLICY_REPLAY,
     ),
-    consumers=(
-        ConsumerSpec(
-            subjects.WORK_STREAM, subjects.RECONCILIATION_CONSUMER, subjects.WORK_RECONCILE, ReconcileWork
-        ),
-        # The runs index follows every decision, whoever published it (runs_index.py); it skips
-        # what is not a decision itself, so it takes the raw message.
-        ConsumerSpec(subjects.DECISIONS_STREAM, subjects.RUNS_INDEX_CONSUMER, subjects.DECISIONS_ALL, Msg),
-    ),
+    consumers=(RECONCILE_WORK, RUNS_INDEX),
 )
 
 
@@ -90,17 +105,17 @@ def build(
     h = ReconciliationHandlers(store, outbox, gauge_interval_s=gauge_interval_s, runs=runs)
     return Wiring(
         handlers={
-            "reconciliations-list": h.list,
-            "reconciliations-get": h.get,
-            "reconciliations-resolve": h.resolve,
-            "runs-get": h.run,
-            "runs-audit": h.audit,
-            "operator-retry": h.retry,
-            "runs-list": runs.list_runs,
-            "runs-stats": functools.partial(runs_stats, runs, ctx.redis),
-            "policy-replay": functools.partial(replay_runs, runs, ctx.redis, configured_policy(ctx.config)),
-            subjects.RECONCILIATION_CONSUMER: h.open,
-            subjects.RUNS_INDEX_CONSUMER: runs.handle,
+            RECONCILIATIONS_LIST: h.list,
+            RECONCILIATIONS_GET: h.get,
+            RECONCILIATIONS_RESOLVE: h.resolve,
+            RUNS_GET: h.run,
+            RUNS_AUDIT: h.audit,
+            OPERATOR_RETRY: h.retry,
+            RUNS_LIST: runs.list_runs,
+            RUNS_STATS: functools.partial(runs_stats, runs, ctx.redis),
+            POLICY_REPLAY: functools.partial(replay_runs, runs, ctx.redis, configured_policy(ctx.config)),
+            RECONCILE_WORK: h.open,
+            RUNS_INDEX: runs.handle,
         },
         parts=(
             outbox.sweeper(sweep_interval_s),

@@ -59,42 +59,73 @@ _RUNNER = subjects.RUNNER_SESSIONS_TOKEN
 
 _runner = subjects.runner_sessions_pattern
 
+# The services' own account: operators and the CLI.
+DECIDE = EndpointSpec("decide", subjects.SESSIONS_DECIDE, DecideRequest, DecideReply, pipelined=True)
+COMMIT = EndpointSpec("commit", subjects.SESSIONS_COMMIT, CommitRequest, CommitReply)
+GET = EndpointSpec("get", subjects.SESSIONS_GET, GetRequest, SessionView)
+REJECT = EndpointSpec("reject", subjects.SESSIONS_REJECT, RejectRequest, RejectReply)
+TRANSFER = EndpointSpec("transfer", subjects.SESSIONS_TRANSFER, TransferRequest, OwnershipReply)
+OWNERSHIP = EndpointSpec("ownership", subjects.SESSIONS_AUDIT, SessionAuditRequest, SessionAuditReply)
+RUNNERS_PUT = EndpointSpec("runners-put", subjects.RUNNERS_PUT, RunnerPutRequest, RunnerRecord)
+RUNNERS_REVOKE = EndpointSpec("runners-revoke", subjects.RUNNERS_REVOKE, RunnerRevokeRequest, RunnerRecord)
+RUNNERS_GET = EndpointSpec("runners-get", subjects.RUNNERS_GET, RunnerGetRequest, RunnerRecord)
+RUNNERS_LIST = EndpointSpec("runners-list", subjects.RUNNERS_LIST, RunnersListRequest, RunnersListReply)
+RUNNERS_CONSUMER = EndpointSpec(
+    "runners-consumer", subjects.RUNNERS_CONSUMER, RunnerConsumerRequest, RunnerConsumerReply
+)
+DECLARE = EndpointSpec("declare", subjects.COMPATIBILITY_DECLARE, DeclareRequest, Declaration)
+REVOKE_DECLARATION = EndpointSpec(
+    "revoke-declaration", subjects.COMPATIBILITY_REVOKE, RevokeRequest, Declaration
+)
+DECLARATIONS = EndpointSpec(
+    "declarations", subjects.COMPATIBILITY_LIST, DeclarationsRequest, DeclarationsReply
+)
+PREVIEW = EndpointSpec("preview", subjects.SESSIONS_PREVIEW, PreviewRequest, PreviewReply)
+# Runners: the runner_id comes from the subject the server routed the request on.
+RUNNER_DECIDE = EndpointSpec(
+    "runner-decide",
+    _runner("decide"),
+    DecideRequest,
+    DecideReply,
+    pipelined=True,
+    runner_token=_RUNNER,
+)
+RUNNER_COMMIT = EndpointSpec(
+    "runner-commit", _runner("commit"), CommitRequest, CommitReply, runner_token=_RUNNER
+)
+RUNNER_GET = EndpointSpec("runner-get", _runner("get"), GetRequest, SessionView, runner_token=_RUNNER)
+RUNNER_REJECT = EndpointSpec(
+    "runner-reject", _runner("reject"), RejectRequest, RejectReply, runner_token=_RUNNER
+)
+RUNNER_CLAIM = EndpointSpec(
+    "runner-claim", _runner("claim"), ClaimRequest, OwnershipReply, runner_token=_RUNNER
+)
+
 SPEC = ServiceSpec(
     name=NAME,
     version=VERSION,
     description="Session records, resume decisions, ownership and the runner directory",
     endpoints=(
-        # The services' own account: operators and the CLI.
-        EndpointSpec("decide", subjects.SESSIONS_DECIDE, DecideRequest, DecideReply, pipelined=True),
-        EndpointSpec("commit", subjects.SESSIONS_COMMIT, CommitRequest, CommitReply),
-        EndpointSpec("get", subjects.SESSIONS_GET, GetRequest, SessionView),
-        EndpointSpec("reject", subjects.SESSIONS_REJECT, RejectRequest, RejectReply),
-        EndpointSpec("transfer", subjects.SESSIONS_TRANSFER, TransferRequest, OwnershipReply),
-        EndpointSpec("ownership", subjects.SESSIONS_AUDIT, SessionAuditRequest, SessionAuditReply),
-        EndpointSpec("runners-put", subjects.RUNNERS_PUT, RunnerPutRequest, RunnerRecord),
-        EndpointSpec("runners-revoke", subjects.RUNNERS_REVOKE, RunnerRevokeRequest, RunnerRecord),
-        EndpointSpec("runners-get", subjects.RUNNERS_GET, RunnerGetRequest, RunnerRecord),
-        EndpointSpec("runners-list", subjects.RUNNERS_LIST, RunnersListRequest, RunnersListReply),
-        EndpointSpec(
-            "runners-consumer", subjects.RUNNERS_CONSUMER, RunnerConsumerRequest, RunnerConsumerReply
-        ),
-        EndpointSpec("declare", subjects.COMPATIBILITY_DECLARE, DeclareRequest, Declaration),
-        EndpointSpec("revoke-declaration", subjects.COMPATIBILITY_REVOKE, RevokeRequest, Declaration),
-        EndpointSpec("declarations", subjects.COMPATIBILITY_LIST, DeclarationsRequest, DeclarationsReply),
-        EndpointSpec("preview", subjects.SESSIONS_PREVIEW, PreviewRequest, PreviewReply),
-        # Runners: the runner_id comes from the subject the server routed the request on.
-        EndpointSpec(
-            "runner-decide",
-            _runner("decide"),
-            DecideRequest,
-            DecideReply,
-            pipelined=True,
-            runner_token=_RUNNER,
-        ),
-        EndpointSpec("runner-commit", _runner("commit"), CommitRequest, CommitReply, runner_token=_RUNNER),
-        EndpointSpec("runner-get", _runner("get"), GetRequest, SessionView, runner_token=_RUNNER),
-        EndpointSpec("runner-reject", _runner("reject"), RejectRequest, RejectReply, runner_token=_RUNNER),
-        EndpointSpec("runner-claim", _runner("claim"), ClaimRequest, OwnershipReply, runner_token=_RUNNER),
+        DECIDE,
+        COMMIT,
+        GET,
+        REJECT,
+        TRANSFER,
+        OWNERSHIP,
+        RUNNERS_PUT,
+        RUNNERS_REVOKE,
+        RUNNERS_GET,
+        RUNNERS_LIST,
+        RUNNERS_CONSUMER,
+        DECLARE,
+        REVOKE_DECLARATION,
+        DECLARATIONS,
+        PREVIEW,
+        RUNNER_DECIDE,
+        RUNNER_COMMIT,
+        RUNNER_GET,
+        RUNNER_REJECT,
+        RUNNER_CLAIM,
     ),
 )
 
@@ -118,26 +149,26 @@ def build(ctx: Context) -> Wiring:
     )
     return Wiring(
         handlers={
-            "decide": requests.decide,
-            "commit": requests.commit,
-            "get": requests.get,
-            "reject": requests.reject,
-            "transfer": requests.transfer,
-            "ownership": requests.audit,
-            "runners-put": requests.runner_put,
-            "runners-revoke": requests.runner_revoke,
-            "runners-get": requests.runner_get,
-            "runners-list": requests.runners_list,
-            "runners-consumer": consumers.request,
-            "declare": requests.declare,
-            "revoke-declaration": requests.revoke_declaration,
-            "declarations": requests.declarations_list,
-            "preview": requests.preview,
-            "runner-decide": requests.decide,
-            "runner-commit": requests.commit,
-            "runner-get": requests.get,
-            "runner-reject": requests.reject,
-            "runner-claim": requests.claim,
+            DECIDE: requests.decide,
+            COMMIT: requests.commit,
+            GET: requests.get,
+            REJECT: requests.reject,
+            TRANSFER: requests.transfer,
+            OWNERSHIP: requests.audit,
+            RUNNERS_PUT: requests.runner_put,
+            RUNNERS_REVOKE: requests.runner_revoke,
+            RUNNERS_GET: requests.runner_get,
+            RUNNERS_LIST: requests.runners_list,
+            RUNNERS_CONSUMER: consumers.request,
+            DECLARE: requests.declare,
+            REVOKE_DECLARATION: requests.revoke_declaration,
+            DECLARATIONS: requests.declarations_list,
+            PREVIEW: requests.preview,
+            RUNNER_DECIDE: requests.decide,
+            RUNNER_COMMIT: requests.commit,
+            RUNNER_GET: requests.get,
+            RUNNER_REJECT: requests.reject,
+            RUNNER_CLAIM: requests.claim,
         },
         parts=(Closer(redis.aclose),),
     )

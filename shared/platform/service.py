@@ -5,7 +5,8 @@ and durable consumers it owns, readable without connecting to anything (services
 gives them to `continuity streams` and to the CLI's messages). It also exports
 `build(ctx, **options) -> Wiring`: a handler for each of those endpoints and consumers, which
 need the process's connections, and the parts of its own (the outbox sweeper, background
-loops, a connection to close at the end).
+loops, a connection to close at the end). The handlers are keyed by the specs themselves
+(module constants that `SPEC` lists too), so a name is written once.
 
 `Service` makes the parts (shared/platform/parts.py) of a spec: the micro service with its
 endpoints (shared/platform/bus/endpoints.py: decoding, concurrency, error replies), a pull
@@ -22,7 +23,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeAlias, TypeVar
 
 from nats.aio.client import Client
 from nats.aio.msg import Msg
@@ -91,6 +92,19 @@ class ConsumerSpec(Generic[M]):
         return DurableConsumer(self.stream, config, replicas)
 
 
+Handled: TypeAlias = EndpointSpec[Any, Any] | ConsumerSpec[Any]
+"""A spec that needs a handler."""
+
+
+def handled_name(spec: object) -> str:
+    """An endpoint's name, a consumer's durable: how an error names it."""
+    if isinstance(spec, EndpointSpec):
+        return spec.name
+    if isinstance(spec, ConsumerSpec):
+        return spec.durable
+    return repr(spec)
+
+
 @dataclass(frozen=True)
 class ServiceSpec:
     """What a service is and owns: written once, read by the framework, the CLI and the tests."""
@@ -118,9 +132,9 @@ class ServiceSpec:
         return f"continuity-{self.name}"
 
     @property
-    def handled(self) -> tuple[str, ...]:
-        """The names a `Wiring` gives handlers for: each endpoint's, each consumer's durable."""
-        return tuple(e.name for e in self.endpoints) + tuple(c.durable for c in self.consumers)
+    def handled(self) -> tuple[Handled, ...]:
+        """What a `Wiring` gives handlers for: each endpoint and each consumer."""
+        return (*self.endpoints, *self.consumers)
 
     def answers(self, subject: str) -> bool:
         """Whether one of its endpoints takes requests on `subject`."""
@@ -159,14 +173,29 @@ class Context:
 class Wiring:
     """What a service's `build(ctx)` returns for its spec."""
 
-    handlers: Mapping[str, Callable[..., Awaitable[Any]]]
-    """By endpoint name and consumer durable (`ServiceSpec.handled`), exactly those. An
-    endpoint's is `handler(request)`, or `handler(request, runner_id)` with `runner_token`."""
+    handlers: Mapping[Handled, Callable[..., Awaitable[Any]]]
+    """By endpoint and consumer spec (`ServiceSpec.handled`), exactly those. An endpoint's is
+    `handler(request)`, or `handler(request, runner_id)` with `runner_token`."""
     parts: tuple[Part, ...] = ()
     """Started after the endpoints and consumers, drained after them, in this order."""
 
 
 Build = Callable[[Context], Wiring]
+
+
+def check_handlers(spec: ServiceSpec, wiring: Wiring) -> None:
+    """Raises `ValueError` naming each endpoint or consumer of `spec` without a handler, and
+    each handler for one that `spec` does not list: a service must not start half wired."""
+    declared = spec.handled
+    missing = [handled_name(h) for h in declared if h not in wiring.handlers]
+    unknown = [handled_name(h) for h in wiring.handlers if h not in declared]
+    problems = []
+    if missing:
+        problems.append(f"no handler for {', '.join(missing)}")
+    if unknown:
+        problems.append(f"a handler for {', '.join(unknown)}, which its SPEC does not list")
+    if problems:
+        raise ValueError(f"service {spec.name!r}: " + "; ".join(problems))
 
 
 class Service:
@@ -211,12 +240,7 @@ class Service:
         self.ctx = ctx
         spec = self.spec
         wiring = self._build(ctx)
-        unknown = set(wiring.handlers) - set(spec.handled)
-        missing = set(spec.handled) - set(wiring.handlers)
-        if unknown or missing:
-            raise ValueError(
-                f"service {spec.name!r}: handlers missing {sorted(missing)}, unknown {sorted(unknown)}"
-            )
+        check_handlers(spec, wiring)
         parts: list[Part] = []
         if spec.registers:
             endpoints = Endpoints(
@@ -232,7 +256,7 @@ class Service:
                     e.name,
                     e.subject,
                     e.request_type,
-                    wiring.handlers[e.name],
+                    wiring.handlers[e],
                     pipelined=e.pipelined,
                     runner_token=e.runner_token,
                     max_bytes=e.max_bytes,
@@ -247,7 +271,7 @@ class Service:
                 stream=c.stream,
                 durable=c.durable,
                 filter_subject=c.filter_subject,
-                handler=c.delivery_handler(wiring.handlers[c.durable]),
+                handler=c.delivery_handler(wiring.handlers[c]),
                 service=spec.name,
                 fair_key=c.fair_by,
             )

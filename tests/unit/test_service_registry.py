@@ -7,9 +7,19 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
+import pytest
+
 from services import registry
 from shared.contract import subjects
-from shared.platform.service import Service, ServiceSpec, subject_matches
+from shared.platform.service import (
+    ConsumerSpec,
+    EndpointSpec,
+    Service,
+    ServiceSpec,
+    Wiring,
+    check_handlers,
+    subject_matches,
+)
 from tests.deploy.conftest import SERVICES as DEPLOYED
 
 SERVICES_DIR = Path(__file__).resolve().parents[2] / "services"
@@ -61,3 +71,36 @@ def test_subjects_match_as_nats_matches_them() -> None:
     assert subject_matches("a.>", "a.b.c")
     assert not subject_matches("a.>", "a")
     assert not subject_matches("a.b", "a.c")
+
+
+_GET = EndpointSpec("things-get", "test.things.get", dict, dict)
+_PUT = EndpointSpec("things-put", "test.things.put", dict, dict)
+_FEED = ConsumerSpec("TEST", "things-feed", "test.feed.>", dict)
+_TWO = ServiceSpec(name="things", version="1.0.0", description="test", endpoints=(_GET,), consumers=(_FEED,))
+
+
+async def _handler(request: object) -> None:
+    return None
+
+
+async def test_a_service_with_a_spec_left_without_handler_does_not_start() -> None:
+    service = Service(_TWO, build=lambda ctx: Wiring(handlers={_GET: _handler}))
+    with pytest.raises(ValueError, match=r"^service 'things': no handler for things-feed$"):
+        await service.start(None)  # type: ignore[arg-type]  # refused before any connection
+    assert not service.parts
+
+
+async def test_a_service_with_a_handler_its_spec_does_not_list_does_not_start() -> None:
+    handlers = {_GET: _handler, _FEED: _handler, _PUT: _handler}
+    service = Service(_TWO, build=lambda ctx: Wiring(handlers=handlers))
+    with pytest.raises(ValueError, match=r"a handler for things-put, which its SPEC does not list$"):
+        await service.start(None)  # type: ignore[arg-type]
+    assert not service.parts
+
+
+def test_a_spec_is_a_handlers_key_whatever_it_is_named() -> None:
+    # The same name under another subject is another spec: the key is the spec, not its name.
+    other = EndpointSpec("things-get", "test.other.get", dict, dict)
+    with pytest.raises(ValueError, match="no handler for things-get; a handler for things-get"):
+        check_handlers(_TWO, Wiring(handlers={other: _handler, _FEED: _handler}))
+    check_handlers(_TWO, Wiring(handlers={_GET: _handler, _FEED: _handler}))

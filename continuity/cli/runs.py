@@ -294,26 +294,10 @@ def _bulk_retry(args: argparse.Namespace) -> int:
     """Find the runs, show them (`--dry-run` stops here), confirm, retry each, count outcomes."""
     if args.status is None:
         args.status = "operator"
-    bound = args.max if args.max is not None else BULK_RETRY_DEFAULT_MAX
     try:
-        found: RunsListReply = asyncio.run(
-            session(args, lambda c: c.runs_upto(run_filters.list_request(args, min(bound + 1, 1000))))
-        )
-        runs = found.items
-        if len(runs) > bound:
-            hint = "raise --max" if args.max is not None else f"pass --max N (more than {bound})"
-            raise Failure(
-                EXIT_BAD_INPUT,
-                "too_many_runs",
-                f"more than {bound} runs match; narrow the filters or {hint}; nothing was retried",
-            )
+        runs = _matching_runs(args)
         if args.dry_run:
-            if args.json:
-                print(to_json({"dry_run": True, "matched": len(runs), "items": runs}))
-            elif runs:
-                print(f"Would retry {len(runs)} run(s):\n{_runs_rows(runs)}")
-            else:
-                print("No runs match: nothing would be retried.")
+            _print_would_retry(args, runs)
             return EXIT_OK
         if not runs:
             print(
@@ -323,15 +307,51 @@ def _bulk_retry(args: argparse.Namespace) -> int:
             )
             return EXIT_OK
         if not args.yes:
-            print(_runs_rows(runs), file=sys.stderr)
-            print(
-                f"Retry these {len(runs)} run(s) as {args.actor}? [y/N] ", end="", file=sys.stderr, flush=True
-            )
-            if sys.stdin.readline().strip().lower() not in ("y", "yes"):
-                raise Failure(EXIT_BAD_INPUT, "not_confirmed", "not confirmed; nothing was retried")
+            _confirm(args, runs)
         results = asyncio.run(session(args, lambda c: _retry_each(c, runs, args.actor)))
     except Failure as failure:
         return report(args, failure)
+    return _print_retried(args, runs, results)
+
+
+def _matching_runs(args: argparse.Namespace) -> Sequence[RunEntry]:
+    """The runs the filters match, refused (nothing retried) when more than the bound match."""
+    bound = args.max if args.max is not None else BULK_RETRY_DEFAULT_MAX
+    found: RunsListReply = asyncio.run(
+        session(args, lambda c: c.runs_upto(run_filters.list_request(args, min(bound + 1, 1000))))
+    )
+    runs = found.items
+    if len(runs) > bound:
+        hint = "raise --max" if args.max is not None else f"pass --max N (more than {bound})"
+        raise Failure(
+            EXIT_BAD_INPUT,
+            "too_many_runs",
+            f"more than {bound} runs match; narrow the filters or {hint}; nothing was retried",
+        )
+    return runs
+
+
+def _print_would_retry(args: argparse.Namespace, runs: Sequence[RunEntry]) -> None:
+    if args.json:
+        print(to_json({"dry_run": True, "matched": len(runs), "items": runs}))
+    elif runs:
+        print(f"Would retry {len(runs)} run(s):\n{_runs_rows(runs)}")
+    else:
+        print("No runs match: nothing would be retried.")
+
+
+def _confirm(args: argparse.Namespace, runs: Sequence[RunEntry]) -> None:
+    """Asked on stderr, so stdout keeps only the outcome."""
+    print(_runs_rows(runs), file=sys.stderr)
+    print(f"Retry these {len(runs)} run(s) as {args.actor}? [y/N] ", end="", file=sys.stderr, flush=True)
+    if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+        raise Failure(EXIT_BAD_INPUT, "not_confirmed", "not confirmed; nothing was retried")
+
+
+def _print_retried(
+    args: argparse.Namespace, runs: Sequence[RunEntry], results: list[tuple[str, str, str]]
+) -> int:
+    """Each run's outcome and the counts; a conflict exit when any retry was refused."""
     refused = Counter(code for _, code, _ in results if code != "retried")
     if args.json:
         items = [
@@ -378,8 +398,6 @@ async def _retry_each(
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     common = connection_parent()
-    run_id = token("RUN_ID")
-
     runs = sub.add_parser("runs", help="runs and their audit trail; retry a run stopped for an operator")
     usub = runs.add_subparsers(dest="runs_command", required=True, metavar="COMMAND")
     examples(
@@ -388,22 +406,43 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "continuity runs show run-7f3a",
         "continuity runs retry run-7f3a --actor alice",
     )
+    _register_show(usub, common)
+    _register_explain(usub, common)
+    _register_list(usub, common)
+    _register_stats(usub, common)
+    _register_retry(usub, common)
 
+
+# A run's id as the argument of show, explain and retry.
+_RUN_ID = token("RUN_ID")
+
+
+def _register_show(
+    usub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
     p = usub.add_parser("show", parents=[common], help="show a run, its last decision and its audit trail")
-    p.add_argument("run_id", metavar="RUN_ID", type=run_id)
+    p.add_argument("run_id", metavar="RUN_ID", type=_RUN_ID)
     p.set_defaults(func=_cmd_show)
     examples(p, "continuity runs show run-7f3a", "continuity runs show run-7f3a --json")
 
+
+def _register_explain(
+    usub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
     p = usub.add_parser(
         "explain",
         parents=[common],
         help="why each decision of a run was made: its row and its inputs, and which compatibility "
         "components of its saved session changed at its last new generation",
     )
-    p.add_argument("run_id", metavar="RUN_ID", type=run_id)
+    p.add_argument("run_id", metavar="RUN_ID", type=_RUN_ID)
     p.set_defaults(func=_cmd_explain)
     examples(p, "continuity runs explain run-7f3a", "continuity runs explain run-7f3a --json")
 
+
+def _register_list(
+    usub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
     p = usub.add_parser(
         "list", parents=[common], help="find runs by status, runner, tenant, reason and age, oldest first"
     )
@@ -416,6 +455,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "continuity runs list --runner r-01 --tenant acme --older-than 10m --limit 50 --json",
     )
 
+
+def _register_stats(
+    usub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
     p = usub.add_parser(
         "stats",
         parents=[common],
@@ -439,13 +482,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=_cmd_stats)
     examples(p, "continuity runs stats", "continuity runs stats --since 7d --tenant acme --json")
 
+
+def _register_retry(
+    usub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
     p = usub.add_parser(
         "retry",
         parents=[common],
         help="continue a run stopped with `operator` in a fresh session; without RUN_ID, the runs "
         "the filters match (status operator unless --status says otherwise)",
     )
-    p.add_argument("run_id", metavar="RUN_ID", type=run_id, nargs="?", default=None)
+    p.add_argument("run_id", metavar="RUN_ID", type=_RUN_ID, nargs="?", default=None)
     p.add_argument("--actor", required=True, type=token("--actor"), help="who decides (recorded)")
     run_filters.add_filters(p, ages=True, status_default=None)
     p.add_argument("--dry-run", action="store_true", help="list what would be retried, retry nothing")

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Literal
 
 from continuity_runner.checks import check_value
-from continuity_runner.contract import HarnessInfo, SessionRef, ToolCall
+from continuity_runner.contract import CommandResult, HarnessInfo, SessionRef, ToolCall
 from continuity_runner.harness.match import OutcomeInput
 from continuity_runner.harness.probe import Env, Presence
 from continuity_runner.harness.table import HarnessClass
@@ -92,19 +92,9 @@ async def recover_verdict(
     decided_attempt: int | None = None,
 ) -> Verdict:
     """See `Runner.recover`."""
-    # Everything is checked before the probe looks or anything is sent.
-    check_value(run_id, Token, "run_id")
-    check_value(attempt, Attempt, "attempt")
-    check_value(native_session_id, Token, "native_session_id")
-    check_value(adapter.name, HarnessName, "harness.name")
-    if harness_version is not None:
-        check_value(harness_version, HarnessVersion, "harness.version")
-    if decided_attempt is not None:
-        check_value(decided_attempt, Attempt, "decided_attempt")
-    if event_id is not None:
-        check_value(event_id, Token, "event_id")
-    if not isinstance(session, SessionRef):
-        raise TypeError("session must be a SessionRef")
+    _check(
+        adapter.name, session, run_id, attempt, native_session_id, harness_version, decided_attempt, event_id
+    )
     info = HarnessInfo(name=adapter.name, version=harness_version)
     assessment = adapter.assess(outcome)
     if assessment.failure_class is None:
@@ -127,13 +117,7 @@ async def recover_verdict(
             session, native_session_id, "resume_target_missing", traceparent=traceparent
         )
         return Rejected(failure_class, assessment.rule, reply.cleared)
-    signed = runner.sign_command_result(
-        run_id,
-        attempt,
-        command if command is not None else f"{adapter.name}.resume",
-        FAILED_STATUS,
-        None if failure_class == "unclassified" else failure_class,
-    )
+    signed = _signed(runner, adapter.name, command, run_id, attempt, failure_class)
     sent = await runner.report_resume_failure(
         run_id,
         attempt,
@@ -147,3 +131,43 @@ async def recover_verdict(
         traceparent=traceparent,
     )
     return Reported(sent, failure_class, assessment.rule, presence)
+
+
+def _check(
+    harness: str,
+    session: SessionRef,
+    run_id: str,
+    attempt: int,
+    native_session_id: str,
+    harness_version: str | None,
+    decided_attempt: int | None,
+    event_id: str | None,
+) -> None:
+    """Called first: everything is checked before the probe looks or anything is sent."""
+    check_value(run_id, Token, "run_id")
+    check_value(attempt, Attempt, "attempt")
+    check_value(native_session_id, Token, "native_session_id")
+    check_value(harness, HarnessName, "harness.name")
+    if harness_version is not None:
+        check_value(harness_version, HarnessVersion, "harness.version")
+    if decided_attempt is not None:
+        check_value(decided_attempt, Attempt, "decided_attempt")
+    if event_id is not None:
+        check_value(event_id, Token, "event_id")
+    if not isinstance(session, SessionRef):
+        raise TypeError("session must be a SessionRef")
+
+
+def _signed(
+    runner: Runner,
+    harness: str,
+    command: str | None,
+    run_id: str,
+    attempt: int,
+    failure_class: HarnessClass,
+) -> CommandResult:
+    """The failed resume's command result, signed with the class: classification null for
+    `unclassified`, so the classifier decides as for a runner without an adapter."""
+    resumed_by = command if command is not None else f"{harness}.resume"
+    classification = None if failure_class == "unclassified" else failure_class
+    return runner.sign_command_result(run_id, attempt, resumed_by, FAILED_STATUS, classification)

@@ -473,31 +473,25 @@ class Runner:
         decided_attempt: int | None = None,
     ) -> Verdict:
         """What a resume of `native_session_id` with the harness of `adapter` left (`outcome`:
-        its exit code, output, and for an SDK harness the exception), turned into exactly one of:
+        its exit code, output, and for an SDK harness the exception), turned into one of these
+        (the verdicts' and continuity_runner.harness.recover's docstrings say more):
 
-        - `NotAFailure(rule, reported_event_id)`: the harness's rules say the resume did not
-          fail: its turn completed. Without `decided_attempt` nothing is sent
-          (`reported_event_id` None). With it (the `attempt` of the decision this resume
-          followed, a `retry_same_session`), a `turn_completed` for that attempt is published
-          (`report_turn_completed`, contract 4.6) and `reported_event_id` is its `event_id`:
-          the decision is judged `recovered`.
-        - `Rejected(failure_class, rule, cleared)`: a failure, and the presence probe (asked
-          first unless `probe_first` is False) finds no file of the session on this host: the
-          saved handle is rejected (`resume_target_missing`, contract 3.4) and nothing is
-          reported, so the next `decide` is `fresh` with the full transcript.
-        - `Reported(event_id, failure_class, rule, presence)`: a `resume_failed` is published with
-          a command result signed with the class (`unclassified`: classification null), so the
-          classifier decides by that class's row (contract 4.4.10 to 4.4.13).
+        - `NotAFailure(rule, reported_event_id)`: the turn completed; with `decided_attempt`
+          (the `attempt` of the decision this resume followed) a `turn_completed` for it is
+          published (`report_turn_completed`, contract 4.6): the decision is judged `recovered`.
+        - `Rejected(failure_class, rule, cleared)`: a failure, and the presence probe (unless
+          `probe_first` is False) finds no file of the session on this host: the saved handle
+          is rejected (`resume_target_missing`, contract 3.4) and nothing is reported.
+        - `Reported(event_id, failure_class, rule, presence)`: a `resume_failed` is published,
+          its command result signed with the class: its row decides (contract 4.4.10 to 4.4.13).
 
         `cwd` is the working directory the session was saved in and `env` the environment the
         harness runs with (its sessions' root, HOME; default `os.environ`): without `cwd`, the
         probe of a harness that keys sessions by it answers `unknown` and the failure is
         reported. `command` is the signed result's command (default `<harness>.resume`); the
         other arguments are `report_resume_failure`'s (`event_id` is the `turn_completed`'s when
-        one is sent). Both events name the harness: `HarnessInfo(name=adapter.name,
-        version=harness_version)`. Everything is checked before the probe looks or anything is
-        sent: `InvalidRequest` for a bad argument, an outcome of the wrong types or larger than
-        4 MiB."""
+        one is sent). Everything is checked before the probe looks or anything is sent:
+        `InvalidRequest` for a bad argument, an outcome of the wrong types or larger than 4 MiB."""
         return await recover_verdict(
             self,
             adapter,

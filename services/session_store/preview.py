@@ -118,18 +118,8 @@ async def preview(
             turn = next_turn(sk, stored, req.generation)
             generation, changed = compared(stored, turn, req)
             if generation == "changed":
-                pair = (
-                    declaration_id(req.adapter, stored.generation, req.generation)
-                    if req.generation is not None
-                    else None
-                )
-                covering = [component_declaration_id(req.adapter, name) for name in changed or ()]
-                if pair in declared:
-                    generation = "declared"
-                    used.add(pair)
-                elif covering and all(found in declared for found in covering):
-                    generation = "declared"
-                    used.update(covering)
+                generation, covering = covered(req, stored, changed, declared)
+                used.update(covering)
             reply = step.decide(stored, turn, policy, generation)
             counts[turn.session.tenant][reply.reason or "resume"] += 1
             if changed and generation in ("changed", "declared"):
@@ -147,6 +137,34 @@ async def preview(
             await flush()
     if batch:
         await flush()
+    return preview_reply(req, policy, scanned, counts, changes, used)
+
+
+def covered(
+    req: PreviewRequest, stored: StoredSession, changed: list[ComponentName] | None, declared: frozenset[str]
+) -> tuple[GenerationCheck, list[str]]:
+    """A changed generation, `declared` when a declaration of the pair or of every changed
+    component covers it; and the declarations that do."""
+    pair = (
+        declaration_id(req.adapter, stored.generation, req.generation) if req.generation is not None else None
+    )
+    covering = [component_declaration_id(req.adapter, name) for name in changed or ()]
+    if pair in declared:
+        return "declared", [pair]
+    if covering and all(found in declared for found in covering):
+        return "declared", covering
+    return "changed", []
+
+
+def preview_reply(
+    req: PreviewRequest,
+    policy: Policy,
+    scanned: int,
+    counts: dict[str, Counter[str]],
+    changes: dict[str, Counter[str]],
+    used: set[str],
+) -> PreviewReply:
+    """The counts by tenant, and their sums."""
     tenants = [
         TenantPreview(
             tenant=tenant,

@@ -132,21 +132,7 @@ def _run(args: argparse.Namespace, stack: Stack, lock: UpLock, stop: threading.E
         check_configuration(extra)
         started = time.monotonic()
         _say(_first_line(stack.data_dir))  # at once: the servers and services take seconds
-        stack.start_servers(secured=True)
-        for server in (stack.nats, stack.redis):
-            if server is not None and server.proc is not None:
-                lock.started(server.name, server.proc.pid)
-        stack.check_servers(say=_say)
-        names = registry.available()
-        _say(f"starting the services: {', '.join(names)} ...")
-        console: dict[str, str] = {}
-        for name in names:
-            log = stack.data_dir / f"{name}.log"
-            env = dict(extra)
-            if name == "console":
-                console = console_env(stack.data_dir)
-                env.update(console)
-            lock.started(name, stack.start_service(name, env, log_path=log).proc.pid)
+        console = _start(stack, lock, extra)
         if not stack.wait_ready(stop=stop):
             print("continuity up: stopped while starting", file=sys.stderr, flush=True)
             return 130
@@ -169,18 +155,7 @@ def _run(args: argparse.Namespace, stack: Stack, lock: UpLock, stop: threading.E
                 f"console    {console_url}  sign-in token in {_shown(stack.data_dir / CONSOLE_TOKEN_FILE)}",
                 flush=True,
             )
-        if args.demo:
-            from continuity.tools.simulate import run_demo
-
-            code = run_demo(stack, seconds=args.demo_seconds, stop=stop)
-        else:
-            print("Ctrl-C stops everything.", flush=True)
-            while not stop.wait(0.5):
-                for service in stack.services:
-                    if service.proc.poll() is not None:
-                        print(f"{service.name} exited with code {service.proc.returncode}", file=sys.stderr)
-                        stop.set()
-                        code = 1
+        code = _until_stopped(args, stack, stop)
     except StartError as err:
         print(f"continuity up: {err}", file=sys.stderr, flush=True)
         return err.exit_code
@@ -194,6 +169,44 @@ def _run(args: argparse.Namespace, stack: Stack, lock: UpLock, stop: threading.E
         # Its addresses die with the stack; a file someone changed since is theirs.
         if lock.record.env_digest and digest(env_file) == lock.record.env_digest:
             env_file.unlink(missing_ok=True)
+    return code
+
+
+def _start(stack: Stack, lock: UpLock, extra: dict[str, str]) -> dict[str, str]:
+    """The servers, then every service, each recorded in the lock as it starts; the console's
+    environment ({} without a console)."""
+    stack.start_servers(secured=True)
+    for server in (stack.nats, stack.redis):
+        if server is not None and server.proc is not None:
+            lock.started(server.name, server.proc.pid)
+    stack.check_servers(say=_say)
+    names = registry.available()
+    _say(f"starting the services: {', '.join(names)} ...")
+    console: dict[str, str] = {}
+    for name in names:
+        log = stack.data_dir / f"{name}.log"
+        env = dict(extra)
+        if name == "console":
+            console = console_env(stack.data_dir)
+            env.update(console)
+        lock.started(name, stack.start_service(name, env, log_path=log).proc.pid)
+    return console
+
+
+def _until_stopped(args: argparse.Namespace, stack: Stack, stop: threading.Event) -> int:
+    """The demo, or a wait for Ctrl-C or for a service to exit (then 1)."""
+    if args.demo:
+        from continuity.tools.simulate import run_demo
+
+        return run_demo(stack, seconds=args.demo_seconds, stop=stop)
+    print("Ctrl-C stops everything.", flush=True)
+    code = 0
+    while not stop.wait(0.5):
+        for service in stack.services:
+            if service.proc.poll() is not None:
+                print(f"{service.name} exited with code {service.proc.returncode}", file=sys.stderr)
+                stop.set()
+                code = 1
     return code
 
 

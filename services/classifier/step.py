@@ -13,10 +13,10 @@ import msgspec
 from shared.contract import signing
 from shared.contract.decisions import ArchiveWork, Explanation, ReconcileWork
 from shared.contract.events import ResumeFailed
-from shared.contract.types import ClassSource, DecisionReason, FailureClass
+from shared.contract.types import Action, ClassSource, DecisionReason, FailureClass
 from shared.policy import Policy
 from shared.policy.policy import decide_recovery
-from shared.policy.recovery import Facts, Verdict, effective_policy
+from shared.policy.recovery import Facts, Row, Verdict, effective_policy
 from shared.records import decisions, names
 from shared.records.session import SavedSession
 from shared.records.steps import RunStep
@@ -98,35 +98,54 @@ def choose(
             explanation=why,
         )
     else:
-        decided = decisions.decision(
-            event,
-            verdict,
-            reason,
-            now,
-            backoff_s=backoff_s,
-            failure_class=failure_class,
-            epoch=saved.epoch,
-            rule=row.id,
-        )
-        also = (
-            [decisions.reconcile_entry(_reconcile_work(event, decided.decision_id, decided.decided_at))]
-            if verdict == "reconcile"
-            else []
-        )
-        # A holding action keeps the saved session exactly as it was, for the operator; a row
-        # that rejects the saved handle marks it `rejected` in the same step (contract 3.4).
-        step = decisions.decision_step(
-            decided,
-            names.classifier_slot(event.attempt),
-            ACTOR,
-            native_session_id=event.native_session_id,
-            also=also,
-            read=saved.read,
-            for_runner=event.runner_id,
-            explanation=why,
-            rejects_session=row.rejects_session,
+        step = _decision_step(
+            event, row, verdict, why, saved, now, backoff_s=backoff_s, failure_class=failure_class
         )
     return Choice(verdict=verdict, reason=reason, step=step, explanation=why)
+
+
+def _decision_step(
+    event: ResumeFailed,
+    row: Row,
+    action: Action,
+    why: Explanation,
+    saved: SavedSession,
+    now: float,
+    *,
+    backoff_s: float,
+    failure_class: FailureClass,
+) -> RunStep:
+    """The step of `row`'s decision (`action`: its verdict, never `archive`), and for `reconcile`
+    its reconciliation's outbox entry."""
+    decided = decisions.decision(
+        event,
+        action,
+        row.reason,
+        now,
+        backoff_s=backoff_s,
+        failure_class=failure_class,
+        epoch=saved.epoch,
+        rule=row.id,
+    )
+    also = (
+        [decisions.reconcile_entry(_reconcile_work(event, decided.decision_id, decided.decided_at))]
+        if action == "reconcile"
+        else []
+    )
+    # A holding action keeps the saved session exactly as it was, for the operator; a row
+    # that rejects the saved handle marks it `rejected` in the same step (contract 3.4).
+    step = decisions.decision_step(
+        decided,
+        names.classifier_slot(event.attempt),
+        ACTOR,
+        native_session_id=event.native_session_id,
+        also=also,
+        read=saved.read,
+        for_runner=event.runner_id,
+        explanation=why,
+        rejects_session=row.rejects_session,
+    )
+    return step
 
 
 def _reconcile_work(event: ResumeFailed, decision_id: str, opened_at: str) -> ReconcileWork:

@@ -132,6 +132,52 @@ def _attributes(items: Any) -> dict[str, Any]:
     return out
 
 
+def _handler(receiver: Receiver, light: bool) -> type[BaseHTTPRequestHandler]:
+    """The request handler of `receiver`: spans POSTed to /v1/traces, decoded (or, `light`,
+    only their trace ids) into it."""
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keeps the exporter's connection, as collectors do
+
+        def setup(self) -> None:
+            super().setup()
+            receiver._open.add(self.connection)
+
+        def finish(self) -> None:
+            receiver._open.discard(self.connection)
+            super().finish()
+
+        def do_POST(self) -> None:
+            if self.path.rstrip("/") != "/v1/traces":
+                self.send_error(404)
+                return
+            length = int(self.headers.get("Content-Length") or 0)
+            if length > MAX_BODY:
+                self.send_error(413)
+                return
+            receiver.headers = {k.lower(): v for k, v in self.headers.items()}
+            body = self.rfile.read(length)
+            if self.headers.get("Content-Encoding") == "gzip":
+                body = gzip.decompress(body)
+            try:
+                if light:
+                    receiver._add_ids(trace_ids(body), len(body))
+                else:
+                    receiver._add(decode(body), len(body))
+            except Exception:
+                self.send_error(400)
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-protobuf")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return None
+
+    return Handler
+
+
 class Receiver:
     """An OTLP/HTTP receiver on 127.0.0.1, in a thread of this process."""
 
@@ -155,48 +201,7 @@ class Receiver:
         self._changed = threading.Condition(self._lock)
         self._out = out
         self._open: set[socket.socket] = set()
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"  # keeps the exporter's connection, as collectors do
-
-            def setup(self) -> None:
-                super().setup()
-                receiver._open.add(self.connection)
-
-            def finish(self) -> None:
-                receiver._open.discard(self.connection)
-                super().finish()
-
-            def do_POST(self) -> None:
-                if self.path.rstrip("/") != "/v1/traces":
-                    self.send_error(404)
-                    return
-                length = int(self.headers.get("Content-Length") or 0)
-                if length > MAX_BODY:
-                    self.send_error(413)
-                    return
-                receiver.headers = {k.lower(): v for k, v in self.headers.items()}
-                body = self.rfile.read(length)
-                if self.headers.get("Content-Encoding") == "gzip":
-                    body = gzip.decompress(body)
-                try:
-                    if light:
-                        receiver._add_ids(trace_ids(body), len(body))
-                    else:
-                        receiver._add(decode(body), len(body))
-                except Exception:
-                    self.send_error(400)
-                    return
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return None
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), _handler(self, light))
         if tls is not None:  # an https:// collector
             self._server.socket = tls.wrap_socket(self._server.socket, server_side=True)
         self.scheme = "https" if tls is not None else "http"

@@ -108,6 +108,37 @@ class _BucketReader:
         return rows
 
 
+class _Merged:
+    """The buckets' rows in one order (score, then member), each bucket read a slice at a time."""
+
+    def __init__(self, readers: list[_BucketReader], chunk: int) -> None:
+        self.readers = readers
+        self.chunk = chunk
+        self.heap: list[_Row] = []
+        self.pending: dict[int, int] = {r.bucket: 0 for r in readers}
+        """Rows of each bucket in the heap."""
+
+    async def start(self) -> None:
+        for reader in self.readers:
+            for row in await reader.slice(self.chunk):
+                heapq.heappush(self.heap, row)
+        for row in self.heap:
+            self.pending[row.bucket] += 1
+
+    async def pop(self) -> _Row | None:
+        """The next row; None when every bucket is read."""
+        if not self.heap:
+            return None
+        row = heapq.heappop(self.heap)
+        self.pending[row.bucket] -= 1
+        if self.pending[row.bucket] == 0:
+            # Its bucket's slice is used up: read on before anything later is taken.
+            for more in await self.readers[row.bucket].slice(self.chunk):
+                heapq.heappush(self.heap, more)
+                self.pending[row.bucket] += 1
+        return row
+
+
 class RunsIndex:
     def __init__(self, client: Redis, retention: Retention = DEFAULT) -> None:
         self.redis = client
@@ -202,23 +233,11 @@ class RunsIndex:
         high = "+inf" if req.updated_before is None else f"({epoch_of(req.updated_before)!r}"
         chunk = min(max(req.limit, 32), 500)
         readers = [_BucketReader(self.runs, b, req.status, repr(low), high) for b in range(BUCKETS)]
-        heap: list[_Row] = []
-        for reader in readers:
-            for row in await reader.slice(chunk):
-                heapq.heappush(heap, row)
-        pending: dict[int, int] = {r.bucket: 0 for r in readers}
-        for row in heap:
-            pending[row.bucket] += 1
+        merged = _Merged(readers, chunk)
+        await merged.start()
 
         async def next_match() -> _Row | None:
-            while heap:
-                row = heapq.heappop(heap)
-                pending[row.bucket] -= 1
-                if pending[row.bucket] == 0:
-                    # Its bucket's slice is used up: read on before anything later is taken.
-                    for more in await readers[row.bucket].slice(chunk):
-                        heapq.heappush(heap, more)
-                        pending[row.bucket] += 1
+            while (row := await merged.pop()) is not None:
                 if after is not None and (row.score, row.member) <= after:
                     continue
                 if row.entry is not None and self._matches(row.entry, req):

@@ -139,7 +139,12 @@ def _failure(
     elif name == "refusal":
         fields["command_result"] = _signed(ctx, attempt, "provider_attach_refused", key_id, key)
     elif name == "pending":
-        return _pending(scenario, ctx, attempt, key_id, key, rng, fields)
+        fields["pending_tool_call"] = _tool_call(ctx, rng)
+        if rng.random() < 0.5:  # half the time the provider's signed answer says so too
+            fields["command_result"] = _signed(
+                ctx, attempt, "provider_side_effect_pending", key_id, key, "provider.resume", "blocked"
+            )
+            return "provider_side_effect_pending"
     elif name == "source":
         part = rng.choice(("git", "workspace", "lockfile"))
         fields["error"] = ErrorInfo(
@@ -159,28 +164,14 @@ def _failure(
     return scenario.failure_class
 
 
-def _pending(
-    scenario: Scenario,
-    ctx: RunContext,
-    attempt: int,
-    key_id: str,
-    key: bytes,
-    rng: random.Random,
-    fields: dict[str, object],
-) -> FailureClass | None:
-    """A tool call left pending; half the time the provider's signed answer says so too."""
-    fields["pending_tool_call"] = ToolCall(
+def _tool_call(ctx: RunContext, rng: random.Random) -> ToolCall:
+    """The tool call a pending scenario's event says was left running."""
+    return ToolCall(
         tool_call_id=f"tc-{ctx.run_id}",
         tool_name=rng.choice(("shell.exec", "git.push", "http.post")),
         started_at=now_rfc3339(),
         recorded_outcome=rng.choice((None, "completed", "not_performed")),
     )
-    if rng.random() < 0.5:
-        fields["command_result"] = _signed(
-            ctx, attempt, "provider_side_effect_pending", key_id, key, "provider.resume", "blocked"
-        )
-        return "provider_side_effect_pending"
-    return scenario.failure_class
 
 
 def _garbage(ctx: RunContext, attempt: int, event_id: str, rng: random.Random) -> Outgoing:

@@ -1,21 +1,12 @@
-"""The remote archive command the archiver sends to a runner (contract section 5)."""
+"""The remote archive command the archiver sends to a runner (contract section 5).
+
+A runner receives and answers it, so both have one home, the runner SDK's
+`continuity_runner.contract` (docs/architecture.md, "One home for the contract"), where the
+command is named for what the runner gets: `ArchiveRequest`."""
 
 from __future__ import annotations
 
-import msgspec
+from continuity_runner.contract import ArchiveRequest as ArchiveCommand
+from continuity_runner.contract import ArchiveResult
 
-from shared.contract.sessions import SessionRef
-from shared.contract.types import ExitCode, Output, Token
-
-
-class ArchiveCommand(msgspec.Struct, kw_only=True):
-    archive_id: Token
-    run_id: Token
-    session: SessionRef
-    native_session_id: Token
-
-
-class ArchiveResult(msgspec.Struct, kw_only=True):
-    exit_code: ExitCode | None
-    timed_out: bool = False
-    output: Output = ""
+__all__ = ["ArchiveCommand", "ArchiveResult"]

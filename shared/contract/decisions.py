@@ -1,17 +1,21 @@
-"""Recovery decisions and the work items behind them (contract sections 4.5, 5 and 6)."""
+"""Recovery decisions and the work items behind them (contract sections 4.5, 5 and 6).
+
+A runner receives the `Decision`, so it has one home, the runner SDK's
+`continuity_runner.contract` (docs/architecture.md, "One home for the contract"); the rest is
+the services' own."""
 
 from __future__ import annotations
 
 from typing import Literal
 
 import msgspec
+from continuity_runner.contract import Decision
 
 from shared.contract.events import ToolCall
 from shared.contract.limits import ATTEMPT_BUDGET
 from shared.contract.sessions import SessionRef
 from shared.contract.types import (
     Action,
-    ActionOutcome,
     Attempt,
     CheckpointPolicy,
     ClassSource,
@@ -30,25 +34,7 @@ from shared.contract.types import (
     check_time,
 )
 
-
-class Decision(msgspec.Struct, kw_only=True, omit_defaults=False):
-    type: Literal["decision"] = "decision"
-    decision_id: str
-    runner_id: RunnerId
-    run_id: Token
-    attempt: Attempt
-    session: SessionRef
-    action: Action
-    reason: DecisionReason
-    failure_class: FailureClass | None = None
-    epoch: int | None = None
-    not_before: Time | None = None
-    detail: str | None = None
-    reconciled_outcome: ActionOutcome | None = None
-    decided_at: Time
-    rule: RowId | None = None
-    """The id of the policy row that made this decision (an addition, 9.11); null for an
-    operator's or a reconciliation's decision, which no table makes."""
+__all__ = ["ArchiveWork", "Decision", "Explanation", "ReconcileWork", "RunOutcome"]
 
 
 class RunOutcome(msgspec.Struct, kw_only=True, omit_defaults=False):

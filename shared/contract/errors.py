@@ -10,16 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import msgspec
-
-
-class ErrorDetail(msgspec.Struct):
-    code: str
-    message: str
-
-
-class ErrorBody(msgspec.Struct):
-    error: ErrorDetail
+# The reply's body is what a runner decodes too: one home, the runner SDK's errors.
+from continuity_runner.errors import ErrorBody as ErrorBody
+from continuity_runner.errors import ErrorDetail as ErrorDetail
 
 
 class ServiceError(Exception):

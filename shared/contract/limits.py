@@ -9,15 +9,63 @@ escapes); the byte limit is checked first.
 
 from __future__ import annotations
 
-KIB = 1024
+# The bounds of what a runner sends have one home, the runner SDK's limits (docs/architecture.md,
+# "One home for the contract"), named here with the services' own:
+# - MAX_EVENT_BYTES: an event on `continuity.events.>`, or a work item: one with every field at
+#   its limit, in ASCII, is under 10 KiB, and 64 KiB keeps a stream of them, and its dead
+#   letters, cheap.
+# - MAX_REQUEST_BYTES: a request body, and a runner's answer to an archive request (the largest
+#   request, a commit with a 4096-character `cwd`, is well below it).
+# - MAX_ATTEMPT: `attempt`: the budget is 3; 1000 leaves room for any future budget and stays
+#   exact in every runner's number type.
+# - MAX_SAFE_INT: every other integer (`epoch`, `expected_revision`, `exit_code`): the largest
+#   that a JavaScript or a float-decoding runner reads exactly.
+# - Characters per free-text field (a TOKEN is bounded by its pattern: 128): NAME_CHARS for
+#   identifier-like text (`tool_name`, `error.type`, `error.code`, `command_result.status` and
+#   `.classification`, `adapter`, `model`, `prompt_hash`, `decision_id`); SIGNATURE_CHARS (a hex
+#   HMAC-SHA256 is 64); COMMAND_CHARS, a command name or a short command line; CURSOR_CHARS,
+#   opaque tokens; MESSAGE_CHARS, `error.message`, never read by Continuity; PATH_CHARS, `cwd`
+#   (Linux' PATH_MAX); OUTPUT_CHARS, a runner's archive answer, of which only the first 512
+#   characters, redacted, reach the decision's detail (8192 six-byte escapes still fit in
+#   MAX_REQUEST_BYTES).
+from continuity_runner.limits import (
+    COMMAND_CHARS,
+    CURSOR_CHARS,
+    KIB,
+    MAX_ATTEMPT,
+    MAX_EVENT_BYTES,
+    MAX_REQUEST_BYTES,
+    MAX_SAFE_INT,
+    MESSAGE_CHARS,
+    NAME_CHARS,
+    OUTPUT_CHARS,
+    PATH_CHARS,
+    SIGNATURE_CHARS,
+)
 
-MAX_EVENT_BYTES = 64 * KIB
-"""An event on `continuity.events.>`, or a work item: one with every field at its limit, in
-ASCII, is under 10 KiB, and 64 KiB keeps a stream of them, and its dead letters, cheap."""
-
-MAX_REQUEST_BYTES = 64 * KIB
-"""A request body, and a runner's answer to an archive request (the same size as an event:
-the largest request, a commit with a 4096-character `cwd`, is well below it)."""
+__all__ = [
+    "ATTEMPT_BUDGET",
+    "COMMAND_CHARS",
+    "CURSOR_CHARS",
+    "EVIDENCE_CHARS",
+    "KIB",
+    "MAX_ATTEMPT",
+    "MAX_DEPTH",
+    "MAX_EVENT_BYTES",
+    "MAX_PAGE_BYTES",
+    "MAX_REPLAY_REQUEST_BYTES",
+    "MAX_REQUEST_BYTES",
+    "MAX_SAFE_INT",
+    "MESSAGE_CHARS",
+    "MESSAGE_LIMITS",
+    "NAME_CHARS",
+    "OUTPUT_CHARS",
+    "PATH_CHARS",
+    "POLICY_MAX_BYTES",
+    "REPLAY_MAX_RUNS",
+    "REPLAY_MAX_SINCE_S",
+    "SIGNATURE_CHARS",
+]
 
 MAX_PAGE_BYTES = 512 * KIB
 """A page of `continuity.reconciliations.list`: half of NATS' default 1 MiB payload limit,
@@ -27,41 +75,8 @@ MAX_DEPTH = 32
 """JSON nesting (objects and arrays), anywhere in a message, unknown fields included: the
 contract's messages nest at most 4 deep; deeper input only costs stack."""
 
-MAX_ATTEMPT = 1000
-"""`attempt`: the budget is 3; 1000 leaves room for any future budget and stays exact in every
-runner's number type."""
-
-MAX_SAFE_INT = 2**53 - 1
-"""Every other integer (`epoch`, `expected_revision`, `exit_code`): the largest that a
-JavaScript or a float-decoding runner reads exactly."""
-
-# Characters per free-text field (a TOKEN is bounded by its pattern: 128).
-NAME_CHARS = 256
-"""Identifier-like text: `tool_name`, `error.type`, `error.code`,
-`command_result.status`, `command_result.classification`, `adapter`, `model`, `prompt_hash`
-(a hex SHA-512 with a prefix fits), `decision_id`."""
-
-SIGNATURE_CHARS = 128
-"""`command_result.signature`: a hex HMAC-SHA256 is 64."""
-
-COMMAND_CHARS = 1024
-"""`command_result.command`: a command name or a short command line."""
-
-CURSOR_CHARS = 1024
-"""`cursor`, `latest_cursor`, and the list's `cursor`: opaque tokens."""
-
-MESSAGE_CHARS = 4096
-"""`error.message`: kept for the runner's own logs, never read by Continuity."""
-
-PATH_CHARS = 4096
-"""`cwd`: Linux' PATH_MAX."""
-
 EVIDENCE_CHARS = 2000
 """`evidence` of a resolution (section 6 of the contract)."""
-
-OUTPUT_CHARS = 8192
-"""`output` of a runner's archive answer: only its first 512 characters, redacted, reach the
-decision's detail; 8192 six-byte escapes (`\\u0001`) still fit in `MAX_REQUEST_BYTES`."""
 
 MESSAGE_LIMITS: dict[str, int] = {
     "event or work item": MAX_EVENT_BYTES,

@@ -1,15 +1,45 @@
 """Who may act on what (contract section 10): runners issued for tenants, session ownership,
-claims and transfers, and the runner directory's requests."""
+claims and transfers, and the runner directory's requests.
+
+A runner's claim, its reply and a refusal have one home, the runner SDK's
+`continuity_runner.contract` (docs/architecture.md, "One home for the contract"); the rest is
+the services' own."""
 
 from __future__ import annotations
 
 from typing import Annotated, Literal
 
 import msgspec
+from continuity_runner.contract import ClaimRequest, OwnershipReply, Refusal
 from msgspec import Meta
 
 from shared.contract.sessions import SessionRef
-from shared.contract.types import QuotaKind, QuotaScope, RefusalCode, RunnerId, Token
+from shared.contract.types import RunnerId, Token
+
+__all__ = [
+    "MAX_TENANTS",
+    "ClaimRequest",
+    "OwnershipChange",
+    "OwnershipEntry",
+    "OwnershipReply",
+    "Refusal",
+    "RunnerConsumerAction",
+    "RunnerConsumerReply",
+    "RunnerConsumerRequest",
+    "RunnerConsumerState",
+    "RunnerGetRequest",
+    "RunnerPutRequest",
+    "RunnerRecord",
+    "RunnerRevokeRequest",
+    "RunnerStatus",
+    "RunnersListReply",
+    "RunnersListRequest",
+    "SessionAuditReply",
+    "SessionAuditRequest",
+    "Tenants",
+    "TransferRequest",
+    "is_refusal",
+]
 
 MAX_TENANTS = 64
 """Tenants one runner may be issued for: a runner serves a team or a few, not a whole fleet."""
@@ -19,28 +49,12 @@ RunnerStatus = Literal["active", "revoked"]
 OwnershipChange = Literal["bound", "claimed", "transferred"]
 
 
-class ClaimRequest(msgspec.Struct, kw_only=True):
-    """`continuity.sessions.<runner_id>.claim`: the runner asks to own the session."""
-
-    session: SessionRef
-
-
 class TransferRequest(msgspec.Struct, kw_only=True):
     """`continuity.sessions.transfer` (operators): give the session to `runner_id`."""
 
     session: SessionRef
     runner_id: RunnerId
     actor: Token
-
-
-class OwnershipReply(msgspec.Struct, kw_only=True, omit_defaults=False):
-    """The session's owner after a claim or a transfer, and the epoch that fences the previous
-    one (a commit with an older epoch is refused `stale_epoch`)."""
-
-    owner: str
-    previous_owner: str | None
-    epoch: int
-    revision: int
 
 
 class SessionAuditRequest(msgspec.Struct, kw_only=True):
@@ -119,23 +133,6 @@ class RunnersListRequest(msgspec.Struct, kw_only=True):
 
 class RunnersListReply(msgspec.Struct, kw_only=True):
     items: list[RunnerRecord]
-
-
-class Refusal(msgspec.Struct, kw_only=True, omit_defaults=False):
-    """On `continuity.decisions.<runner_id>`: the runner's event was refused before any
-    decision (contract 10.5). With `quota_exceeded`, send the same report again (a new
-    `event_id`) at or after `not_before`; any other code is final."""
-
-    type: Literal["refusal"] = "refusal"
-    runner_id: str
-    run_id: str
-    attempt: int
-    event_id: str
-    code: RefusalCode
-    scope: QuotaScope | None = None
-    quota: QuotaKind | None = None
-    not_before: str | None = None
-    refused_at: str
 
 
 class _Kind(msgspec.Struct):

@@ -1,152 +1,129 @@
 """Constrained scalar types of the wire contract (section 1 and its Limits table).
 
-Patterns end in `\\Z`, not `$`: Python's `$` also matches before a trailing newline, and a
-value with a newline must fail decoding.
+The types a runner's messages use have one home, the runner SDK's `continuity_runner.types`
+(docs/architecture.md, "One home for the contract"); they are named here with the types only
+the services' own messages use. Patterns end in `\\Z`, not `$`: Python's `$` also matches before
+a trailing newline, and a value with a newline must fail decoding.
 """
 
 from __future__ import annotations
 
-import calendar
 from typing import Annotated, Literal
 
+from continuity_runner.errors import InvalidRequest
+from continuity_runner.types import (
+    RUNNER_ID_PATTERN,
+    TIME_PATTERN,
+    TOKEN_PATTERN,
+    Action,
+    ActionOutcome,
+    Attempt,
+    CheckpointPolicy,
+    Command,
+    Compatibility,
+    ComponentDigests,
+    ComponentName,
+    Count,
+    Cursor,
+    Cwd,
+    DecisionReason,
+    ExitCode,
+    FailureClass,
+    GenerationCheck,
+    HarnessName,
+    HarnessVersion,
+    Message,
+    Mode,
+    Name,
+    Output,
+    QuotaKind,
+    QuotaScope,
+    RecordedOutcome,
+    RefusalCode,
+    RejectCode,
+    RowId,
+    RunnerId,
+    SessionReason,
+    SessionState,
+    Signature,
+    Time,
+    Token,
+    Transcript,
+)
+from continuity_runner.types import check_time as _check_time
 from msgspec import Meta
 
 from shared.contract import limits
 
-TOKEN_PATTERN = r"^[A-Za-z0-9._:-]{1,128}\Z"
-RUNNER_ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}\Z"
-# A UTC instant: month 01-12, day 01-31, hour 00-23, minute and second 00-59 (no leap second),
-# year 0001-9999, offset `Z` or `+00:00`. Days 29 to 31 are checked against the month by
-# `check_time` (a pattern cannot know February).
-TIME_PATTERN = (
-    r"^(?!0000)\d{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])"
-    r"T(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d{1,9})?(?:Z|\+00:00)\Z"
-)
+__all__ = [
+    "RUNNER_ID_PATTERN",
+    "TIME_PATTERN",
+    "TOKEN_PATTERN",
+    "Action",
+    "ActionOutcome",
+    "Attempt",
+    "CheckpointPolicy",
+    "ClassSource",
+    "Command",
+    "Compatibility",
+    "ComponentDigests",
+    "ComponentName",
+    "Count",
+    "Cursor",
+    "Cwd",
+    "DecisionReason",
+    "Evidence",
+    "ExitCode",
+    "FailureClass",
+    "GenerationCheck",
+    "HarnessName",
+    "HarnessVersion",
+    "Limit",
+    "Message",
+    "Mode",
+    "Name",
+    "OutcomeStatus",
+    "Output",
+    "PolicyVersion",
+    "QuotaKind",
+    "QuotaScope",
+    "ReconciliationStatus",
+    "RecordedOutcome",
+    "RefusalCode",
+    "RejectCode",
+    "RowId",
+    "RunStatus",
+    "RunnerId",
+    "SessionReason",
+    "SessionState",
+    "Signature",
+    "Time",
+    "Token",
+    "Transcript",
+    "check_time",
+]
 
-Token = Annotated[str, Meta(pattern=TOKEN_PATTERN)]
-RunnerId = Annotated[str, Meta(pattern=RUNNER_ID_PATTERN)]
-Time = Annotated[str, Meta(pattern=TIME_PATTERN)]
-"""Only with `check_time` in the Struct's `__post_init__`: the pattern alone passes Feb 30."""
-Attempt = Annotated[int, Meta(ge=1, le=limits.MAX_ATTEMPT)]
-Count = Annotated[int, Meta(ge=0, le=limits.MAX_SAFE_INT)]
-"""`epoch`, `expected_revision`: never negative, exact in every runner's number type."""
-ExitCode = Annotated[int, Meta(ge=-limits.MAX_SAFE_INT, le=limits.MAX_SAFE_INT)]
-Name = Annotated[str, Meta(max_length=limits.NAME_CHARS)]
-Signature = Annotated[str, Meta(max_length=limits.SIGNATURE_CHARS)]
-Command = Annotated[str, Meta(max_length=limits.COMMAND_CHARS)]
-Cursor = Annotated[str, Meta(max_length=limits.CURSOR_CHARS)]
-Message = Annotated[str, Meta(max_length=limits.MESSAGE_CHARS)]
-Cwd = Annotated[str, Meta(max_length=limits.PATH_CHARS)]
 Evidence = Annotated[str, Meta(max_length=limits.EVIDENCE_CHARS)]
-Output = Annotated[str, Meta(max_length=limits.OUTPUT_CHARS)]
 Limit = Annotated[int, Meta(ge=1, le=1000)]
 
 
 def check_time(*values: str | None) -> None:
-    """Reject a `Time` whose day does not exist in its month (2026-02-30, 2025-02-29).
+    """Reject a `Time` that is not a real UTC instant (2026-02-30, 2025-02-29, digits of other
+    scripts) by the runner SDK's rule, the one the runner messages' own Structs apply.
 
     Raised in `__post_init__`, the ValueError becomes a msgspec ValidationError naming the
-    Struct's path, never the value. Cheap on the hot path: only days above 28 are looked up.
-    """
+    Struct's path, never the value."""
     for value in values:
-        if value is not None and value[8:10] > "28":
-            year, month, day = int(value[0:4]), int(value[5:7]), int(value[8:10])
-            if day > calendar.monthrange(year, month)[1]:
-                raise ValueError("a time is not a calendar date")
+        try:
+            _check_time(value, "time")
+        except InvalidRequest as err:
+            raise ValueError(err.message) from None
 
 
-CheckpointPolicy = Literal[
-    "same_session_only",
-    "allow_replacement_after_governed_wait",
-    "allow_replacement_after_resume_failure",
-]
-SessionState = Literal["active", "held", "archived", "rejected"]
-Compatibility = Literal["none", "profile-ready"]
-Mode = Literal["resume", "fresh"]
-Transcript = Literal["incremental", "full"]
-SessionReason = Literal[
-    "no_session",
-    "session_held",
-    "session_archived",
-    "resume_target_rejected",
-    "model_changed",
-    "cwd_changed",
-    "missing_cursor",
-    "conversation_advanced",
-    "compatibility_generation_missing",
-    "compatibility_generation_changed",
-]
-RejectCode = Literal["resume_target_missing", "resume_target_corrupt"]
-RowId = Annotated[str, Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,31}\Z")]
-"""A policy row's id (`4.4.9`, `3.3.1a` in the shipped policy)."""
 PolicyVersion = Annotated[str, Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")]
-GenerationCheck = Literal["not_compared", "matched", "changed", "missing", "declared"]
-"""How a decide compared the generations (never a value): `not_compared` under compatibility
-`none`, `declared` when they differ and an operator declared the new one resumes the old."""
-ComponentName = Literal[
-    "composition",
-    "cwd",
-    "executable",
-    "mcp_servers",
-    "model_route",
-    "permission_mode",
-    "plugins",
-    "protocol",
-    "reasoning_effort",
-]
-"""The closed names of a compatibility generation's components (9.11), in name order: what a
-reply may name (`changed_components`), never with a value or a digest."""
-ComponentDigests = Annotated[
-    dict[ComponentName, Annotated[str, Meta(pattern=r"^[0-9a-f]{64}\Z")]], Meta(min_length=1, max_length=9)
-]
-"""`{name: digest}`: each component's lowercase hex SHA-256 (3.2, 3.3)."""
 ClassSource = Literal["command_result", "error_code", "none"]
 """Where a failure class was read: the authenticated command result, the typed error code, or
 nowhere (`unclassified`)."""
-
-FailureClass = Literal[
-    "provider_attach_refused",
-    "provider_side_effect_pending",
-    "source_reconciliation_required",
-    "provider_state_incompatible",
-    "event_replay_conflict",
-    "native_session_missing",
-    "context_overflow",
-    "transcript_corrupt",
-    "session_busy",
-    "unclassified",
-]
-Action = Literal["retry_same_session", "open_replacement", "operator", "reconcile", "continue_fresh"]
-DecisionReason = Literal[
-    "native_provider_side_effect_pending",
-    "native_provider_state_incompatible",
-    "native_runner_source_reconciliation_required",
-    "native_event_replay_conflict",
-    "native_session_retry_exhausted",
-    "native_session_continuity_break",
-    "native_session_interrupted",
-    "runner_continuity_break_archive_failed",
-    "execution_reconciled",
-    "operator_retry",
-    "tenant_recovery_budget_exhausted",
-    "native_session_missing",
-    "native_context_overflow",
-    "native_transcript_corrupt",
-    "native_session_busy",
-]
-RefusalCode = Literal[
-    "runner_not_registered",
-    "runner_revoked",
-    "tenant_not_allowed",
-    "session_not_owned",
-    "run_not_owned",
-    "quota_exceeded",
-]
-"""Why an event was refused before any decision (contract 10.5)."""
-QuotaScope = Literal["runner", "tenant"]
-QuotaKind = Literal["event_rate", "stored_runs"]
-RecordedOutcome = Literal["completed", "not_performed"]
-ActionOutcome = Literal["completed", "not_performed", "mixed"]
 ReconciliationStatus = Literal["open", "delivered"]
 RunStatus = Literal[
     "running",
@@ -166,6 +143,3 @@ session completed a turn after `retry_same_session` (`recovered`), `open_replace
 bound (`abandoned`)."""
 OutcomeStatus = Literal["recovered", "recovered_replaced", "recovered_fresh", "abandoned"]
 """The final statuses an outcome gives a run (4.6)."""
-HarnessName = Annotated[str, Meta(pattern=r"^[a-z0-9][a-z0-9._-]{0,63}\Z")]
-"""A harness's name as the harness table spells it (`claude-code`, `codex`, ...)."""
-HarnessVersion = Annotated[str, Meta(pattern=r"^[0-9A-Za-z][0-9A-Za-z.\+_-]{0,63}\Z")]

@@ -1,6 +1,8 @@
 """The layer rule of docs/architecture.md, held against every import of the product: each layer
 imports only the layers below it, a service never imports another service, and the command
-reaches a service only through its public spec (`service.py`) or the registry."""
+reaches a service only through its public spec (`service.py`) or the registry. The Python runner
+SDK is part of the product: its contract modules are the bottom layer, under the server's
+contract, and the rest of it is a layer the server's contract never imports."""
 
 from __future__ import annotations
 
@@ -10,7 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PRODUCT = ("shared", "services", "continuity")
+SOURCES = {"shared": ROOT, "services": ROOT, "continuity": ROOT, "continuity_runner": ROOT / "sdk" / "python"}
+"""Each top-level package of the product and the folder it lives in."""
+PRODUCT = tuple(SOURCES)
 
 
 @dataclass(frozen=True)
@@ -23,31 +27,29 @@ class Layer:
     may_import: frozenset[str]
 
 
-_DOMAIN = frozenset({"contract", "platform", "policy", "records"})
-"""What a service builds on."""
+_CONTRACT = frozenset({"sdk-contract", "contract"})
+"""The wire contract: the runner SDK's messages and the server's own."""
 
 LAYERS: tuple[Layer, ...] = (
-    Layer("contract", r"shared\.contract(\..+)?", frozenset()),
-    Layer("platform", r"shared\.platform(\..+)?", frozenset({"contract"})),
-    Layer("policy", r"shared\.policy(\..+)?", frozenset({"contract"})),
-    Layer("records", r"shared\.records(\..+)?", frozenset({"contract", "platform"})),
-    Layer(
-        "registry", r"services\.registry", frozenset({"contract", "platform", "policy", "records", "service"})
-    ),
-    Layer(
-        "service-spec",
-        r"services\.[a-z_]+\.service",
-        frozenset({"contract", "platform", "policy", "records"}),
-    ),
-    Layer("service", r"services\.[a-z_]+(\..+)?", frozenset({"contract", "platform", "policy", "records"})),
+    Layer("sdk-contract", r"continuity_runner\.(contract|errors|limits|signing|types)", frozenset()),
+    Layer("sdk", r"continuity_runner(\..+)?", frozenset({"sdk-contract"})),
+    Layer("contract", r"shared\.contract(\..+)?", frozenset({"sdk-contract"})),
+    Layer("platform", r"shared\.platform(\..+)?", _CONTRACT),
+    Layer("policy", r"shared\.policy(\..+)?", _CONTRACT),
+    # The outcome statistics read the SDK's harness table, the one runners ship with.
+    Layer("records", r"shared\.records(\..+)?", _CONTRACT | {"platform", "sdk"}),
+    Layer("registry", r"services\.registry", _CONTRACT | {"platform", "policy", "records", "service"}),
+    Layer("service-spec", r"services\.[a-z_]+\.service", _CONTRACT | {"platform", "policy", "records"}),
+    Layer("service", r"services\.[a-z_]+(\..+)?", _CONTRACT | {"platform", "policy", "records"}),
     Layer(
         "entrypoints",
         r"continuity(\..+)?",
-        frozenset({"contract", "platform", "policy", "records", "registry", "service-spec", "entrypoints"}),
+        _CONTRACT | {"sdk", "platform", "policy", "records", "registry", "service-spec", "entrypoints"},
     ),
 )
-"""First match wins: `services.registry` and each `services.<name>.service` are read before the
-catch-all row of a service's own modules."""
+"""First match wins: the SDK's contract modules are read before the rest of the SDK,
+`services.registry` and each `services.<name>.service` before the catch-all row of a service's
+own modules."""
 
 PACKAGES = {"shared": "platform", "services": "registry"}
 """The bare top-level packages (their `__init__` holds nothing) counted as their lowest users."""
@@ -101,7 +103,7 @@ def existing(name: str) -> str:
     function imported by name, counts as `shared.records.keys`)."""
     parts = name.split(".")
     while parts:
-        path = ROOT.joinpath(*parts)
+        path = SOURCES.get(parts[0], ROOT).joinpath(*parts)
         if path.with_suffix(".py").is_file() or (path / "__init__.py").is_file():
             return ".".join(parts)
         parts.pop()
@@ -126,9 +128,9 @@ def violations(source: str, module: str, is_package: bool = False) -> list[str]:
 
 def product_modules() -> list[tuple[Path, str, bool]]:
     modules = []
-    for top in PRODUCT:
-        for path in sorted((ROOT / top).rglob("*.py")):
-            parts = path.relative_to(ROOT).with_suffix("").parts
+    for top, source in SOURCES.items():
+        for path in sorted((source / top).rglob("*.py")):
+            parts = path.relative_to(source).with_suffix("").parts
             is_package = parts[-1] == "__init__"
             modules.append((path, ".".join(parts[:-1] if is_package else parts), is_package))
     return modules
@@ -192,3 +194,66 @@ def test_the_command_reaches_a_service_only_through_its_spec() -> None:
 def test_a_service_may_import_its_own_modules_relatively() -> None:
     assert violations("from .store import X", "services.reconciliation.handlers") == []
     assert violations("from . import wire", "services.reconciliation", is_package=True) == []
+
+
+def test_a_contract_module_importing_the_runner_sdks_runner_is_refused() -> None:
+    """The server's contract builds on the SDK's contract modules alone, never on its runner."""
+    assert violations("from continuity_runner.contract import Decision", "shared.contract.decisions") == []
+    assert violations("from continuity_runner.runner import Runner", "shared.contract.signing") == [
+        "shared.contract.signing (contract) imports continuity_runner.runner (sdk)"
+    ]
+    assert violations("from continuity_runner import connect", "shared.contract.client") == [
+        "shared.contract.client (contract) imports continuity_runner (sdk)"
+    ]
+
+
+def test_the_runner_sdk_importing_the_server_is_refused() -> None:
+    assert violations("from shared.contract import limits", "continuity_runner.types") == [
+        "continuity_runner.types (sdk-contract) imports shared.contract.limits (contract)"
+    ]
+    assert violations("from shared.platform import tracing", "continuity_runner.runner") == [
+        "continuity_runner.runner (sdk) imports shared.platform.tracing (platform)"
+    ]
+    assert violations("from continuity_runner.checks import check_value", "continuity_runner.contract") == [
+        "continuity_runner.contract (sdk-contract) imports continuity_runner.checks (sdk)"
+    ]
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Each module of the product and the modules of the product it imports, at any depth."""
+    return {
+        module: {existing(name) for name in imports(path.read_text(), module, is_package)} - {module}
+        for path, module, is_package in product_modules()
+    }
+
+
+def cycle_through(graph: dict[str, set[str]], start: str) -> list[str]:
+    """A chain of imports from `start` back to itself, or [] when there is none."""
+    chains = [[start]]
+    seen = {start}
+    while chains:
+        chain = chains.pop()
+        for target in sorted(graph.get(chain[-1], ())):
+            if target == start:
+                return [*chain, start]
+            if target not in seen:
+                seen.add(target)
+                chains.append([*chain, target])
+    return []
+
+
+def test_the_sdks_contract_modules_import_no_circle() -> None:
+    """`contract`, `types`, `errors`, `limits` and `signing` import one another one way only, at
+    any depth: no import inside a function or under TYPE_CHECKING closes a circle."""
+    graph = import_graph()
+    contract = [m for m in graph if (layer := layer_of(m)) is not None and layer.name == "sdk-contract"]
+    assert sorted(contract) == [
+        f"continuity_runner.{n}" for n in ("contract", "errors", "limits", "signing", "types")
+    ]
+    assert [chain for m in contract if (chain := cycle_through(graph, m))] == []
+
+
+def test_a_circle_is_seen() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert cycle_through(graph, "a") == ["a", "b", "c", "a"]
+    assert cycle_through(graph, "d") == []

@@ -1,12 +1,14 @@
-"""The Python runner SDK's wire types are the services' own, field by field: names, encode
-names, types with their patterns and bounds, defaults, tags and encoding settings. And the SDK
-stands alone: it never imports the server's packages. The TypeScript SDK's closed sets and the
-fields of what it receives are the services' too (read from its source)."""
+"""The wire contract has one home, the Python runner SDK (docs/architecture.md, "One home for the
+contract"): every message a runner sends or receives, and every type they use, is the SDK's own
+object in the server's `shared.contract`, never a copy. And the SDK stands alone: it never
+imports the server's packages. The TypeScript SDK's closed sets and the fields of what it
+receives are the services' too (read from its source)."""
 
 from __future__ import annotations
 
 import ast
-import inspect
+import importlib
+import pkgutil
 import re
 import subprocess
 import sys
@@ -14,15 +16,17 @@ from pathlib import Path
 from typing import Any, get_args
 
 import continuity_runner.contract as sdk
+import continuity_runner.errors as sdk_errors
 import continuity_runner.limits as sdk_limits
+import continuity_runner.signing as sdk_signing
 import continuity_runner.types as sdk_types
 import msgspec
-import msgspec.inspect as mi
 import pytest
 
 import shared.contract as server
 import shared.contract.events as server_events
 import shared.contract.limits as server_limits
+import shared.contract.signing as server_signing
 import shared.contract.tenancy as server_tenancy
 import shared.contract.types as server_types
 
@@ -56,7 +60,6 @@ PAIRS: dict[str, str] = {
     "OwnershipReply": "OwnershipReply",
     "Refusal": "Refusal",
 }
-SERVER_NAME = {getattr(sdk, a): b for a, b in PAIRS.items()}
 
 
 def server_struct(name: str) -> Any:
@@ -64,69 +67,59 @@ def server_struct(name: str) -> Any:
     return getattr(server, name, None) or getattr(server_tenancy, name)
 
 
-CONFIG_FIELDS = (
-    "frozen",
-    "eq",
-    "order",
-    "array_like",
-    "gc",
-    "repr_omit_defaults",
-    "omit_defaults",
-    "forbid_unknown_fields",
-    "tag",
-    "tag_field",
-)
-
-
-def shape(t: Any) -> Any:
-    """A comparable description of a msgspec type: structs by their (server) name, every
-    constraint and setting kept, nested types described the same way."""
-    if isinstance(t, mi.StructType):
-        name = SERVER_NAME.get(t.cls, t.cls.__name__)
-        fields = tuple(
-            (f.name, f.encode_name, shape(f.type), f.required, repr(f.default), repr(f.default_factory))
-            for f in t.fields
-        )
-        return ("struct", name, fields, t.tag_field, t.tag, t.array_like, t.forbid_unknown_fields)
-    if isinstance(t, msgspec.Struct):
-        return (type(t).__name__, tuple((k, shape(getattr(t, k))) for k in t.__struct_fields__))
-    if isinstance(t, tuple):
-        return tuple(shape(x) for x in t)
-    return t
-
-
-def settings(cls: type[msgspec.Struct]) -> tuple[Any, ...]:
-    config = cls.__struct_config__
-    kinds = tuple((p.name, p.kind) for p in inspect.signature(cls).parameters.values())
-    # A `__post_init__` is a check beyond the types (the calendar check of times).
-    checks = hasattr(cls, "__post_init__")
-    return (*(getattr(config, k) for k in CONFIG_FIELDS), kinds, checks)
+def server_modules() -> list[Any]:
+    return [
+        importlib.import_module(m.name) for m in pkgutil.walk_packages(server.__path__, "shared.contract.")
+    ]
 
 
 @pytest.mark.parametrize(("sdk_name", "server_name"), sorted(PAIRS.items()))
-def test_sdk_struct_is_the_servers(sdk_name: str, server_name: str) -> None:
-    mine, theirs = getattr(sdk, sdk_name), server_struct(server_name)
-    assert shape(mi.type_info(mine)) == shape(mi.type_info(theirs))
-    assert settings(mine) == settings(theirs)
+def test_the_servers_struct_is_the_sdks(sdk_name: str, server_name: str) -> None:
+    assert server_struct(server_name) is getattr(sdk, sdk_name)
 
 
-def test_a_changed_constraint_is_told_apart() -> None:
-    """The comparison sees a pattern, a default and an encoding setting that differ."""
+def test_every_struct_of_the_sdk_is_the_servers() -> None:
+    structs = {
+        name
+        for name, value in vars(sdk).items()
+        if isinstance(value, type)
+        and issubclass(value, msgspec.Struct)
+        and value.__module__ in (sdk.__name__, sdk_errors.__name__)
+    }
+    assert structs == set(PAIRS)
 
-    class Loose(msgspec.Struct, kw_only=True):
-        archive_id: str
-        run_id: str
-        session: sdk.SessionRef
-        native_session_id: str
 
-    class Defaults(msgspec.Struct, kw_only=True, omit_defaults=True):
-        exit_code: int | None
-        timed_out: bool = True
-        output: str = ""
+def test_the_server_defines_no_second_copy_of_a_runners_message() -> None:
+    """A Struct defined in shared.contract never has the name of one of the SDK's: a second
+    definition would be a copy that can drift."""
+    taken = set(PAIRS) | set(PAIRS.values())
+    defined = {
+        f"{module.__name__}.{name}"
+        for module in server_modules()
+        for name, value in vars(module).items()
+        if isinstance(value, type) and value.__module__ == module.__name__ and name in taken
+    }
+    assert defined == set()
 
-    assert shape(mi.type_info(Loose)) != shape(mi.type_info(server.ArchiveCommand))
-    assert shape(mi.type_info(Defaults)) != shape(mi.type_info(server.ArchiveResult))
-    assert settings(Defaults) != settings(server.ArchiveResult)
+
+def test_the_servers_types_and_limits_are_the_sdks() -> None:
+    shared_names = [n for n in vars(sdk_types) if not n.startswith("_") and n[0].isupper()]
+    assert "Time" in shared_names and "TIME_PATTERN" in shared_names
+    for name in shared_names:
+        assert getattr(server_types, name) is getattr(sdk_types, name), name
+    names = [n for n in vars(sdk_limits) if n.isupper()]
+    assert names
+    for name in names:
+        assert getattr(server_limits, name) == getattr(sdk_limits, name), name
+    assert (server_events.TURN_COMMAND, server_events.TURN_STATUS) == (sdk.TURN_COMMAND, sdk.TURN_STATUS)
+
+
+def test_the_signed_lines_are_the_sdks() -> None:
+    assert server_signing.signing_input is sdk_signing.signing_input
+    assert server_signing.DOMAIN == sdk_signing.DOMAIN
+    signed = sdk_signing.sign_command_result("k1", b"k" * 32, "runner-a", "run-1", 2, "turn", "completed")
+    verdict = server_signing.verify({"k1": b"k" * 32}, "runner-a", "run-1", 2, signed)
+    assert verdict is server_signing.Verdict.VALID
 
 
 @pytest.mark.parametrize(
@@ -139,36 +132,24 @@ def test_a_changed_constraint_is_told_apart() -> None:
         "2026-11-30T12:00:00-00:00",
         "2026-11-30T23:59:60Z",
         "0000-01-01T00:00:00Z",
+        "\u0662\u0660\u0662\u0666-11-30T12:00:00Z",
     ],
 )
-def test_times_are_checked_alike(time: str) -> None:
-    def accepts(cls: type[msgspec.Struct]) -> bool:
-        body = {"tool_call_id": "t1", "tool_name": "shell", "started_at": time}
+def test_the_servers_own_times_are_checked_as_the_runners(time: str) -> None:
+    """A time of the services' own messages (a runs query's bound) is held to the SDK's rule, the
+    one a runner's event is held to: the calendar, and ASCII digits only."""
+
+    def accepts(cls: type[msgspec.Struct], field: str) -> bool:
+        body = {"tool_call_id": "t1", "tool_name": "shell", field: time}
         try:
             msgspec.json.decode(msgspec.json.encode(body), type=cls)
         except msgspec.ValidationError:
             return False
         return True
 
-    assert accepts(sdk.ToolCall) == accepts(server.ToolCall)
-
-
-def test_the_limits_are_the_servers() -> None:
-    names = [n for n in vars(sdk_limits) if n.isupper()]
-    assert names
-    for name in names:
-        assert getattr(sdk_limits, name) == getattr(server_limits, name), name
-    for pattern in ("TOKEN_PATTERN", "RUNNER_ID_PATTERN", "TIME_PATTERN"):
-        assert getattr(sdk_types, pattern) == getattr(server_types, pattern)
-
-
-def test_every_struct_of_the_sdk_is_compared() -> None:
-    structs = {
-        name
-        for name, value in vars(sdk).items()
-        if isinstance(value, type) and issubclass(value, msgspec.Struct) and value.__module__ == sdk.__name__
-    }
-    assert structs == set(PAIRS)
+    expected = time in ("2026-11-30T12:00:00.123Z", "2024-02-29T00:00:00+00:00")
+    assert accepts(sdk.ToolCall, "started_at") == expected
+    assert accepts(server.RunsListRequest, "updated_before") == expected
 
 
 def test_the_sdk_imports_nothing_of_the_server() -> None:
@@ -282,7 +263,6 @@ def test_the_harness_patterns_are_the_servers(name: str, server_type: str) -> No
 
 def test_the_turn_result_is_the_servers() -> None:
     """A `turn_completed`'s signed result: command `turn`, status `completed` (contract 4.6)."""
-    assert (sdk.TURN_COMMAND, sdk.TURN_STATUS) == (server_events.TURN_COMMAND, server_events.TURN_STATUS)
     source = TS_CONTRACT.read_text()
     assert f'export const TURN_COMMAND = "{server_events.TURN_COMMAND}";' in source
     assert f'export const TURN_STATUS = "{server_events.TURN_STATUS}";' in source

@@ -1,7 +1,9 @@
 """The messages of contract v1 that a runner sends or receives, as msgspec Structs.
 
-These mirror the server's own Structs field by field (names, types, patterns, defaults and
-encoding settings); a test of the project compares the two so that they cannot drift apart.
+They are the services' own: the server's `shared.contract` imports them from here, so what a
+runner sends and what a service decodes is one definition (docs/architecture.md, "One home for
+the contract"). This module, `types`, `limits`, `errors` and `signing` import nothing else of
+the SDK and nothing of the server.
 
 Making a Struct checks its times (`InvalidRequest` naming the field); every other constraint is
 checked when the SDK sends the message (`continuity_runner.checks`), as the services decode it.
@@ -13,6 +15,9 @@ from typing import Literal
 
 import msgspec
 
+# The error reply's body lives with the errors it becomes; named here too, with every message.
+from continuity_runner.errors import ErrorBody as ErrorBody
+from continuity_runner.errors import ErrorDetail as ErrorDetail
 from continuity_runner.types import (
     Action,
     ActionOutcome,
@@ -343,15 +348,3 @@ class ArchiveResult(msgspec.Struct, kw_only=True):
     exit_code: ExitCode | None
     timed_out: bool = False
     output: Output = ""
-
-
-# ---- error replies (section 1) ----------------------------------------------------------------
-
-
-class ErrorDetail(msgspec.Struct):
-    code: str
-    message: str
-
-
-class ErrorBody(msgspec.Struct):
-    error: ErrorDetail

@@ -4,18 +4,28 @@ A service answers a failed request with `{"error": {"code", "message"}}` and the
 `Nats-Service-Error-Code` header; `error_from_reply` turns that into the matching class. A code
 this SDK does not know yet becomes the class of its status (or `ContinuityError`), so a newer
 service never breaks an older runner.
+
+The reply's body (`ErrorBody`) is defined here, beside the classes it becomes: this module
+imports nothing of the SDK, so the contract's Structs, whose checks raise `InvalidRequest`,
+can import it.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 import msgspec
 
-if TYPE_CHECKING:
-    from continuity_runner.contract import ErrorBody
+
+class ErrorDetail(msgspec.Struct):
+    code: str
+    message: str
+
+
+class ErrorBody(msgspec.Struct):
+    """`{"error": {"code", "message"}}`: a service's answer to a failed request (contract 1)."""
+
+    error: ErrorDetail
 
 
 class ContinuityError(Exception):
@@ -182,13 +192,7 @@ _BY_STATUS: dict[int, type[ContinuityError]] = {
 }
 
 
-@functools.cache
-def _error_body() -> msgspec.json.Decoder[ErrorBody]:
-    # Imported here, not at the top: the contract's checks raise `InvalidRequest`, so the
-    # contract imports this module.
-    from continuity_runner.contract import ErrorBody
-
-    return msgspec.json.Decoder(ErrorBody)
+_decode_error_body = msgspec.json.Decoder(ErrorBody).decode
 
 
 def error_class(status: int, code: str) -> type[ContinuityError]:
@@ -206,7 +210,7 @@ def error_from_reply(data: bytes, headers: Mapping[str, str] | None) -> Continui
     except ValueError:
         status = 500
     try:
-        detail = _error_body().decode(data).error
+        detail = _decode_error_body(data).error
         code, message = detail.code, detail.message
     except msgspec.MsgspecError:
         code, message = "", (headers or {}).get("Nats-Service-Error", "")

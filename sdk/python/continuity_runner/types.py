@@ -28,8 +28,10 @@ TIME_PATTERN = (
 Token = Annotated[str, Meta(pattern=TOKEN_PATTERN)]
 RunnerId = Annotated[str, Meta(pattern=RUNNER_ID_PATTERN)]
 Time = Annotated[str, Meta(pattern=TIME_PATTERN)]
+"""Only with `check_time` in the Struct's `__post_init__`: the pattern alone passes Feb 30."""
 Attempt = Annotated[int, Meta(ge=1, le=limits.MAX_ATTEMPT)]
 Count = Annotated[int, Meta(ge=0, le=limits.MAX_SAFE_INT)]
+"""`epoch`, `expected_revision`: never negative, exact in every runner's number type."""
 ExitCode = Annotated[int, Meta(ge=-limits.MAX_SAFE_INT, le=limits.MAX_SAFE_INT)]
 Name = Annotated[str, Meta(max_length=limits.NAME_CHARS)]
 Signature = Annotated[str, Meta(max_length=limits.SIGNATURE_CHARS)]
@@ -55,8 +57,9 @@ def check_time(value: str | None, field: str) -> None:
     `__post_init__` of the Structs that carry a runner's times, so a bad time is refused as soon
     as the Struct is made; `field` is the time's path in the message that carries it.
 
-    The ASCII rule is this SDK's own: Python's `\\d` also takes other scripts' digits, which
-    other runtimes (the TypeScript SDK's) do not read as a time."""
+    The ASCII rule is stricter than the pattern: Python's `\\d` also takes other scripts'
+    digits, which other runtimes (the TypeScript SDK's) do not read as a time. The services
+    check times with this same function."""
     if value is None:
         return
     if not isinstance(value, str) or not value.isascii() or not _TIME.match(value):

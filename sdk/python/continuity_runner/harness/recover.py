@@ -14,18 +14,70 @@ given), as a `turn_completed` does. The TypeScript SDK does the same (src/harnes
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import ClassVar, Literal, Protocol
 
 from continuity_runner.checks import check_value
-from continuity_runner.contract import CommandResult, HarnessInfo, SessionRef, ToolCall
+from continuity_runner.contract import (
+    CommandResult,
+    ErrorInfo,
+    HarnessInfo,
+    RejectReply,
+    SessionRef,
+    ToolCall,
+)
+from continuity_runner.harness.adapter import Adapter
 from continuity_runner.harness.match import OutcomeInput
 from continuity_runner.harness.probe import Env, Presence
 from continuity_runner.harness.table import HarnessClass
-from continuity_runner.types import Attempt, HarnessName, HarnessVersion, Token
+from continuity_runner.types import Attempt, HarnessName, HarnessVersion, RejectCode, Token
 
-if TYPE_CHECKING:
-    from continuity_runner.harness.adapter import Adapter
-    from continuity_runner.runner import Runner
+
+class Reporter(Protocol):
+    """What `recover_verdict` asks of a runner (`Runner` is one): named here, so that this
+    module needs nothing of the runner's module, which calls it."""
+
+    def sign_command_result(
+        self,
+        run_id: str,
+        attempt: int,
+        command: str,
+        status: str,
+        classification: str | None = None,
+        issued_at: str | None = None,
+    ) -> CommandResult: ...
+
+    async def reject(
+        self, session: SessionRef, native_session_id: str, code: RejectCode, *, traceparent: str | None = None
+    ) -> RejectReply: ...
+
+    async def report_resume_failure(
+        self,
+        run_id: str,
+        attempt: int,
+        session: SessionRef,
+        native_session_id: str,
+        error: ErrorInfo | None = None,
+        command_result: CommandResult | None = None,
+        pending_tool_call: ToolCall | None = None,
+        governed_wait_elapsed: bool = False,
+        event_id: str | None = None,
+        *,
+        harness: HarnessInfo | None = None,
+        traceparent: str | None = None,
+    ) -> str: ...
+
+    async def report_turn_completed(
+        self,
+        run_id: str,
+        attempt: int,
+        session: SessionRef,
+        native_session_id: str,
+        *,
+        harness: HarnessInfo | None = None,
+        event_id: str | None = None,
+        traceparent: str | None = None,
+    ) -> str: ...
+
 
 FAILED_STATUS = "failed"
 """The signed command result's status of a failed resume."""
@@ -72,7 +124,7 @@ Verdict = NotAFailure | Reported | Rejected
 
 
 async def recover_verdict(
-    runner: Runner,
+    runner: Reporter,
     adapter: Adapter,
     outcome: OutcomeInput,
     *,
@@ -159,7 +211,7 @@ def _check(
 
 
 def _signed(
-    runner: Runner,
+    runner: Reporter,
     harness: str,
     command: str | None,
     run_id: str,

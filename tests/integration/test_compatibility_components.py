@@ -7,10 +7,8 @@ exactly as before."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
-import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -34,6 +32,7 @@ from shared.platform.config import Config
 from shared.records import keys
 from shared.records.session import V1_FIELDS, binding_stamp, fingerprints
 from tests.support import Bus, RunningApp, make_config, new_runner_id, resume_failed, running, wait_for
+from tests.support.cli import run_cli
 from tests.support.sessions import commit_req, decide_req, new_session
 
 pytestmark = pytest.mark.asyncio
@@ -475,19 +474,7 @@ def cli_nats(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
 
 
 async def cli(url: str, *args: str) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "continuity",
-        *args,
-        "--nats-url",
-        url,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), 60)
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
+    return await run_cli(url, *args)
 
 
 def values_file(path: Path, components: Components) -> str:

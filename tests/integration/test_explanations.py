@@ -3,9 +3,7 @@ classifier, the session-store and the reconciliation service on real NATS and Re
 
 from __future__ import annotations
 
-import asyncio
 import json
-import sys
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
@@ -47,6 +45,7 @@ from tests.support import (
     seed_session,
     tool_call,
 )
+from tests.support.cli import run_cli
 from tests.support.sessions import commit_req
 from tests.support.waiting import wait_for
 
@@ -344,19 +343,7 @@ async def test_the_preview_counts_what_the_next_decides_do(c: ContinuityClient, 
 
 
 async def cli(url: str, *args: str) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "continuity",
-        *args,
-        "--nats-url",
-        url,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), 60)
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
+    return await run_cli(url, *args)
 
 
 async def test_the_command_explains_replays_declares_and_previews(

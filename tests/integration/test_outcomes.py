@@ -5,10 +5,7 @@ judged by what followed its decisions (`runs.stats`, a replay's `results`, the m
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
-import sys
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -42,6 +39,7 @@ from shared.platform import metrics
 from shared.platform.bus.publish import DEAD_REASON_HEADER
 from shared.policy import SHIPPED, dump
 from tests.support import make_config, read_stream, running, wait_for
+from tests.support.cli import run_cli
 from tests.support.runner import KEYS, new_run_id, resume_failed
 from tests.support.sessions import new_session
 
@@ -137,20 +135,7 @@ def count(counter: object, *labels: str) -> float:
 
 
 async def cli(url: str, *args: str) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "continuity",
-        *args,
-        "--nats-url",
-        url,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, "COLUMNS": "250"},
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), 60)
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
+    return await run_cli(url, *args, columns=250)  # every column of a row on one line
 
 
 @pytest.fixture(scope="module")

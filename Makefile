@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: runtime install tools harnesses harnesses-lock run up test test-system system chaos lint typecheck unit sdk-ts bench lock clean
+.PHONY: runtime install tools harnesses harnesses-lock run up test test-system test-operators operators system chaos lint typecheck unit sdk-ts bench lock clean
 
 # `make run` installs the runtime alone (deploy/requirements-runtime.lock); `make test` adds the
 # development tools (requirements.lock, a superset with the same pins). The project is installed
@@ -72,7 +72,12 @@ typecheck: install
 	$(BIN)/mypy --strict sdk/python/examples
 
 unit: install tools harnesses
-	$(BIN)/pytest -m "not system"
+	$(BIN)/pytest -m "not system and not operators"
+
+# The operators' tools: the commands run as processes, and the console (the browser's page
+# tests are system tests), against services in-process.
+operators: install tools harnesses
+	$(BIN)/pytest -m "operators and not system"
 
 # The system tests: built packages installed into empty environments, whole stacks as
 # processes, clustered servers, the shipped NATS authorization and the browser.
@@ -97,6 +102,8 @@ chaos: install tools
 test: lint typecheck unit sdk-ts
 
 test-system: system
+
+test-operators: operators
 
 bench: install
 	$(BIN)/continuity bench sessions

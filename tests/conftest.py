@@ -40,6 +40,21 @@ SYSTEM_TESTS = (
 and authorized servers, the browser. `make test` leaves them to `make test-system`, so that each
 stays within ten minutes here; CI runs both."""
 
+OPERATOR_TESTS = (
+    "tests/integration/console/",
+    "tests/integration/test_cli_errors.py",
+    "tests/integration/test_compatibility_components.py",
+    "tests/integration/test_console_trace_link.py",
+    "tests/integration/test_explanations.py",
+    "tests/integration/test_finding_runs.py",
+    "tests/integration/test_operator_cli.py",
+    "tests/integration/test_server_lists.py",
+    "tests/integration/test_sessions_cli.py",
+)
+"""The operators' tools: the `continuity` commands run as processes, and the console, against
+services in-process. `make test-operators` runs them (CI too), so that `make test` stays within
+ten minutes here."""
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     root = Path(str(config.rootpath))
@@ -47,6 +62,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         where = Path(str(item.path)).relative_to(root).as_posix()
         if where.startswith(SYSTEM_TESTS):
             item.add_marker(pytest.mark.system)
+        elif where.startswith(OPERATOR_TESTS):
+            item.add_marker(pytest.mark.operators)
 
 
 @pytest.fixture(scope="session")

@@ -161,7 +161,12 @@ async def test_a_completed_turn_recovers_the_run_once_and_is_listed(
     await reaches(client, ev.run_id, "recovered")
     await listed(client, runner, ev.run_id, "recovered")
     # Sent again (another event id, so JetStream keeps it): a duplicate, nothing changes.
+    duplicates = count(metrics.EVENTS, "turn_completed", "duplicate")
     await send(js, turn(runner, ev.run_id, ev.session))
+    await wait_for(
+        lambda: count(metrics.EVENTS, "turn_completed", "duplicate") > duplicates,
+        what="the second turn handled as a duplicate",
+    )
     audit = await client.audit(ev.run_id)
     outcomes = [e for e in audit.items if e.kind == "outcome"]
 

@@ -110,7 +110,7 @@ class EventHandler:
         self._keys = config.runner_keys
         self._backoff_s = config.retry_backoff_s
         self._clock = clock
-        self._turns = Turns(client, outbox, Retention.from_config(config))
+        self._turns = Turns(self._store, outbox)
 
     async def __call__(self, msg: Msg) -> None:
         type_label = _type_label(msg.subject)

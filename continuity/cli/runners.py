@@ -18,11 +18,13 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Awaitable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from continuity.cli import arguments, connect, exits, output, tables
+import msgspec
+
+from continuity.cli import arguments, connect, exits, output, runner_live, tables
 from continuity.cli.examples import examples
 from continuity.cli.runner_accounts import (
     Identity,
@@ -46,6 +48,7 @@ from shared.contract import errors, subjects
 from shared.contract.client import ContinuityClient, RequestError
 from shared.contract.tenancy import (
     MAX_TENANTS,
+    QuotaUsage,
     RunnerPutRequest,
     RunnerRecord,
     RunnerRevokeRequest,
@@ -128,7 +131,7 @@ def _record_tenants(
         return None, exits.Failure(
             failure.exit_code,
             "tenants_not_recorded",
-            f"runner {args.runner_id} was issued (its seed is in {args.seed_file}), but its tenants were "
+            f"runner {args.runner_id} was issued (its {_secret(args)}), but its tenants were "
             f"not recorded in the runner directory: {failure.message}. The services refuse its requests "
             f"and events (runner_not_registered) until they are: once the session-store answers, run "
             f"`{later}`{also} with the operator's credentials in NATS_URL",
@@ -136,10 +139,49 @@ def _record_tenants(
     return record, None
 
 
+def _secret(args: argparse.Namespace) -> str:
+    return f"creds are in {args.creds_file}" if args.operator_dir else f"seed is in {args.seed_file}"
+
+
+def _add_live(args: argparse.Namespace) -> int | None:
+    """Issued on the running servers: the account pushed, then the tenants recorded. An exit
+    code when the command ends here (the tenants not recorded), else None."""
+    tenants = _tenants(args)
+    account = runner_live.issue(args)
+    record, failure = _record_tenants(args, tenants)
+    if args.json:
+        out: dict[str, Any] = {
+            "runner_id": account.runner_id,
+            "account": account.account,
+            "creds_file": str(args.creds_file),
+            "inbox_prefix": inbox_prefix(account.runner_id),
+            "directory": record,
+        }
+        if failure is not None:
+            out["error"] = {"code": failure.code, "message": failure.message}
+        print(output.to_json(out))
+    else:
+        print(
+            f"# issued runner {account.runner_id}: account {account.account}, stored by "
+            f"{args.servers} server(s); no restart needed"
+        )
+        if record is not None:
+            print(f"# runner directory: {record.runner_id} issued for {', '.join(record.tenants)}")
+        print(f"# the runner connects with its creds file and inbox prefix {inbox_prefix(account.runner_id)}")
+    if failure is not None:
+        print(f"continuity: error: {failure.message} [{failure.code}]", file=sys.stderr)
+        return int(failure.exit_code)
+    return None
+
+
 def _add(args: argparse.Namespace) -> int:
     runner_id: str = args.runner_id
     try:
-        if not args.consumer_only:
+        if not args.consumer_only and args.operator_dir:
+            code = _add_live(args)
+            if code is not None:
+                return code
+        elif not args.consumer_only:
             tenants = _tenants(args)
             if args.conf_dir:
                 check_conf_dir(Path(args.conf_dir), runner_id)
@@ -203,8 +245,18 @@ def _print_identity(
 
 
 def _checked_add(args: argparse.Namespace) -> int:
+    if args.operator_dir and args.conf_dir:
+        return output.report(
+            args,
+            exits.Failure(
+                exits.EXIT_BAD_INPUT,
+                "invalid_argument",
+                "--operator-dir and --conf-dir are two layouts: give one",
+            ),
+        )
     if not args.consumer_only:
-        missing = [o for o, v in (("--seed-file", args.seed_file), ("--tenant", args.tenant)) if not v]
+        secret = ("--creds-file", args.creds_file) if args.operator_dir else ("--seed-file", args.seed_file)
+        missing = [o for o, v in (secret, ("--tenant", args.tenant)) if not v]
         if missing:
             failure = exits.Failure(
                 exits.EXIT_BAD_INPUT,
@@ -244,6 +296,11 @@ class Listed:
     added_at: str | None
     actor: str | None
     revoked_at: str | None
+    connections: int | None = None
+    """Its client connections open on the servers (None: unknown, the session-store has no
+    monitor user configured)."""
+    usage: list[QuotaUsage] = field(default_factory=list)
+    """The runner's usage of its quotas, then each of its tenants'."""
 
 
 async def _listing(c: ContinuityClient, timeout: float, in_conf: set[str] | None) -> list[Listed]:
@@ -264,9 +321,20 @@ async def _listing(c: ContinuityClient, timeout: float, in_conf: set[str] | None
                 added_at=r.added_at if r else None,
                 actor=r.actor if r else None,
                 revoked_at=r.revoked_at if r else None,
+                connections=r.connections if r else None,
+                usage=list(r.usage) if r else [],
             )
         )
     return listed
+
+
+def _events(u: QuotaUsage | None) -> str:
+    """Events of the burst spent lately, of the burst, at the rate: `12/200 @100/s`."""
+    return "-" if u is None else f"{u.events_spent:.0f}/{u.event_burst} @{u.event_rate:g}/s"
+
+
+def _runs(u: QuotaUsage | None) -> str:
+    return "-" if u is None else f"{u.stored_runs}/{u.stored_runs_limit}"
 
 
 def _render_list(listed: list[Listed]) -> str:
@@ -276,10 +344,30 @@ def _render_list(listed: list[Listed]) -> str:
     def yes(value: bool | None) -> str:
         return "-" if value is None else ("yes" if value else "no")
 
+    def own(r: Listed) -> QuotaUsage | None:
+        return next((u for u in r.usage if u.scope == "runner"), None)
+
     rows = [
         [r.runner_id, ",".join(r.tenants) or "-", r.status, yes(r.in_conf), yes(r.consumer)] for r in listed
     ]
-    return tables.table(["RUNNER", "TENANTS", "STATUS", "IN CONF", "CONSUMER"], rows, whole=(2,))
+    directory = tables.table(["RUNNER", "TENANTS", "STATUS", "IN CONF", "CONSUMER"], rows, whole=(2,))
+    # What the servers and the quotas say, apart: the directory's table keeps its columns.
+    live = [
+        [
+            r.runner_id,
+            "-" if r.connections is None else str(r.connections),
+            _events(own(r)),
+            _runs(own(r)),
+        ]
+        for r in listed
+    ]
+    watched = tables.table(["RUNNER", "CONNECTIONS", "EVENTS", "RUNS"], live, whole=(1, 2, 3))
+    return (
+        f"{directory}\n\n{watched}\n"
+        "CONNECTIONS: open on the servers now (- unknown: the session-store has no monitor user); "
+        "EVENTS: of the burst, spent lately / burst @ rate; RUNS: stored / limit (the runner's "
+        "own quotas; --json adds its tenants')"
+    )
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -305,6 +393,8 @@ class Removed:
     conf: str | None
     """removed or absent (None: no --conf-dir was given)."""
     restart_required: bool
+    account: str | None = None
+    """With --operator-dir: revoked (its connections closed, its creds refused) or absent."""
 
 
 async def _revoke_and_delete(
@@ -326,9 +416,10 @@ async def _revoke_and_delete(
     return record, consumer
 
 
-def _confirm(runner_id: str, conf_dir: str | None) -> bool:
+def _confirm(runner_id: str, conf_dir: str | None, live: bool) -> bool:
     # On stderr, so that stdout stays one JSON object with --json.
     conf = f", and remove its account from {conf_dir}" if conf_dir else ""
+    conf += ", and revoke its account on the servers" if live else ""
     print(
         f"Remove runner {runner_id}: revoke it in the runner directory (its session requests and "
         f"events are refused from now on), delete its decisions consumer{conf}? [y/N] ",
@@ -343,7 +434,7 @@ def _remove(args: argparse.Namespace) -> int:
     runner_id: str = args.runner_id
     try:
         changes = planned_removal(Path(args.conf_dir), runner_id) if args.conf_dir else {}
-        if not args.yes and not _confirm(runner_id, args.conf_dir):
+        if not args.yes and not _confirm(runner_id, args.conf_dir, bool(args.operator_dir)):
             raise exits.Failure(
                 exits.EXIT_CONFLICT, "not_confirmed", "nothing was changed (confirm, or pass --yes)"
             )
@@ -352,18 +443,24 @@ def _remove(args: argparse.Namespace) -> int:
         )
         for path, text in changes.items():
             replace(path, text)
+        account = None
+        if args.operator_dir:
+            account = "revoked" if runner_live.revoke(args) is not None else "absent"
         conf = None if not args.conf_dir else ("removed" if changes else "absent")
-        if record is None and consumer == "absent" and conf != "removed":
+        if record is None and consumer == "absent" and conf != "removed" and account != "revoked":
             where = f", nor in {args.conf_dir}" if args.conf_dir else ""
             raise exits.Failure(
                 exits.EXIT_NOT_FOUND,
                 "not_found",
                 f"runner {runner_id} is not known: not in the runner directory, no decisions consumer{where}",
             )
-        removed = Removed(runner_id, record, consumer, conf, restart_required=conf != "absent")
+        live = account is not None
+        removed = Removed(
+            runner_id, record, consumer, conf, restart_required=not live and conf != "absent", account=account
+        )
     except exits.Failure as failure:
         return output.report(args, failure)
-    print(output.to_json(removed) if args.json else _render_removed(removed, args.conf_dir))
+    print(_removed_json(removed) if args.json else _render_removed(removed, args.conf_dir))
     if consumer == "failed":
         print(
             f"continuity: error: the runner is revoked, but its decisions consumer was not deleted; "
@@ -372,6 +469,14 @@ def _remove(args: argparse.Namespace) -> int:
         )
         return exits.EXIT_UNAVAILABLE
     return exits.EXIT_OK
+
+
+def _removed_json(r: Removed) -> str:
+    """`account` only with --operator-dir: the config-file layout's answer is as it was."""
+    out = msgspec.to_builtins(r)
+    if r.account is None:
+        del out["account"]
+    return output.to_json(out)
 
 
 def _render_removed(r: Removed, conf_dir: str | None) -> str:
@@ -386,7 +491,13 @@ def _render_removed(r: Removed, conf_dir: str | None) -> str:
             "failed": "Its decisions consumer could not be deleted.",
         }[r.consumer],
     ]
-    if r.conf == "removed":
+    if r.account == "revoked":
+        lines.append(
+            "Its account was revoked on the servers: its connections are closed and its creds refused."
+        )
+    elif r.account == "absent":
+        lines.append("It had no active account on the servers.")
+    elif r.conf == "removed":
         lines.append(f"Its account and archive import were removed from {conf_dir}.")
     elif r.conf == "absent":
         lines.append(f"It had no account in {conf_dir}.")
@@ -441,6 +552,10 @@ def _register_add(
     )
     add.add_argument("runner_id", type=arguments.runner_id, metavar="RUNNER_ID")
     add.add_argument("--seed-file", help="where to write the runner's seed (mode 0600, never overwritten)")
+    add.add_argument(
+        "--creds-file",
+        help="with --operator-dir: where to write the runner's creds (mode 0600, never overwritten)",
+    )
     _tenant_option(
         add,
         False,
@@ -460,6 +575,7 @@ def _register_add(
     add.add_argument(
         "--consumer-only", action="store_true", help="only create the consumer of an existing runner"
     )
+    runner_live.add_options(add, "issue the runner's account")
     arguments.actor_option(add)
     add.set_defaults(func=_checked_add)
     examples(
@@ -491,7 +607,10 @@ def _register_list(
     commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
 ) -> None:
     listing = commands.add_parser(
-        "list", parents=[common], help="the runner directory, with the conf files and the consumers"
+        "list",
+        parents=[common],
+        help="the runner directory, with the conf files, the consumers, the live connections and "
+        "the usage of each runner's quotas",
     )
     listing.add_argument(
         "--conf-dir", default=None, help=f"also tell which runners have an account in {ACCOUNTS_FILE} here"
@@ -513,6 +632,7 @@ def _register_remove(
         "--conf-dir", default=None, help=f"remove the runner from {ACCOUNTS_FILE} and {IMPORTS_FILE} here"
     )
     remove.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    runner_live.add_options(remove, "revoke the runner's account")
     arguments.actor_option(remove)
     remove.set_defaults(func=_remove)
     examples(

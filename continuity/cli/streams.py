@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -69,8 +70,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def _wanted(args: argparse.Namespace) -> tuple[list[Any], list[streams.DurableConsumer]]:
     config = Config.from_env()
     replicas = args.replicas or config.stream_replicas
+    wanted = dataclasses.replace(config, stream_replicas=replicas)
     return (
-        streams.stream_configs(replicas, config.duplicate_window_s, streams.StreamLimits.of(config)),
+        [
+            *streams.stream_configs(replicas, config.duplicate_window_s, streams.StreamLimits.of(config)),
+            *registry.own_streams(wanted),
+        ],
         # The consumers the services' specs declare: the ones they create at start.
         registry.durable_consumers(replicas, config.ack_wait_s),
     )

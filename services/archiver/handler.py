@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import msgspec
 from nats.aio.client import Client
@@ -71,14 +71,15 @@ def lease_s(timeout_s: float) -> float:
 class ArchiveHandler:
     def __init__(
         self,
-        nc: Client,
+        remote_nc: Callable[[], Awaitable[Client]],
         client: Redis,
         outbox: Outbox,
         config: Config,
         *,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self._nc = nc
+        self._remote_nc = remote_nc
+        """The connection remote moves go out on (services/archiver/link.py)."""
         self._store = ArchiveStore(client, Retention.from_config(config))
         self._outbox = outbox
         self._timeout_s = config.archive_timeout_s
@@ -108,7 +109,7 @@ class ArchiveHandler:
             await self._finish_recorded(work, None)
             return
         if state == "send":
-            answer = await remote.ask(self._nc, work, self._timeout_s)
+            answer = await remote.ask(await self._remote_nc(), work, self._timeout_s)
             generations |= await self._generations_now(work)
             result = await self._keep(work, answer.result(generations))
         elif state == "remote_started":
@@ -225,7 +226,8 @@ class ArchiveHandler:
         )
 
     async def _finish_recorded(self, work: ArchiveWork, slot_value: bytes | None) -> None:
-        """The decision is recorded: publish it if a crash stopped that, and nothing else."""
+        """The decision is recorded: publish it if a crash stopped that (an outbox entry older than
+        the outbox's grace period), and nothing else."""
         if slot_value is None:
             slot_value = await self._store.recorded_decision(work)
         if slot_value is None:
@@ -236,9 +238,9 @@ class ArchiveHandler:
             # Not ours to repair; the outbox sweeper publishes whatever is left.
             log.warning("slot_unreadable", run_id=work.run_id, attempt=work.attempt)
             return
-        entry = await self._store.outbox_entry(work, decided.decision_id)
-        if entry is not None:
-            await self._outbox.flush(work.session.key, [entry])
+        # Taken before it is published, as the classifier's copies and the sweeper take theirs: a
+        # copy of the work handled while its recorder publishes sends nothing more.
+        if await self._outbox.flush_leftovers(work.session.key, [decided.decision_id]):
             self._observe_latency(work)
             log.info("outbox_repaired", run_id=work.run_id, attempt=work.attempt)
         log.info("archive_duplicate", run_id=work.run_id, attempt=work.attempt, archive_id=work.archive_id)

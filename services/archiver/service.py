@@ -14,6 +14,7 @@ from shared.platform.service import ConsumerSpec, ServiceSpec, Wiring
 from shared.records.outbox import Outbox
 
 from .handler import ArchiveHandler
+from .link import ArchiveLink
 
 NAME = "archiver"
 VERSION = "1.0.0"
@@ -31,7 +32,8 @@ SPEC = ServiceSpec(
 
 def build(ctx: Context) -> Wiring:
     outbox = Outbox(ctx.redis, ctx.js)
+    link = ArchiveLink(ctx.nc, ctx.config)
     return Wiring(
-        handlers={ARCHIVE_WORK: ArchiveHandler(ctx.nc, ctx.redis, outbox, ctx.config)},
-        parts=(outbox.sweeper(),),
+        handlers={ARCHIVE_WORK: ArchiveHandler(link.client, ctx.redis, outbox, ctx.config)},
+        parts=(link, outbox.sweeper()),
     )

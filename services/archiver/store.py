@@ -16,13 +16,10 @@ gives the progress the run retention (contract section 9.9): it is a record of t
 
 from __future__ import annotations
 
-import msgspec
-
 from shared.contract.decisions import ArchiveWork
 from shared.platform.redis import Redis
 from shared.records import keys
 from shared.records.names import archive_slot
-from shared.records.outbox import OutboxEntry
 from shared.records.retention import DEFAULT, Retention
 from shared.records.session import SAVED_FIELDS, saved_session_of
 from shared.records.steps import RunStep
@@ -30,8 +27,6 @@ from shared.records.store import RunStore
 
 from .scrub import stored_generations
 from .step import Begin, MoveResult
-
-_decode_entry = msgspec.json.Decoder(OutboxEntry).decode
 
 
 class ArchiveStore:
@@ -100,8 +95,3 @@ class ArchiveStore:
         """The value of the archive's decision slot, None while it is free."""
         slots = keys.run_decisions(work.session.key, work.run_id)
         return await self.redis.hget(slots, archive_slot(work.attempt))
-
-    async def outbox_entry(self, work: ArchiveWork, msg_id: str) -> OutboxEntry | None:
-        """The outbox entry `msg_id` of the work's session, while it is not published."""
-        raw = await self.redis.hget(keys.outbox(work.session.key), msg_id)
-        return _decode_entry(raw) if raw is not None else None

@@ -32,10 +32,10 @@ from shared.platform.bus.consumer import Reject
 from shared.platform.bus.publish import publish
 from shared.platform.config import Config
 from shared.platform.logs import Log
-from shared.platform.quotas import TokenBuckets
+from shared.platform.quotas import LeasedBuckets
 from shared.platform.redis import Redis
 from shared.policy import SHIPPED, Policy
-from shared.records import keys, outcomes, steps
+from shared.records import keys, outcomes, quotas, steps
 from shared.records import runners as identity
 from shared.records.outbox import Outbox
 from shared.records.retention import Retention
@@ -43,7 +43,7 @@ from shared.records.session import saved_session_of, text
 
 from .step import SPENDING, Choice, SlotView, Unverified, announced_ids, choose, failure_class_of
 from .store import ClassifierStore
-from .stored_runs import StoredRuns
+from .stored_runs import Answer, StoredRuns
 from .turns import Turns, authenticate
 
 log = Log("continuity.classifier")
@@ -60,9 +60,14 @@ _encode_refusal = msgspec.json.Encoder().encode
 
 SPENT_READ_S = 1.0
 """How long a replica trusts the recovery count it last saw while the count is below
-`SPENT_NEAR` of the budget: other replicas' additions of that second are seen a second late."""
+`SPENT_NEAR` of the budget: other replicas' additions of that second are seen a second late.
+The count only guides the first choice; a retry or replacement takes its unit in one script
+that refuses it past the budget (`_choose_within_budget`)."""
 SPENT_NEAR = 0.8
 
+
+NO_PRIOR: list[bytes | None] = [None, None, None]
+"""The prior step of a run this event indexed: none."""
 
 DECIDE_TRIES = 3
 """Reads and decisions of one event before a session that keeps changing counts as transient."""
@@ -76,7 +81,6 @@ class _Recorded:
     failure_class: FailureClass
     prior: list[bytes | None]
     """The run's last decision, status and harness before the step (`_count_decision`)."""
-    budget_key: str
     published_at: float | None
 
 
@@ -96,12 +100,12 @@ class EventHandler:
         self._js = js
         self._directory = identity.RunnerDirectory(client, cache_s=config.runner_cache_s)
         self._enforced = config.tenancy == "enforced"
-        self._runner_rate = TokenBuckets(config.runner_event_rate, config.runner_event_burst)
-        self._tenant_rate = TokenBuckets(config.tenant_event_rate, config.tenant_event_burst)
+        # The event-rate buckets are shared in Redis; each replica leases tokens from them.
+        self._runner_rate = _leased(client, config.runner_event_rate, config.runner_event_burst)
+        self._tenant_rate = _leased(client, config.tenant_event_rate, config.tenant_event_burst)
         self._runner_runs = config.runner_stored_runs
         self._tenant_runs = config.tenant_stored_runs
         self.stored_runs = StoredRuns(client, Retention.from_config(config).run_ms)
-        """Its flusher runs beside the consumer (the service's background task)."""
         self._budget = config.tenant_recovery_budget
         self._spent_seen: dict[str, tuple[float, int]] = {}
         """Per budget key: when this replica last learnt the count, and the count."""
@@ -158,7 +162,7 @@ class EventHandler:
         if allowed is not identity.Access.ALLOWED:
             await self._refuse(msg, event, record, allowed.value)
         now = self._clock()
-        over = self._over_quota(event, now)
+        over = await self._over_quota(event)
         if over is None:
             return record, now
         scope, wait_s = over
@@ -182,22 +186,103 @@ class EventHandler:
         sk = event.session.key
         published_at = stored_at(msg.reply)  # when JetStream stored the event
         budget_key = keys.recovery_budget(event.session.tenant, int(now // self._window_s))
-        for _ in range(DECIDE_TRIES):
-            # One round trip: index the run (unless it is already), read the session record, the
-            # run as it was and the tenant's recovery budget.
-            claimed = self._store.claim_run(event.run_id, sk)
-            session = self._store.saved_session(sk)
-            before = self._store.run_before(sk, event.run_id)
-            spent = self._spent(event.session.tenant, budget_key, now)
-            indexed, raw_session, prior = await claimed, await session, await before
-            spent_count = int((spent if isinstance(spent, int) else await spent) or 0)
-            self._spent_seen[budget_key] = (now, spent_count)
-            if indexed is None and await self._over_stored_runs(msg, event, record, now):
-                return "quota_exceeded"
+        for tried in range(DECIDE_TRIES):
+            counted, indexed, raw_session, prior, spent_count = await self._reads(
+                event, budget_key, now, count=tried == 0 and event.attempt == 1
+            )
+            # A run with no step yet is counted (again: counting is idempotent), so a delivery
+            # that stopped between claiming the run and counting it leaves no run uncounted.
+            new_run = (indexed is None or not any(prior)) and indexed in (None, sk)
+            if counted is not None and not new_run:
+                await self.stored_runs.unsent(self._owners(event), event.run_id, counted)
             if indexed is not None and indexed != sk:
                 # A run's slots live under its session's tag: an event naming another session for
                 # the same run would find no slot there and decide the run a second time.
                 raise Reject(subjects.DEAD_INVALID, "run_session_mismatch")
+            if new_run and await self._over_stored_runs(msg, event, record, now, counted):
+                return "quota_exceeded"
+            choice, spending = await self._choose_within_budget(
+                event, classified, raw_session, published_at, budget_key, spent_count, first=indexed is None
+            )
+            try:
+                existing = await self._store.record(
+                    sk, event.run_id, choice.step, index_fresh=indexed is None
+                )
+            except steps.SessionChanged:
+                await self._give_back(budget_key, spending)
+                continue  # a commit landed between the read and the recording: decide again
+            except steps.NotOwned as refusal:
+                await self._give_back(budget_key, spending)
+                await self._refuse_not_owned(msg, event, record, refusal, fresh=indexed is None)
+            if existing is not None:
+                # The slot was taken by an earlier delivery: no second decision, and what it
+                # recorded is published once, by that delivery or, after a crash stopped it
+                # before its flush, by the first taker of its outbox entries.
+                await self._give_back(budget_key, spending)
+                await self._flush_leftovers(sk, event.run_id, event.attempt, existing)
+                log.info("event_duplicate", run_id=event.run_id, attempt=event.attempt)
+                return "duplicate"
+            return _Recorded(choice, classified[0], prior, published_at)
+        raise steps.SessionChanged(sk)  # a transient failure: the event is redelivered
+
+    async def _reads(
+        self, event: ResumeFailed, budget_key: str, now: float, *, count: bool
+    ) -> tuple[Any, str | None, Any, Any, int]:
+        """What a decision reads, in one round trip: the run's stored-runs count when `count`
+        (a run's first report is almost always a new run: its count goes out with the reads
+        instead of a round trip after them, taken back if not new), the run's index (claimed
+        unless it is already), the session record, the run as it was (a later attempt's) and
+        the tenant's recovery budget spent."""
+        sk = event.session.key
+        counting = (
+            self.stored_runs.send(self._owners(event), event.run_id, int(now * 1000)) if count else None
+        )
+        claimed = self._store.claim_run(event.run_id, sk)
+        session = self._store.saved_session(sk)
+        before = self._store.run_before(sk, event.run_id) if event.attempt > 1 else None
+        spent = self._spent(event.session.tenant, budget_key, now)
+        counted = await counting if counting is not None else None  # its failures are answers
+        indexed, raw_session = await claimed, await session
+        if before is not None:
+            prior = await before
+        elif indexed is None:
+            # A first report's prior step only tells whether a run already indexed is new
+            # (nothing is counted as having followed a decision before attempt 1).
+            prior = NO_PRIOR
+        else:
+            prior = await self._store.run_before(sk, event.run_id)
+        spent_count = int((spent if isinstance(spent, int) else await spent) or 0)
+        self._spent_seen[budget_key] = (now, spent_count)
+        return counted, indexed, raw_session, prior, spent_count
+
+    async def _refuse_not_owned(
+        self, msg: Msg, event: ResumeFailed, record: RunnerRecord | None, refusal: steps.NotOwned, fresh: bool
+    ) -> NoReturn:
+        if fresh:
+            # This event indexed the run a moment ago: leave no claim on the run_id, and no
+            # count of it.
+            await self._store.unclaim_run(event.run_id)
+            await self.stored_runs.forget(self._owners(event), event.run_id)
+        await self._refuse(msg, event, record, cast(RefusalCode, refusal.reason))
+
+    async def _choose_within_budget(
+        self,
+        event: ResumeFailed,
+        classified: tuple[FailureClass, ClassSource],
+        raw_session: Any,
+        published_at: float | None,
+        budget_key: str,
+        spent_count: int,
+        *,
+        first: bool,
+    ) -> tuple[Choice, bool]:
+        """The choice, and whether it took a unit of the tenant's recovery budget. A retry or a
+        replacement takes its unit before it is recorded, in one script that refuses the unit
+        once the budget is spent: replicas deciding at the same moment never pass the budget
+        together, and an event that finds it spent meanwhile is decided again as spent."""
+        budget_spent = spent_count >= self._budget
+        window_ms = int(self._window_s * 2000)
+        while True:
             choice = choose(
                 event,
                 classified,
@@ -205,38 +290,42 @@ class EventHandler:
                 self._clock(),
                 backoff_s=self._backoff_s,
                 published_at=published_at,
-                budget_spent=spent_count >= self._budget,
+                budget_spent=budget_spent,
                 policy=self._policy,
             )
-            choice.step.run_fields.update(run_extras(event, published_at, first=indexed is None))
-            try:
-                existing = await self._store.record(
-                    sk, event.run_id, choice.step, index_fresh=indexed is None
-                )
-            except steps.SessionChanged:
-                continue  # a commit landed between the read and the recording: decide again
-            except steps.NotOwned as refusal:
-                if indexed is None:
-                    # This event indexed the run a moment ago: leave no claim on the run_id.
-                    await self._store.unclaim_run(event.run_id)
-                await self._refuse(msg, event, record, cast(RefusalCode, refusal.reason))
-            if existing is not None:
-                # The slot was taken by an earlier delivery: no second decision, but finish
-                # publishing what that delivery recorded if a crash stopped it before the flush.
-                await self._flush_leftovers(sk, event.run_id, event.attempt, existing)
-                log.info("event_duplicate", run_id=event.run_id, attempt=event.attempt)
-                return "duplicate"
-            return _Recorded(choice, classified[0], prior, budget_key, published_at)
-        raise steps.SessionChanged(sk)  # a transient failure: the event is redelivered
+            choice.step.run_fields.update(run_extras(event, published_at, first=first))
+            if choice.verdict not in SPENDING:
+                return choice, False
+            # A policy row may spend with the budget spent: it is counted all the same.
+            move: quotas.BudgetMove = "force" if budget_spent else "take"
+            taken, total = await quotas.recovery(self._store.redis, budget_key, move, self._budget, window_ms)
+            self._spent_seen[budget_key] = (self._clock(), total)
+            if taken:
+                return choice, True
+            budget_spent = True
+
+    async def _give_back(self, budget_key: str, spending: bool) -> None:
+        """Return the budget unit of a step that was not recorded (a redelivery finding its
+        slot taken, a session that changed, a refusal): only recorded steps spend."""
+        if spending:
+            window_ms = int(self._window_s * 2000)
+            _, total = await quotas.recovery(
+                self._store.redis, budget_key, "give_back", self._budget, window_ms
+            )
+            self._spent_seen[budget_key] = (self._clock(), total)
 
     async def _over_stored_runs(
-        self, msg: Msg, event: ResumeFailed, record: RunnerRecord | None, now: float
+        self,
+        msg: Msg,
+        event: ResumeFailed,
+        record: RunnerRecord | None,
+        now: float,
+        counted: list[Answer] | None = None,
     ) -> bool:
-        """Whether the new run this event indexed is refused by its owners' stored runs; if so,
-        the claim on its run_id is withdrawn and the runner told when to send it again."""
-        if self._admitted_now(event):
-            return False
-        refused_by = await self._admitted(event, now)
+        """Whether the new run this event indexed is refused by its owners' stored runs (counted
+        now, or `counted` already); if so, the claim on its run_id is withdrawn and the runner
+        told when to send it again."""
+        refused_by = await self.stored_runs.admit(self._owners(event), event.run_id, int(now * 1000), counted)
         if refused_by is None:
             return False
         await self._store.unclaim_run(event.run_id)  # leave no claim on the run_id
@@ -250,10 +339,6 @@ class EventHandler:
         """Spend the budget, publish what the step recorded, count and log the decision."""
         choice, failure_class = recorded.choice, recorded.failure_class
         verdict, reason, rule = choice.verdict, choice.reason, choice.explanation.rule
-        if verdict in SPENDING:
-            # Counted after the step is recorded: a redelivery finds its slot and spends nothing.
-            total = await self._store.spend(recorded.budget_key, int(self._window_s * 2000))
-            self._spent_seen[recorded.budget_key] = (self._clock(), total)
         await self._outbox.flush(event.session.key, choice.step.outbox)
         metrics.adder(metrics.FAILURE_CLASSES, failure_class)()
         _count_decision(event, rule, failure_class, recorded.prior)
@@ -311,30 +396,17 @@ class EventHandler:
             ("tenant", keys.tenant_runs(event.session.tenant), self._tenant_runs),
         )
 
-    def _admitted_now(self, event: ResumeFailed) -> bool:
-        """True when both owners are known here and have room (the run is counted); False when
-        `_admitted` must decide (an owner to read, or a refusal to explain)."""
-        return all(
-            self.stored_runs.admit_now(key, limit, event.run_id) for _, key, limit in self._owners(event)
-        )
-
-    async def _admitted(self, event: ResumeFailed, now: float) -> tuple[QuotaScope, float] | None:
-        """The scope whose stored-runs limit refuses the new run, and when its oldest run leaves
-        the window; None when both counted it."""
-        now_ms = int(now * 1000)
-        for scope, key, limit in self._owners(event):
-            if not await self.stored_runs.admit(key, limit, event.run_id, now_ms):
-                return scope, await self.stored_runs.free_at_ms(key, now_ms) / 1000
-        return None
-
-    def _over_quota(self, event: ResumeFailed | TurnCompleted, now: float) -> tuple[QuotaScope, float] | None:
+    async def _over_quota(self, event: ResumeFailed | TurnCompleted) -> tuple[QuotaScope, float] | None:
         """The scope whose event rate the event exceeds, and how long until it may be sent."""
-        wait_s = self._runner_rate.take(event.runner_id, now)
-        if wait_s > 0:
-            return "runner", wait_s
-        wait_s = self._tenant_rate.take(event.session.tenant, now)
-        if wait_s > 0:
-            return "tenant", wait_s
+        for scope, buckets, key in (
+            ("runner", self._runner_rate, keys.runner_event_rate(event.runner_id)),
+            ("tenant", self._tenant_rate, keys.tenant_event_rate(event.session.tenant)),
+        ):
+            wait_s = buckets.take_now(key)
+            if wait_s is None:  # one event in a lease's worth: lease again from Redis
+                wait_s = await buckets.take(key)
+            if wait_s > 0:
+                return cast(QuotaScope, scope), wait_s
         return None
 
     async def _refuse(
@@ -383,6 +455,9 @@ class EventHandler:
         )
 
     async def _flush_leftovers(self, sk: str, run_id: str, attempt: int, existing: bytes) -> None:
+        """Publish what the step in the slot announced and its recorder left unpublished; an
+        entry younger than the outbox's grace period is left to its recorder, which is still
+        publishing it (a copy of the report handled at the same time)."""
         try:
             slot = msgspec.json.decode(existing, type=SlotView)
         except msgspec.MsgspecError:
@@ -392,10 +467,18 @@ class EventHandler:
         msg_ids = announced_ids(slot, run_id, attempt)
         if not msg_ids:
             return
-        entries = await self._store.outbox_entries(sk, msg_ids)
-        if entries:
-            await self._outbox.flush(sk, entries)
-            log.info("outbox_repaired", run_id=run_id, attempt=attempt, count=len(entries))
+        published = await self._outbox.flush_leftovers(sk, msg_ids)
+        if published:
+            log.info("outbox_repaired", run_id=run_id, attempt=attempt, count=published)
+
+
+def _leased(client: Redis, rate: float, burst: int) -> LeasedBuckets:
+    """Buckets of one rate and burst in Redis, leased by this replica."""
+
+    async def lease(bucket: str, wanted: int) -> tuple[int, float]:
+        return await quotas.lease(client, bucket, rate, burst, wanted)
+
+    return LeasedBuckets(rate, burst, lease)
 
 
 _OUTCOMES = {subjects.DEAD_QUARANTINE: "quarantined", subjects.DEAD_REFUSED: "refused"}
@@ -442,7 +525,7 @@ def _count_decision(event: ResumeFailed, rule: str, failure_class: str, prior: l
     """Count a recorded decision by its row (4.6), and the run's previous decision as `failed`
     when it was waiting for a turn: this failure is what followed it."""
     harness = outcomes.harness_label(event.harness.name if event.harness is not None else None)
-    metrics.RECOVERY_DECISIONS.labels(rule, failure_class, harness).inc()
+    metrics.adder(metrics.RECOVERY_DECISIONS, rule, failure_class, harness)()
     last, status, prior_harness = prior
     if not last or text(status) not in outcomes.ABANDONABLE:
         return
@@ -451,9 +534,10 @@ def _count_decision(event: ResumeFailed, rule: str, failure_class: str, prior: l
     except msgspec.MsgspecError:
         return
     if previous.attempt < event.attempt and previous.action in outcomes.RECOVERED_BY_ACTION:
-        metrics.RUN_OUTCOMES.labels(
+        metrics.adder(
+            metrics.RUN_OUTCOMES,
             previous.rule or "operator",
             previous.failure_class or "none",
             outcomes.harness_label(text(prior_harness) or None),
             "failed",
-        ).inc()
+        )()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from nats.aio.msg import Msg
 
 from shared.contract import subjects
-from shared.platform.parts import Closer, Task
+from shared.platform.parts import Closer
 from shared.platform.redis import Redis
 from shared.platform.runtime import Context
 from shared.platform.service import ConsumerSpec, ServiceSpec, Wiring
@@ -51,5 +51,5 @@ def build(ctx: Context) -> Wiring:
     events = EventHandler(redis, outbox, ctx.config, js=ctx.js, policy=configured_policy(ctx.config))
     return Wiring(
         handlers={EVENTS: events},
-        parts=(outbox.sweeper(), Task(events.stored_runs.run, name="stored-runs"), Closer(redis.aclose)),
+        parts=(outbox.sweeper(), Closer(redis.aclose)),
     )

@@ -1,22 +1,17 @@
 """The classifier's reads and writes in Redis: the run's claim, the saved session and the tenant's
-recovery budget read in one round trip, the step recorded by `RunStore`, and the outbox entries
-of a step recorded by an earlier delivery."""
+recovery budget read in one round trip, and the step recorded by `RunStore` (the quotas it
+counts are `shared.records.quotas`')."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
 
-import msgspec
-
 from shared.platform.redis import Redis
 from shared.records import keys, outcomes
-from shared.records.outbox import OutboxEntry
 from shared.records.retention import Retention
 from shared.records.session import SAVED_FIELDS
 from shared.records.store import RunStore
-
-_decode_entry = msgspec.json.Decoder(OutboxEntry).decode
 
 
 class ClassifierStore:
@@ -46,15 +41,3 @@ class ClassifierStore:
     def spent(self, budget_key: str) -> asyncio.Future[Any]:
         """The recovery budget spent in a window (None when nothing was spent)."""
         return self.redis.send("GET", budget_key)
-
-    async def spend(self, budget_key: str, window_ms: int) -> int:
-        """Count one recovery in the window's budget; the count after it."""
-        counted = self.redis.send("INCR", budget_key)
-        expiring = self.redis.send("PEXPIRE", budget_key, str(window_ms))
-        total, _ = await counted, await expiring
-        return int(total)
-
-    async def outbox_entries(self, session_key: str, msg_ids: list[str]) -> list[OutboxEntry]:
-        """The entries of `msg_ids` still in the session's outbox."""
-        raw = await self.redis.execute("HMGET", keys.outbox(session_key), *msg_ids)
-        return [_decode_entry(data) for data in raw if data is not None]

@@ -1,115 +1,97 @@
 """The stored-runs quota (contract 10.6): runs a runner, and a tenant's runners together, may
-have started within the run retention.
+have started within the run retention, exact across classifier replicas.
 
 Each owner's runs are a sorted set in Redis (member the run_id, score when it was counted). A
-replica counts a new run against what it last read of the set plus the runs it counted since,
-and writes its new runs in one batch per owner every `FLUSH_S`, trimming what left the
-retention and reading the count again in the same step. So an event costs no Redis command of
-its own; the price is precision: replicas see each other's new runs up to `FLUSH_S` late, and a
-crash loses a batch not yet written (those runs go uncounted, never doubly).
+new run is checked and counted by one script (`shared.records.quotas`), so replicas counting
+at the same moment never pass a limit together. On a single server one call counts it against
+every owner, or against none when one refuses. The runner's and the tenant's sets are under
+tags of their own (two slots on Redis Cluster): there a call per owner, both sent at once, and
+when one owner refuses, the run the other counted is taken back. Between the two, a run later
+refused holds a place for a moment: another new run may be refused then, never one admitted
+past a limit.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import time
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Sequence
 
-from shared.platform.logs import Log
+from shared.contract.types import QuotaScope
 from shared.platform.redis import Redis
+from shared.records import quotas
+from shared.records.quotas import Counted
 
-log = Log("continuity.classifier.stored_runs")
-
-FLUSH_S = 0.1
-"""How often a replica writes the runs it counted and reads the owners' counts again."""
-
-
-@dataclass(slots=True)
-class _Owner:
-    limit: int
-    stored: int = 0
-    """The set's size when this replica last read it (entries within the retention)."""
-    pending: dict[str, int] = field(default_factory=dict)
-    """Runs counted here and not yet written: run_id -> when (ms)."""
+Owner = tuple[QuotaScope, str, int]
+"""A run's owner: its scope, its set's key and its limit."""
+Answer = tuple[Counted, int] | Exception
+"""An owner's answer to a count: how it counted the run, or the count's failure."""
 
 
 class StoredRuns:
     def __init__(self, client: Redis, run_ms: int) -> None:
         self._redis = client
         self._run_ms = run_ms
-        self._owners: dict[str, _Owner] = {}
+        self._single: bool | None = None
+        """Whether Redis is a single server (asked once): then one script counts every owner."""
 
-    def admit_now(self, key: str, limit: int, run_id: str) -> bool | None:
-        """`admit` without a coroutine for an owner this replica knows; None when it must read
-        the owner's count first (call `admit`)."""
-        owner = self._owners.get(key)
-        if owner is None:
+    def send(self, owners: Sequence[Owner], run_id: str, now_ms: int) -> Awaitable[list[Answer]] | None:
+        """The count of `admit`, sent now, before the caller's reads of the event: the same
+        write carries both. None until Redis's mode is known (the first `admit` asks it)."""
+        if self._single is None:
             return None
-        return self._count_in(owner, limit, run_id)
+        return quotas.send_counts(
+            self._redis,
+            [(key, limit) for _, key, limit in owners],
+            run_id,
+            now_ms,
+            self._run_ms,
+            together=self._single,
+        )
 
-    async def admit(self, key: str, limit: int, run_id: str, now_ms: int) -> bool:
-        """Count a new run against the owner at `key`; False when the owner holds its limit
-        (nothing counted)."""
-        owner = self._owners.get(key)
-        if owner is None:  # the first run of this owner here: read its count once
-            owner = self._owners[key] = _Owner(limit)
-            owner.stored = await self._count(key, now_ms)
-        return self._count_in(owner, limit, run_id)
+    async def admit(
+        self, owners: Sequence[Owner], run_id: str, now_ms: int, answers: list[Answer] | None = None
+    ) -> tuple[QuotaScope, float] | None:
+        """Count a new run against every owner (or take the `answers` of a `send`): None when
+        all counted it (now or before), else the first owner refusing it and when its oldest
+        run leaves the retention (epoch seconds); a refused run is counted nowhere."""
+        if answers is None:
+            if self._single is None:
+                self._single = not await self._redis.is_cluster()
+            sent = self.send(owners, run_id, now_ms)
+            assert sent is not None
+            answers = await sent
+        failed: Exception | None = None
+        refused: tuple[QuotaScope, float] | None = None
+        counted_now: list[str] = []
+        for (scope, key, _), answer in zip(owners, answers, strict=True):
+            if isinstance(answer, Exception):
+                failed = failed or answer
+            elif answer[0] is Counted.NOW:
+                counted_now.append(key)
+            elif answer[0] is Counted.REFUSED and refused is None:
+                refused = scope, answer[1] / 1000
+        if failed is None and refused is None:
+            return None
+        # Counted nowhere: a redelivery (after a failure) counts it again from the start.
+        await self._uncount(counted_now, run_id)
+        if failed is not None:
+            raise failed
+        return refused
 
-    @staticmethod
-    def _count_in(owner: _Owner, limit: int, run_id: str) -> bool:
-        owner.limit = limit
-        if run_id in owner.pending:
-            return True
-        if owner.stored + len(owner.pending) >= limit:
-            return False
-        owner.pending[run_id] = int(time.time() * 1000)
-        return True
+    async def unsent(self, owners: Sequence[Owner], run_id: str, answers: list[Answer]) -> None:
+        """Undo a `send` whose run turned out not to be new: what it counted now is taken back
+        (it counts nothing for a run counted before); its failures do not matter."""
+        counted_now = [
+            key
+            for (_, key, _), answer in zip(owners, answers, strict=True)
+            if not isinstance(answer, Exception) and answer[0] is Counted.NOW
+        ]
+        if counted_now:
+            await self._uncount(counted_now, run_id)
 
-    async def free_at_ms(self, key: str, now_ms: int) -> int:
-        """When the owner's oldest counted run leaves the retention (ms): the oldest of its set
-        and of the runs this replica counted and has not written yet."""
-        oldest = await self._redis.zrange_scored(key, 0, 0)
-        times = [int(oldest[0][1])] if oldest else []
-        owner = self._owners.get(key)
-        if owner is not None and owner.pending:
-            times.append(min(owner.pending.values()))
-        return min(times, default=now_ms) + self._run_ms
+    async def forget(self, owners: Sequence[Owner], run_id: str) -> None:
+        """Take back a run counted by `admit` whose run was not kept (refused after counting)."""
+        await self._uncount([key for _, key, _ in owners], run_id)
 
-    async def _count(self, key: str, now_ms: int) -> int:
-        trimmed = self._redis.send("ZREMRANGEBYSCORE", key, "-inf", f"({now_ms - self._run_ms}")
-        counted = self._redis.send("ZCARD", key)
-        await self._redis.reply(trimmed)
-        return int(await self._redis.reply(counted))
-
-    async def flush(self, now_ms: int) -> None:
-        """Write every owner's pending runs (ZADD NX keeps a run's first time), trim, and read
-        the counts again; owners with nothing pending are forgotten, to be read afresh. An
-        owner whose write fails keeps its pending runs for the next round."""
-        for key, owner in list(self._owners.items()):
-            if not owner.pending:
-                del self._owners[key]
-                continue
-            written = dict(owner.pending)
-            members = [str(item) for run_id, at in written.items() for item in (at, run_id)]
-            added = self._redis.send("ZADD", key, "NX", *members)
-            expiring = self._redis.send("PEXPIRE", key, str(self._run_ms))
-            await self._redis.reply(added)
-            await self._redis.reply(expiring)
-            stored = await self._count(key, now_ms)
-            for run_id in written:
-                owner.pending.pop(run_id, None)
-            owner.stored = stored
-
-    async def run(self, stop: asyncio.Event) -> None:
-        """The flusher, beside the handlers until the drain; a last flush at the end."""
-        while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), FLUSH_S)
-            try:
-                await self.flush(int(time.time() * 1000))
-            except Exception as exc:  # Redis away: the next round writes them
-                log.warning("stored_runs_flush_failed", error_type=type(exc).__name__)
-            if stop.is_set():
-                return
+    async def _uncount(self, owner_keys: Sequence[str], run_id: str) -> None:
+        await asyncio.gather(*(self._redis.execute("ZREM", key, run_id) for key in owner_keys))

@@ -33,7 +33,6 @@ class Turns:
     """Records the outcomes of completed turns."""
 
     def __init__(self, store: ClassifierStore, outbox: Outbox) -> None:
-        self._store = store
         self._redis = store.redis
         self._runs = store.runs
         self._outbox = outbox
@@ -67,10 +66,9 @@ class Turns:
         if code == 4:
             raise Reject(subjects.DEAD_INVALID, WITHOUT_DECISION)
         if code == 0:
-            # Recorded by an earlier delivery: publish what it recorded if a crash stopped it first.
-            left = await self._store.outbox_entries(sk, [outcome.outcome_id])
-            if left:
-                await self._outbox.flush(sk, left)
+            # Recorded by an earlier delivery: its outcome is published once, by that delivery
+            # or, if a crash stopped it first, by the first taker of its outbox entry.
+            await self._outbox.flush_leftovers(sk, [outcome.outcome_id])
             return "duplicate"
         await self._outbox.flush(sk, step.outbox)
         outcomes.observe(outcome)

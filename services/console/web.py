@@ -19,6 +19,7 @@ from services.console.pages.overview import OverviewPages
 from services.console.pages.preview import PreviewPages
 from services.console.pages.reconciliations import ReconciliationPages
 from services.console.pages.replay import ReplayPages
+from services.console.pages.runners import RunnersPages
 from services.console.pages.runs import RunPages
 from services.console.pages.sessions import SessionPages
 from services.console.pages.signin import SignInPages
@@ -46,6 +47,7 @@ class Console:
         self.replay = ReplayPages(client, renderer)
         self.preview = PreviewPages(client, renderer)
         self.outcomes = OutcomesPages(client, renderer)
+        self.runners = RunnersPages(client, renderer)
         self.signin = SignInPages(config, sessions, revocations, renderer)
         too_large = {"resolve": self.reconciliation.too_large, "replay_post": self.replay.too_large}
         self.guard = Guard(config, sessions, revocations, renderer, too_large)
@@ -67,6 +69,7 @@ class Console:
         r.add_get("/preview", self.preview.preview_form, name="preview")
         r.add_post("/preview", self.preview.preview, name="preview_post")
         r.add_get("/outcomes", self.outcomes.outcomes, name="outcomes")
+        r.add_get("/runners", self.runners.runners, name="runners")
         # The addresses of earlier releases, kept for links people saved: to the query form.
         r.add_get("/runs/{run_id}", self.runs.moved, name="run_moved")
         r.add_get("/reconciliations/{run_id}", self.runs.moved, name="reconciliation_moved")

@@ -22,8 +22,8 @@ from shared.platform.redis import Redis
 from shared.policy.outcomes import Judged, Tally, judge, quantile
 from shared.records import keys, outcomes
 from shared.records.outbox import Outbox
-from shared.records.session import text
 
+from .history import History, trails
 from .runs_index import RunsIndex
 from .step import decode_trail, epoch_of
 
@@ -95,7 +95,9 @@ class Abandonment:
                 await asyncio.wait_for(stop.wait(), self.interval_s)
 
 
-async def runs_stats(index: RunsIndex, redis: Redis, req: RunsStatsRequest) -> RunsStatsReply:
+async def runs_stats(
+    index: RunsIndex, redis: Redis, req: RunsStatsRequest, history: History | None = None
+) -> RunsStatsReply:
     """`continuity.runs.stats`: every decision of the runs whose last step is within `since_s`,
     judged by what followed it, grouped by row, class and harness."""
     now = time.time()
@@ -109,25 +111,12 @@ async def runs_stats(index: RunsIndex, redis: Redis, req: RunsStatsRequest) -> R
     truncated = False
     async for entries in index.scan(wanted, PAGE):
         take = entries[: req.max_runs - runs]
-        commands: list[tuple[str | int, ...]] = []
-        for e in take:
-            commands.append(("LRANGE", keys.run_audit(e.session.key, e.run_id), 0, -1))
-            commands.append(
-                (
-                    "HMGET",
-                    keys.run(e.session.key, e.run_id),
-                    outcomes.HARNESS_FIELD,
-                    outcomes.HARNESS_VERSION_FIELD,
-                )
-            )
-        replies = await redis.batch(commands) if commands else []
-        for i, entry in enumerate(take):
+        for entry, trail in zip(take, await trails(redis, history, take), strict=True):
             statuses[entry.status] = statuses.get(entry.status, 0) + 1
-            harness, version = (text(v) for v in replies[2 * i + 1])
-            for item in judge(decode_trail(replies[2 * i])):
+            for item in judge(decode_trail(trail.audit)):
                 decided = _epoch(item)
                 if decided is not None and decided >= since:
-                    tally.count(item, harness or "unknown", version or "unknown", decided)
+                    tally.count(item, trail.harness or "unknown", trail.harness_version or "unknown", decided)
         runs += len(take)
         if len(take) < len(entries):
             truncated = True

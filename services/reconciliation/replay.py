@@ -13,8 +13,8 @@ from shared.platform.redis import Redis
 from shared.policy import Policy, PolicyRefused, load
 from shared.policy.outcomes import judge
 from shared.policy.replay import Outcome, Recorded, ordered, replay
-from shared.records import keys
 
+from .history import History, trails
 from .runs_index import RunsIndex
 from .step import decode_trail
 
@@ -31,7 +31,9 @@ def candidate_of(req: ReplayRequest, running: Policy) -> Policy:
         raise POLICY_REFUSED.error(str(refused)) from None
 
 
-async def replay_runs(index: RunsIndex, redis: Redis, running: Policy, req: ReplayRequest) -> ReplayReply:
+async def replay_runs(
+    index: RunsIndex, redis: Redis, running: Policy, req: ReplayRequest, history: History | None = None
+) -> ReplayReply:
     candidate = candidate_of(req, running)
     after = rfc3339_from_epoch(time.time() - req.since_s) if req.since_s is not None else None
     wanted = RunsListRequest(runner_id=req.runner_id, tenant=req.tenant, updated_after=after)
@@ -40,10 +42,9 @@ async def replay_runs(index: RunsIndex, redis: Redis, running: Policy, req: Repl
     truncated = False
     async for entries in index.scan(wanted, PAGE):
         take = entries[: req.max_runs - runs]
-        trails = await redis.batch([("LRANGE", keys.run_audit(e.session.key, e.run_id), 0, -1) for e in take])
         recorded: list[Recorded] = []
-        for entry, trail in zip(take, trails, strict=True):
-            for item in judge(decode_trail(trail)):
+        for entry, trail in zip(take, await trails(redis, history, take), strict=True):
+            for item in judge(decode_trail(trail.audit)):
                 if item.kind != "decision":
                     continue  # an operator's: no table decided it
                 if item.explanation is None:

@@ -49,10 +49,12 @@ from shared.contract.types import RunStatus
 from shared.platform.logs import Log
 from shared.platform.redis import Redis
 from shared.records import keys, scripts
+from shared.records.history import FINAL_STATUSES
 from shared.records.retention import DEFAULT, Retention
 from shared.records.store import RunStore
 
 from .cursor import PAGE_ITEMS_BYTES, BadCursor, decode_cursor, encode_cursor
+from .history import History
 from .step import TRIM_BATCH, entry_of, epoch_of, outcome_entry_of, version_of
 
 log = Log("continuity.reconciliation.runs_index")
@@ -140,10 +142,13 @@ class _Merged:
 
 
 class RunsIndex:
-    def __init__(self, client: Redis, retention: Retention = DEFAULT) -> None:
+    def __init__(self, client: Redis, retention: Retention = DEFAULT, history: History | None = None) -> None:
         self.redis = client
         self.runs = RunStore(client, retention)
         self.retention = retention
+        self.history = history
+        """Where finished runs move (contract 9.14): their entries stay listed for the
+        retention after their records have left Redis."""
         self._trim_offsets = [0] * BUCKETS
         """Where each bucket's next trim round starts among its entries old enough to expire."""
 
@@ -177,6 +182,8 @@ class RunsIndex:
             log.warning("runs_index_skipped", code=err.code, stream_seq=msg.metadata.sequence.stream)
             return
         await self.apply(decision)
+        if isinstance(decision, RunOutcome) and self.history is not None:
+            await self.history.after_outcome(decision)
 
     async def _forget(self, entry: RunEntry) -> bool:
         """Drop an entry whose run record is gone (expired), unless a newer decision came."""
@@ -308,6 +315,10 @@ class RunsIndex:
         confirmed: list[bool] = []
         for row, status in zip(rows, statuses, strict=True):
             assert row.entry is not None
+            if status is None and self.history is not None and row.entry.status in FINAL_STATUSES:
+                # Moved to the stream: listed until the retention's trim (contract 9.14).
+                confirmed.append(True)
+                continue
             if status is None:
                 try:
                     await self._forget(row.entry)

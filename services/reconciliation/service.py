@@ -23,6 +23,7 @@ from shared.contract.reconciliation import (
     RunView,
 )
 from shared.contract.runs import RunsListReply, RunsListRequest, RunsStatsReply, RunsStatsRequest
+from shared.platform.bus.streams import history_stream_config
 from shared.platform.parts import Task
 from shared.platform.runtime import Context
 from shared.platform.service import ConsumerSpec, EndpointSpec, ServiceSpec, Wiring
@@ -32,6 +33,7 @@ from shared.records.retention import Retention
 
 from . import wire
 from .handlers import ReconciliationHandlers
+from .history import History
 from .outcomes import Abandonment, runs_stats
 from .replay import replay_runs
 from .runs_index import RunsIndex
@@ -87,6 +89,7 @@ SPEC = ServiceSpec(
         POLICY_REPLAY,
     ),
     consumers=(RECONCILE_WORK, RUNS_INDEX),
+    streams=(history_stream_config,),  # finished runs (contract 9.14)
 )
 
 
@@ -99,8 +102,9 @@ def build(
 ) -> Wiring:
     outbox = Outbox(ctx.redis, ctx.js, grace_s=outbox_grace_s)
     retention = Retention.from_config(ctx.config)
-    store = ReconciliationStore(ctx.redis, retention)
-    runs = RunsIndex(ctx.redis, retention)
+    history = History(ctx.redis, ctx.js, ctx.config)
+    store = ReconciliationStore(ctx.redis, retention, history)
+    runs = RunsIndex(ctx.redis, retention, history)
     abandonment = Abandonment(runs, outbox, ctx.config.outcome_wait_s)
     h = ReconciliationHandlers(store, outbox, gauge_interval_s=gauge_interval_s, runs=runs)
     return Wiring(
@@ -112,8 +116,10 @@ def build(
             RUNS_AUDIT: h.audit,
             OPERATOR_RETRY: h.retry,
             RUNS_LIST: runs.list_runs,
-            RUNS_STATS: functools.partial(runs_stats, runs, ctx.redis),
-            POLICY_REPLAY: functools.partial(replay_runs, runs, ctx.redis, configured_policy(ctx.config)),
+            RUNS_STATS: functools.partial(runs_stats, runs, ctx.redis, history=history),
+            POLICY_REPLAY: functools.partial(
+                replay_runs, runs, ctx.redis, configured_policy(ctx.config), history=history
+            ),
             RECONCILE_WORK: h.open,
             RUNS_INDEX: runs.handle,
         },

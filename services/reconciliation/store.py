@@ -36,13 +36,15 @@ from shared.platform import tracing
 from shared.platform.redis import Redis
 from shared.platform.redis.store import pairs
 from shared.records import keys
+from shared.records.history import RunHistory
 from shared.records.reconciliations import TRACE_FIELD, continue_fresh, opened_audit, record_fields
 from shared.records.retention import DEFAULT, Retention
 from shared.records.session import text
 from shared.records.steps import TRACE_FIELD as RUN_TRACE_FIELD
-from shared.records.store import RunStore
+from shared.records.store import RunStore, decode_audit
 
 from .cursor import PAGE_ITEMS_BYTES, decode_cursor, encode_cursor
+from .history import History
 from .merge import merge_indexes, take
 from .step import (
     DELIVERED_INDEXES,
@@ -58,10 +60,20 @@ from .step import (
 
 
 class ReconciliationStore:
-    def __init__(self, client: Redis, retention: Retention = DEFAULT) -> None:
+    def __init__(self, client: Redis, retention: Retention = DEFAULT, history: History | None = None) -> None:
         self.redis = client
         self.retention = retention
         self.runs = RunStore(client, retention)
+        self.history = history
+        """Where a finished run is read once its records have left Redis (contract 9.14)."""
+
+    async def _moved(self, run_id: str) -> RunHistory | None:
+        return await self.history.load(run_id) if self.history is not None else None
+
+    async def _moved_record(self, run_id: str) -> dict[bytes, bytes]:
+        """A listed reconciliation whose run has left Redis, as HGETALL would answer it."""
+        moved = await self._moved(run_id)
+        return moved.raw(moved.reconciliation) if moved is not None else {}
 
     async def session_of_run(self, run_id: str) -> str | None:
         return await self.runs.session_of_run(run_id)
@@ -99,11 +111,13 @@ class ReconciliationStore:
         """`load`, and the traceparent the record was opened in (None when tracing is off here,
         or the record keeps none), from the same read."""
         sk = await self.session_of_run(run_id)
-        if sk is None:
-            return None
-        raw = await self.redis.hgetall(keys.reconciliation(sk, run_id))
+        raw = await self.redis.hgetall(keys.reconciliation(sk, run_id)) if sk is not None else None
         if not raw:
-            return None
+            moved = await self._moved(run_id)
+            if moved is None or not moved.reconciliation:
+                return None
+            sk, raw = moved.session_key, moved.raw(moved.reconciliation)
+        assert sk is not None
         trace = raw.get(TRACE_FIELD.encode()) if tracing.ENABLED else None
         return sk, parse_record(raw), tracing.valid(trace.decode()) if trace else None
 
@@ -117,10 +131,11 @@ class ReconciliationStore:
 
     async def load_run(self, run_id: str) -> tuple[str, RunView] | None:
         sk = await self.session_of_run(run_id)
-        if sk is None:
-            return None
-        raw = await self.redis.hgetall(keys.run(sk, run_id))
-        return (sk, parse_run(raw)) if raw else None
+        raw = await self.redis.hgetall(keys.run(sk, run_id)) if sk is not None else None
+        if raw and sk is not None:
+            return sk, parse_run(raw)
+        moved = await self._moved(run_id)
+        return (moved.session_key, parse_run(moved.raw(moved.run))) if moved is not None else None
 
     async def records(
         self, status: str | None, limit: int, cursor: str | None = None, max_bytes: int = PAGE_ITEMS_BYTES
@@ -145,7 +160,7 @@ class ReconciliationStore:
                 [("HGETALL", keys.reconciliation(*split_member(m))) for _, m in rows]
             )
             for (score, m), flat in zip(rows, found, strict=True):
-                raw = pairs(flat)
+                raw = pairs(flat) or await self._moved_record(split_member(m)[1])
                 if not raw:
                     continue
                 record = parse_record(raw)
@@ -161,9 +176,10 @@ class ReconciliationStore:
 
     async def audit(self, run_id: str) -> list[AuditEntry] | None:
         sk = await self.session_of_run(run_id)
-        if sk is None or not await self.redis.exists(keys.run(sk, run_id)):
-            return None
-        return await self.runs.audit_trail(sk, run_id)
+        if sk is not None and await self.redis.exists(keys.run(sk, run_id)):
+            return await self.runs.audit_trail(sk, run_id)
+        moved = await self._moved(run_id)
+        return [decode_audit(item.encode()) for item in moved.audit] if moved is not None else None
 
     # Operator steps -----------------------------------------------------------------------
 

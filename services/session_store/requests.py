@@ -11,7 +11,9 @@ claim it.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
+
+import msgspec
 
 from shared.contract.components import generation_of
 from shared.contract.errors import (
@@ -45,6 +47,7 @@ from shared.contract.sessions import (
 )
 from shared.contract.tenancy import (
     ClaimRequest,
+    ListedRunner,
     OwnershipReply,
     RunnerGetRequest,
     RunnerPutRequest,
@@ -83,6 +86,7 @@ class SessionRequests:
         enforced: bool = True,
         claims_allowed: bool = False,
         policy: Policy = SHIPPED,
+        listing: Callable[[list[RunnerRecord]], Awaitable[list[ListedRunner]]] | None = None,
     ) -> None:
         self.store = store
         self.directory = directory
@@ -90,6 +94,8 @@ class SessionRequests:
         self.declarations = store.declarations
         self._enforced = enforced
         self._claims_allowed = claims_allowed
+        self._listing = listing
+        """Adds each runner's usage and connections to the list (services/session_store/presence.py)."""
 
     # -- who may act -------------------------------------------------------------------------
 
@@ -290,7 +296,10 @@ class SessionRequests:
         return record
 
     async def runners_list(self, req: RunnersListRequest) -> RunnersListReply:
-        return RunnersListReply(items=await self.directory.list())
+        records = await self.directory.list()
+        if self._listing is not None:
+            return RunnersListReply(items=await self._listing(records))
+        return RunnersListReply(items=[ListedRunner(**msgspec.structs.asdict(r)) for r in records])
 
 
 def made_of(

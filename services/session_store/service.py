@@ -48,6 +48,7 @@ from shared.records.retention import Retention
 from shared.records.runners import RunnerDirectory
 
 from .consumers import RunnerConsumers
+from .presence import Presence, listed, monitor_login
 from .requests import SessionRequests
 from .store import SessionStore
 
@@ -105,6 +106,7 @@ SPEC = ServiceSpec(
     name=NAME,
     version=VERSION,
     description="Session records, resume decisions, ownership and the runner directory",
+    waits_for_redis=True,
     endpoints=(
         DECIDE,
         COMMIT,
@@ -132,20 +134,21 @@ SPEC = ServiceSpec(
 
 def build(ctx: Context) -> Wiring:
     # Requests share one auto-pipelined connection: concurrent decisions cost one write.
-    redis = Redis.from_config(ctx.config)
+    redis = Redis.from_config(ctx.config, waits=True)
     directory = RunnerDirectory(redis, cache_s=ctx.config.runner_cache_s)
     consumers = RunnerConsumers(ctx.js, directory)
+    presence = Presence(ctx.config, directory) if monitor_login(ctx.config) is not None else None
     requests = SessionRequests(
         SessionStore(
             redis,
             Retention.from_config(ctx.config),
-            wait_replicas=ctx.config.redis_wait_replicas,
-            wait_timeout_ms=ctx.config.redis_wait_timeout_ms,
+            durability=redis.durability,
         ),
         directory,
         enforced=ctx.config.tenancy == "enforced",
         claims_allowed=ctx.config.session_claims == "allow",
         policy=configured_policy(ctx.config),
+        listing=lambda records: listed(records, redis, ctx.config, presence),
     )
     return Wiring(
         handlers={
@@ -170,5 +173,5 @@ def build(ctx: Context) -> Wiring:
             RUNNER_REJECT: requests.reject,
             RUNNER_CLAIM: requests.claim,
         },
-        parts=(Closer(redis.aclose),),
+        parts=(*((presence.part(),) if presence is not None else ()), Closer(redis.aclose)),
     )

@@ -6,6 +6,7 @@ EVENTS_STREAM = "CONTINUITY_EVENTS"
 DECISIONS_STREAM = "CONTINUITY_DECISIONS"
 WORK_STREAM = "CONTINUITY_WORK"
 DEAD_STREAM = "CONTINUITY_DEAD"
+HISTORY_STREAM = "CONTINUITY_HISTORY"  # an addition: finished runs' records (section 9.14)
 
 EVENTS_ALL = "continuity.events.>"
 DECISIONS_ALL = "continuity.decisions.>"
@@ -15,6 +16,8 @@ DEAD_ALL = "continuity.dead.>"
 DEAD_INVALID = "continuity.dead.invalid"
 DEAD_QUARANTINE = "continuity.dead.quarantine"
 DEAD_EXHAUSTED = "continuity.dead.exhausted"
+HISTORY_ALL = "continuity.history.>"
+HISTORY_RUN = "continuity.history.run."  # + the run_id, base64url: a run_id may hold '.'
 DEAD_REFUSED = "continuity.dead.refused"  # an addition: events a runner may not send (section 10)
 
 SESSIONS_DECIDE = "continuity.sessions.decide"

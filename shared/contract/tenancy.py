@@ -14,14 +14,16 @@ from continuity_runner.contract import ClaimRequest, OwnershipReply, Refusal
 from msgspec import Meta
 
 from shared.contract.sessions import SessionRef
-from shared.contract.types import RunnerId, Token
+from shared.contract.types import QuotaScope, RunnerId, Token
 
 __all__ = [
     "MAX_TENANTS",
     "ClaimRequest",
+    "ListedRunner",
     "OwnershipChange",
     "OwnershipEntry",
     "OwnershipReply",
+    "QuotaUsage",
     "Refusal",
     "RunnerConsumerAction",
     "RunnerConsumerReply",
@@ -131,8 +133,33 @@ class RunnersListRequest(msgspec.Struct, kw_only=True):
     pass
 
 
+class QuotaUsage(msgspec.Struct, kw_only=True, omit_defaults=False):
+    """What a runner, or one of its tenants, holds of its quotas now (section 10.6), as the
+    session-store reads it from the shared buckets and run sets."""
+
+    scope: QuotaScope
+    owner: str
+    event_rate: float
+    """The budget: events per second, all classifier replicas together."""
+    event_burst: int
+    events_spent: float
+    """Of the burst, events let through lately above the rate and not regained yet."""
+    stored_runs: int
+    stored_runs_limit: int
+
+
+class ListedRunner(RunnerRecord, kw_only=True, omit_defaults=False):
+    """A record of `continuity.runners.list`, with what operators watch (additions)."""
+
+    usage: list[QuotaUsage] = msgspec.field(default_factory=list)
+    """The runner's, then each of its tenants'."""
+    connections: int | None = None
+    """Its client connections open on the servers now; None when unknown (no monitor user is
+    configured, or no server answered)."""
+
+
 class RunnersListReply(msgspec.Struct, kw_only=True):
-    items: list[RunnerRecord]
+    items: list[ListedRunner]
 
 
 class _Kind(msgspec.Struct):

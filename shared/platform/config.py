@@ -33,6 +33,29 @@ class Config:
     """CONTINUITY_NATS_NKEY_SEED_FILE: a file holding the NKEY seed to authenticate with (a user
     and password go in NATS_URL instead, `nats://user:password@host:4222`)."""
 
+    nats_creds_file: str | None = None
+    """CONTINUITY_NATS_CREDS_FILE: a creds file (a user JWT and its NKEY seed) to authenticate
+    with, under the decentralized layout (`continuity nats init`; operator-mode servers)."""
+
+    nats_monitor_creds_file: str | None = None
+    """CONTINUITY_NATS_MONITOR_CREDS_FILE: the session-store only: the creds file of the system
+    account's `monitor` user (`creds/monitor.creds` of `continuity nats init`), with which it
+    asks the servers for the runners' live connections and counts the connections they refuse
+    (services/session_store/presence.py). Unset, and CONTINUITY_NATS_MONITOR_PASSWORD_FILE
+    unset too, `continuity.runners.list` answers `connections: null`."""
+
+    nats_monitor_password_file: str | None = None
+    """CONTINUITY_NATS_MONITOR_PASSWORD_FILE: the session-store only, in the config-file layout:
+    a file holding the password of a user `monitor` of `SYS` with the permissions of
+    shared.platform.bus.monitor (deploy/nats/auth.conf defines it); the
+    monitor connection goes to NATS_URL's servers as that user (CONTINUITY_NATS_MONITOR_CREDS_FILE,
+    when set, is used instead)."""
+
+    nats_archive_creds_file: str | None = None
+    """CONTINUITY_NATS_ARCHIVE_CREDS_FILE: the archiver's creds file for its remote moves, as
+    the user of the `ARCHIVE` account in the decentralized layout (`creds/archive.creds` of
+    `continuity nats init`); unset, the moves go out on the service's own connection."""
+
     nats_inbox_prefix: str = ""
     """CONTINUITY_NATS_INBOX_PREFIX: the prefix of this process's reply subjects (its inboxes);
     unset, `_INBOX.<name>` after the process (`_INBOX.classifier`, `_INBOX.console`, ...; the
@@ -66,7 +89,17 @@ class Config:
     `unavailable` (retryable): it may or may not survive a failover, as if it had timed out."""
 
     redis_wait_timeout_ms: int = 200
-    """CONTINUITY_REDIS_WAIT_TIMEOUT_MS: how long a commit waits for those replicas."""
+    """CONTINUITY_REDIS_WAIT_TIMEOUT_MS: how long a commit waits for those replicas (and for
+    the append-only files of CONTINUITY_REDIS_WAIT_AOF_*)."""
+
+    redis_wait_aof_local: int = 0
+    """CONTINUITY_REDIS_WAIT_AOF_LOCAL: 1, a session commit is acknowledged only once the master
+    has fsynced it to its append-only file (Redis `WAITAOF`, Redis 7.2 or later, or Valkey, with
+    `appendonly yes`: checked at connection); 0, the default, does not wait for it."""
+
+    redis_wait_aof_replicas: int = 0
+    """CONTINUITY_REDIS_WAIT_AOF_REPLICAS: replicas that must have fsynced a session commit to
+    their append-only files before it is acknowledged (`WAITAOF`); 0, the default, waits for none."""
 
     nats_tls_ca: str = ""
     """CONTINUITY_NATS_TLS_CA: PEM file of the CA that signs the NATS servers' certificates;
@@ -120,7 +153,7 @@ class Config:
     events_max_bytes: int = 1024 * MIB
     """CONTINUITY_EVENTS_MAX_BYTES: what CONTINUITY_EVENTS may hold (bytes, or with Ki, Mi or
     Gi); full, its oldest events go. JetStream reserves every stream's size in the server's
-    store (`max_file_store`): the four together must fit it."""
+    store (`max_file_store`): the four and CONTINUITY_HISTORY together must fit it."""
 
     decisions_max_bytes: int = 1024 * MIB
     """CONTINUITY_DECISIONS_MAX_BYTES: the same for CONTINUITY_DECISIONS."""
@@ -172,8 +205,9 @@ class Config:
     runner in turn, so one runner's flood cannot delay another's decisions."""
 
     runner_event_rate: float = 200.0
-    """CONTINUITY_RUNNER_EVENT_RATE: events a second one runner may send, per classifier replica;
-    past it (and its burst) an event is refused `quota_exceeded`, with when to send it again."""
+    """CONTINUITY_RUNNER_EVENT_RATE: events a second one runner may send, all classifier replicas
+    together; past it (and its burst) an event is refused `quota_exceeded`, with when to send it
+    again."""
 
     runner_event_burst: int = 1000
     """CONTINUITY_RUNNER_EVENT_BURST: events one runner may send at once above its rate."""
@@ -208,6 +242,14 @@ class Config:
     entry, outbox remnants) are kept after its last step; a fraction of a day is allowed
     (tests use seconds). A run waiting on an operator or an open reconciliation never expires
     (docs/contract-v1.md, section 9.9)."""
+
+    history_linger_s: float = 86400.0
+    """CONTINUITY_HISTORY_LINGER_S: how long a finished run's records stay in Redis once
+    CONTINUITY_HISTORY holds their copy (contract 9.14): longer than any runner waits before it
+    sends a report again (9.13). The stream keeps them for the retention."""
+
+    history_max_bytes: int = 1024 * MIB
+    """CONTINUITY_HISTORY_MAX_BYTES: what CONTINUITY_HISTORY may hold; full, its oldest runs go."""
 
     archive_retention_days: float = 90.0
     """CONTINUITY_ARCHIVE_RETENTION_DAYS: how long an archive copy of a session record
@@ -264,7 +306,16 @@ def default_inbox_prefix(name: str) -> str:
 
 NATS_PASSWORD_VARIABLES = tuple(
     f"CONTINUITY_NATS_{user}_PASSWORD"
-    for user in ("CLASSIFIER", "SESSION_STORE", "ARCHIVER", "RECONCILIATION", "OPERATOR", "CONSOLE", "SYSTEM")
+    for user in (
+        "CLASSIFIER",
+        "SESSION_STORE",
+        "ARCHIVER",
+        "RECONCILIATION",
+        "OPERATOR",
+        "CONSOLE",
+        "SYSTEM",
+        "MONITOR",
+    )
 )
 """The NATS server's passwords of each user (deploy/nats/auth.conf, compose, Helm): a shell
 that runs the servers exports them too."""

@@ -175,6 +175,19 @@ def _file(env: Mapping[str, str], name: str) -> str | None:
     return path
 
 
+def _password_file(env: Mapping[str, str], name: str) -> str | None:
+    """A password file, checked now (its value is read again by whoever connects with it)."""
+    path = _file(env, name)
+    if path is not None:
+        password_of(path, name)
+    return path
+
+
+def password_of(path: str, name: str) -> str:
+    """The password in the file `path` of the variable `name` (checked as NATS_URL's is)."""
+    return _secret(path, name)
+
+
 def _prefixes(env: Mapping[str, str], name: str, default: tuple[str, ...]) -> tuple[str, ...]:
     raw = env.get(name, "").strip()
     if not raw:
@@ -252,6 +265,13 @@ def _number(
     if not above < value < below:
         raise ConfigError(f"{name}: must be more than {above:g} and {bound}, got {raw}")
     return value
+
+
+def _linger(env: Mapping[str, str], name: str, default: float) -> float:
+    """Seconds: more than 0 and at most a year."""
+    return _number(
+        env, name, default, unit="a number of seconds", above=0, below=366 * 86_400, bound="at most a year"
+    )
 
 
 MAX_RETENTION_DAYS = 3650.0
@@ -359,11 +379,21 @@ def _verbatim(env: Mapping[str, str], name: str, default: str) -> str:
 
 SETTINGS: tuple[tuple[str, str, Parse], ...] = (
     ("nats_nkey_seed_file", "CONTINUITY_NATS_NKEY_SEED_FILE", lambda env, name, _: _file(env, name)),
+    ("nats_creds_file", "CONTINUITY_NATS_CREDS_FILE", lambda env, name, _: _file(env, name)),
+    ("nats_archive_creds_file", "CONTINUITY_NATS_ARCHIVE_CREDS_FILE", lambda env, name, _: _file(env, name)),
+    ("nats_monitor_creds_file", "CONTINUITY_NATS_MONITOR_CREDS_FILE", lambda env, name, _: _file(env, name)),
+    (
+        "nats_monitor_password_file",
+        "CONTINUITY_NATS_MONITOR_PASSWORD_FILE",
+        lambda env, name, _: _password_file(env, name),
+    ),
     ("nats_inbox_prefix", INBOX_PREFIX_VARIABLE, lambda env, _name, _: inbox_prefix_setting(env)),
     ("reply_prefixes", "CONTINUITY_REPLY_PREFIXES", _prefixes),
     ("redis_cluster", "CONTINUITY_REDIS_CLUSTER", _one_of(_CLUSTER)),
     ("redis_wait_replicas", "CONTINUITY_REDIS_WAIT_REPLICAS", _whole(lo=0, hi=64)),
     ("redis_wait_timeout_ms", "CONTINUITY_REDIS_WAIT_TIMEOUT_MS", _whole(lo=1, hi=60_000)),
+    ("redis_wait_aof_local", "CONTINUITY_REDIS_WAIT_AOF_LOCAL", _whole(lo=0, hi=1)),
+    ("redis_wait_aof_replicas", "CONTINUITY_REDIS_WAIT_AOF_REPLICAS", _whole(lo=0, hi=64)),
     ("runner_keys", "CONTINUITY_RUNNER_KEYS", lambda env, name, _: parse_runner_keys(env.get(name, ""))),
     ("archive_timeout_s", "CONTINUITY_ARCHIVE_TIMEOUT_S", _float),
     ("metrics_host", "CONTINUITY_METRICS_HOST", _str),
@@ -395,6 +425,8 @@ SETTINGS: tuple[tuple[str, str, Parse], ...] = (
     ("log_level", "CONTINUITY_LOG_LEVEL", functools.partial(_choice, choices=_LEVELS)),
     ("retention_days", "CONTINUITY_RETENTION_DAYS", _days),
     ("archive_retention_days", "CONTINUITY_ARCHIVE_RETENTION_DAYS", _days),
+    ("history_linger_s", "CONTINUITY_HISTORY_LINGER_S", _linger),
+    ("history_max_bytes", "CONTINUITY_HISTORY_MAX_BYTES", _bytes),
     ("tenancy", "CONTINUITY_TENANCY", _one_of(_TENANCY)),
     ("session_claims", "CONTINUITY_SESSION_CLAIMS", _one_of(_CLAIMS)),
     ("runner_cache_s", "CONTINUITY_RUNNER_CACHE_S", _float),

@@ -61,6 +61,12 @@ TENANCY_REFUSALS = Counter(
     " (an issued runner's id, else `unregistered`) and closed reason.",
     ["runner", "reason"],
 )
+RUNNER_AUTH_FAILURES = Counter(
+    "continuity_runner_auth_failures_total",
+    "Connections the NATS servers refused (authentication failures they report on $SYS), by"
+    " runner (an issued runner's id when the refused credentials are its, else `unregistered`).",
+    ["runner"],
+)
 RECOVERY_DECISIONS = Counter(
     "continuity_recovery_decisions_total",
     "Decisions the recovery table made, by row, failure class and harness (4.6).",

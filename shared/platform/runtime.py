@@ -23,10 +23,11 @@ from typing import TypeVar
 
 from nats.aio.client import Client
 from nats.js import JetStreamContext
+from nats.js.api import StreamConfig
 
 from shared.platform import logs, metrics, tls, tracing
 from shared.platform.bus.connection import Login, Stopped, connect
-from shared.platform.bus.streams import StreamLimits, ensure_streams
+from shared.platform.bus.streams import StreamLimits, ensure_stream, ensure_streams
 from shared.platform.config import Config, ConfigError
 from shared.platform.redis import Redis
 from shared.platform.service import Context as Context  # a service's `build` takes it from here too
@@ -129,6 +130,7 @@ async def _connect_nats(
             f"continuity-{service}",
             on_closed=watch.closed,
             nkeys_seed=config.nats_nkey_seed_file,
+            user_credentials=config.nats_creds_file,
             inbox_prefix=config.inbox_prefix(service),
             tls=nats_tls,
             stop=stop,
@@ -141,9 +143,10 @@ async def _connect_nats(
         return None
 
 
-async def _connect_redis(config: Config, stop: asyncio.Event) -> Redis | None:
-    """The store's client, once the server has said whether it is a Redis Cluster."""
-    client = Redis.from_config(config)
+async def _connect_redis(config: Config, stop: asyncio.Event, waits: bool) -> Redis | None:
+    """The store's client, once the server has said whether it is a Redis Cluster (and, when the
+    service `waits`, that it can do what CONTINUITY_REDIS_WAIT_* asks)."""
+    client = Redis.from_config(config, waits=waits)
 
     async def attempt() -> Redis:
         await client.connect()
@@ -159,9 +162,16 @@ async def _connect_redis(config: Config, stop: asyncio.Event) -> Redis | None:
     return connected
 
 
-async def _ensure_streams(js: JetStreamContext, config: Config, stop: asyncio.Event) -> None:
+async def _ensure_streams(
+    js: JetStreamContext,
+    config: Config,
+    stop: asyncio.Event,
+    own: tuple[Callable[[Config], StreamConfig], ...],
+) -> None:
     async def attempt() -> None:
         await ensure_streams(js, config.stream_replicas, config.duplicate_window_s, StreamLimits.of(config))
+        for make in own:  # the service's own streams (its spec's `streams`)
+            await ensure_stream(js, make(config))
 
     await _retrying(attempt, stop, "streams_unavailable")
 
@@ -185,7 +195,7 @@ def _never_connected(login: Login) -> int:
             exit_code=EXIT_CONFIGURATION,
             cause="nats_authorization_violation",
             detail="stopped before NATS accepted the credentials of NATS_URL "
-            "(and CONTINUITY_NATS_PASSWORD_FILE, or CONTINUITY_NATS_NKEY_SEED_FILE)",
+            "(and CONTINUITY_NATS_PASSWORD_FILE, or CONTINUITY_NATS_NKEY_SEED_FILE or _CREDS_FILE)",
         )
         return EXIT_CONFIGURATION
     log.info("service_stopped", before="connected")
@@ -238,9 +248,16 @@ async def serve(
         return _never_connected(login)
     watch_task = asyncio.create_task(watch.run(nc))
     js = nc.jetstream()
-    await _ensure_streams(js, config, stop)
+    await _ensure_streams(js, config, stop, service.spec.streams)
     # A service that keeps nothing in Redis (the console) neither connects nor needs REDIS_URL.
-    client = await _connect_redis(config, stop) if service.spec.stores else None
+    try:
+        client = (
+            await _connect_redis(config, stop, service.spec.waits_for_redis) if service.spec.stores else None
+        )
+    except ConfigError as err:  # the server cannot do what is asked (the message names no secret)
+        await nc.close()
+        log.error("service_stopped", exit_code=EXIT_CONFIGURATION, cause="redis", detail=str(err))
+        return EXIT_CONFIGURATION
     if client is None and service.spec.stores:
         await nc.close()
         return 0

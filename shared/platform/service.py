@@ -28,6 +28,7 @@ from typing import Any, Generic, TypeAlias, TypeVar
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
+from nats.js.api import StreamConfig
 
 from shared.contract.limits import MAX_REQUEST_BYTES
 from shared.platform.bus.consumer import Handler, PullConsumer, decoding
@@ -121,6 +122,12 @@ class ServiceSpec:
     stores: bool = True
     """Keeps records in Redis: the process connects to REDIS_URL and is ready only while Redis
     answers. The console, which reaches the records through the services only, does not."""
+    waits_for_redis: bool = False
+    """Waits for Redis replicas or append-only files after its writes (CONTINUITY_REDIS_WAIT_*):
+    at start, the server is checked for what they ask (the session-store)."""
+    streams: tuple[Callable[[Config], StreamConfig], ...] = ()
+    """Streams this service alone writes, besides the contract's four: created at its start
+    when missing, never changed after (as the four), and checked by `continuity streams`."""
 
     def __post_init__(self) -> None:
         names = [e.name for e in self.endpoints] + [c.durable for c in self.consumers]

@@ -375,6 +375,14 @@ def current() -> str:
     return here.traceparent() if here is not None else ""
 
 
+def current_sampled() -> bool:
+    """Whether there is a current span and its trace is sampled (its spans exported)."""
+    if not ENABLED:
+        return False
+    here = _current.get()
+    return here is not None and here.sampled
+
+
 def recorded() -> str:
     """The traceparent a record keeps (an outbox entry, a reconciliation or run record): the
     work as it arrived here, i.e. the parent of the current span, which lives in a process that

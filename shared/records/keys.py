@@ -80,6 +80,17 @@ def tenant_runs(tenant: str) -> str:
     return f"continuity:stored-runs:{{tenant:{tenant}}}"
 
 
+def runner_event_rate(runner_id: str) -> str:
+    """Hash `tokens`, `at` (ms, the server's clock): a runner's event-rate bucket, shared by
+    every classifier replica, which lease tokens from it (`shared.records.quotas`)."""
+    return f"continuity:event-rate:{{runner:{runner_id}}}"
+
+
+def tenant_event_rate(tenant: str) -> str:
+    """The same for all runners of a tenant."""
+    return f"continuity:event-rate:{{tenant:{tenant}}}"
+
+
 def recovery_budget(tenant: str, window: int) -> str:
     """Counter of a tenant's retries and replacements in one window of the storm breaker."""
     return f"continuity:recovery:{{tenant:{tenant}}}:{window}"

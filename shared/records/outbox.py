@@ -4,7 +4,12 @@ published to JetStream with `Nats-Msg-Id`, then deleted.
 A service publishes its own entries right after recording them (`flush`). Entries left behind
 by a crash between recording and publishing are found by the sweeper, which scans every
 session's outbox (a SCAN of every master on Redis Cluster, `Redis.scan`) and publishes what is older
-than a grace period; JetStream's duplicate window drops a second publication of the same id.
+than a grace period, and by a message that finds its step recorded already (`flush_leftovers`).
+Both take such an entry first (`take`, one atomic script): one taker at a time publishes it, so a
+re-sent report and a sweeper never both send it on the subject. An entry younger than the grace
+period is its recorder's, which publishes it right after its step. A publisher stalled for longer
+than the grace period between its step and its publication can still meet a taker: JetStream's
+duplicate window (`Nats-Msg-Id`) then keeps one copy in the stream, which is what runners read.
 
 An entry too large ever to be published (`PayloadTooLarge`) is set aside after its one try,
 by `flush` or by the sweeper, whichever meets it: a bounded copy goes to
@@ -20,6 +25,7 @@ import asyncio
 import contextlib
 import functools
 import time
+from collections.abc import Sequence
 
 import msgspec
 from nats.js import JetStreamContext
@@ -31,7 +37,7 @@ from shared.platform.bus.publish import TOO_LARGE_REASON, PayloadTooLarge, dead_
 from shared.platform.logs import Log
 from shared.platform.parts import Task
 from shared.platform.redis import Redis
-from shared.records import keys
+from shared.records import keys, scripts
 
 log = Log("continuity.outbox")
 
@@ -90,11 +96,36 @@ class Outbox:
         if too_large is not None:
             raise too_large
 
+    async def take(self, outbox_key: str, msg_ids: Sequence[str]) -> list[OutboxEntry]:
+        """The entries of `msg_ids` recorded more than the grace period ago, taken for this
+        publisher: another taker leaves them alone for a grace period (`outbox_take.lua`)."""
+        if not msg_ids:
+            return []
+        now = time.time()
+        reply = await self._redis.script(
+            scripts.OUTBOX_TAKE, [outbox_key], [repr(now - self._grace_s), repr(now), *msg_ids]
+        )
+        return [_decode_entry(data) for data in reply[1::2]]
+
+    async def flush_leftovers(self, session_key: str, msg_ids: Sequence[str]) -> int:
+        """Publish what a step recorded earlier and its recorder left unpublished (a crash
+        between the step and its publication); how many were published. Entries younger than
+        the grace period stay with their recorder, which is publishing them."""
+        entries = await self.take(keys.outbox(session_key), msg_ids)
+        if entries:
+            await self.flush(session_key, entries)
+        return len(entries)
+
     async def _publish(self, entry: OutboxEntry, by: str) -> None:
         """Publish `entry` with its trace context: in a span of that trace when tracing is on
         here, else passing the recorded `traceparent` on as it is."""
         if not tracing.ENABLED:
             await publish(self._js, entry.subject, entry.payload, entry.msg_id, traceparent=entry.trace)
+            return
+        if by == "flush" and not tracing.current_sampled():
+            # A span nobody exports: its trace context goes on as the current span's, unsampled,
+            # without a span of its own.
+            await publish(self._js, entry.subject, entry.payload, entry.msg_id, traceparent=tracing.current())
             return
         with tracing.span(
             self._span_name,
@@ -131,8 +162,9 @@ class Outbox:
         cutoff = time.time() - self._grace_s
         async for key in self._redis.scan(keys.OUTBOX_PATTERN, SWEEP_SCAN_COUNT):
             raw = await self._redis.hgetall(key)
+            pending += len(raw)
+            due: list[str] = []
             for msg_id, data in raw.items():
-                pending += 1
                 try:
                     entry = _decode_entry(data)
                 except msgspec.DecodeError:
@@ -140,21 +172,30 @@ class Outbox:
                     # operator, never allowed to stop the sweep of every other entry.
                     log.error("outbox_entry_unreadable", key=key.decode(errors="replace"))
                     continue
-                if entry.recorded_at > cutoff:
-                    continue
-                try:
-                    await self._publish(entry, "sweeper")
-                except PayloadTooLarge as err:
-                    await self._set_aside(key, entry, err)
-                    pending -= 1
-                    continue
-                await self._redis.execute("HDEL", key, msg_id)
-                published += 1
-                pending -= 1
+                if entry.recorded_at <= cutoff:
+                    due.append(msg_id.decode())
+            sent, set_aside = await self._sweep_key(key.decode(), due)
+            published += sent
+            pending -= sent + set_aside
         metrics.OUTBOX_PENDING.set(pending)
         if published:
             log.info("outbox_republished", count=published)
         return published
+
+    async def _sweep_key(self, key: str, due: list[str]) -> tuple[int, int]:
+        """Take the due entries of one outbox, publish and delete them: how many were
+        published, and how many set aside."""
+        published = set_aside = 0
+        for entry in await self.take(key, due):
+            try:
+                await self._publish(entry, "sweeper")
+            except PayloadTooLarge as err:
+                await self._set_aside(key, entry, err)
+                set_aside += 1
+                continue
+            await self._redis.execute("HDEL", key, entry.msg_id)
+            published += 1
+        return published, set_aside
 
     def sweeper(self, interval_s: float = 2.0) -> Task:
         """The sweep every `interval_s` as a part of a service, stopped by its drain after the

@@ -308,9 +308,10 @@ def _components(raw: bytes | None, compact: bytes | None) -> str:
     return raw.decode("ascii", "replace")
 
 
-def commit_args(req: CommitRequest, runner_id: str | None, archive_ms: int) -> list[Any]:
+def commit_args(req: CommitRequest, runner_id: str | None, archive_ms: int, token: str = "") -> list[Any]:
     """ARGV of `session_commit.lua` for `req`, by `runner_id` (None: the services' own account),
-    with the archive retention of a held record's copy."""
+    with the archive retention of a held record's copy, and the `unconfirmed` token of a commit
+    that is to be confirmed held ('' for none)."""
     v1 = {
         "native_session_id": req.native_session_id,
         "adapter": req.adapter,
@@ -334,6 +335,7 @@ def commit_args(req: CommitRequest, runner_id: str | None, archive_ms: int) -> l
         runner_id or "",
         _binding_entry(runner_id) if runner_id else "",
         stamp[:TAG_CHARS].decode() + fingerprints(components) if components else "",
+        token,
     ]
 
 

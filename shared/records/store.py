@@ -4,13 +4,15 @@
 The run index (run_id -> the session key a run's records live under) is the one run key outside
 a session's hash tag, so it is written before a run's first step (a recorded run is always
 found), claimed with the run retention, and right after every recorded step given the time to
-live the script left on the run record (none while the run waits on a person). A crash in
+live the script left on the run record (none while the run waits on a person; for a run just
+claimed whose step waits, in the same write as the step, and set back if nothing is recorded). A crash in
 between leaves the index living longer than the run, never shorter, and the redelivered
 message, finding its step recorded, aligns it again.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Iterable
 from typing import Any
 
@@ -18,14 +20,17 @@ import msgspec
 
 from shared.contract.reconciliation import AuditEntry
 from shared.platform.redis import Redis
+from shared.platform.redis.durability import NONE, Durability
 from shared.platform.redis.store import NotReplicated
 from shared.records import keys, scripts
-from shared.records.retention import DEFAULT, Retention
+from shared.records.retention import DEFAULT, Retention, waits
 from shared.records.session import text
 from shared.records.steps import NotOwned, RunStep, SessionChanged, common_args, retention_args, step_args
 
 _encode = msgspec.json.Encoder().encode
 _decode_audit = msgspec.json.Decoder(AuditEntry).decode
+decode_audit = _decode_audit
+"""An audit entry as stored (JSON)."""
 
 
 COMPATIBILITY_AUDIT_KEPT = 1000
@@ -89,14 +94,30 @@ class RunStore:
         duplicate. Raises `SessionChanged` or `NotOwned` when nothing was recorded.
         `index_fresh`: the caller has just claimed the run (`claim_run`), so a run record given
         that same time to live needs no second command for its index."""
-        recorded, existing, ttl = await self.redis.script(
-            scripts.RECORD_STEP, scripts.step_keys(session_key, run_id), step_args(step, self.retention)
-        )
+        persisted = None
+        if index_fresh and waits(step.run_fields["status"]):
+            # The step keeps a fresh run's records until a person acts: its index is kept too,
+            # in the same write as the script instead of a round trip after it.
+            persisted = self.redis.send("PERSIST", keys.run_index(run_id))
+        try:
+            recorded, existing, ttl = await self.redis.script(
+                scripts.RECORD_STEP, scripts.step_keys(session_key, run_id), step_args(step, self.retention)
+            )
+        except BaseException:
+            if persisted is not None:
+                with contextlib.suppress(Exception):  # Redis away: the redelivery aligns it
+                    await self.redis.reply(persisted)
+                    await self.follow_run(run_id, self.retention.run_ms)
+            raise
+        if persisted is not None:
+            await self.redis.reply(persisted)
+            if ttl != -1:  # nothing recorded, or kept for a time: the index as the run, or claimed
+                await self.follow_run(run_id, ttl if ttl > 0 else self.retention.run_ms)
         if recorded == 2:
             raise SessionChanged(session_key)
         if recorded == 3:
             raise NotOwned(text(existing))
-        if not (index_fresh and ttl > 0):
+        if persisted is None and not (index_fresh and ttl > 0):
             await self.follow_run(run_id, ttl)
         return None if recorded == 1 else bytes(existing)
 
@@ -277,39 +298,63 @@ class RunStore:
     # Session records -----------------------------------------------------------------------------
 
     async def session_commit(
-        self, session_key: str, args: list[Any], *, replicas: int = 0, timeout_ms: int = 0
+        self, session_key: str, args: list[Any], *, durability: Durability = NONE
     ) -> tuple[str, int, int]:
         """Commit a session record (ARGV as `session_commit.lua` states): code, revision, epoch.
-        With `replicas`, a commit fewer replicas hold within `timeout_ms` raises `NotReplicated`."""
+        A commit `durability` does not see held within its timeout raises `NotReplicated`."""
         keys_ = scripts.session_commit_keys(session_key)
-        if not replicas:
+        if not durability.waits:
             code, revision, epoch = await self.redis.script(scripts.SESSION_COMMIT, keys_, args)
             return text(code), int(revision), int(epoch)
-        reply, acked = await self.redis.script_acked(
-            scripts.SESSION_COMMIT, keys_, args, replicas, timeout_ms
-        )
+        reply, shortfall = await self.redis.script_durable(scripts.SESSION_COMMIT, keys_, args, durability)
         code, revision, epoch = reply
-        if text(code) == "ok" and acked < replicas:
-            raise NotReplicated(f"a session commit reached {acked} of {replicas} replicas")
+        if text(code) == "ok" and shortfall is not None:
+            raise NotReplicated(f"a session commit is not confirmed: {shortfall}")
         return text(code), int(revision), int(epoch)
 
-    async def session_reject(self, session_key: str, native_session_id: str, runner_id: str | None) -> bool:
-        cleared = await self.redis.script(
-            scripts.SESSION_REJECT,
-            scripts.session_reject_keys(session_key),
-            [native_session_id, runner_id or ""],
-        )
+    async def session_reject(
+        self,
+        session_key: str,
+        native_session_id: str,
+        runner_id: str | None,
+        *,
+        durability: Durability = NONE,
+        token: str = "",
+    ) -> bool:
+        """Reject the stored handle (`session_reject.lua`); whether it was cleared. A clearing
+        `durability` does not see held within its timeout raises `NotReplicated`, `token` left
+        in the record."""
+        keys_ = scripts.session_reject_keys(session_key)
+        args = [native_session_id, runner_id or "", token]
+        if not durability.waits:
+            return bool(await self.redis.script(scripts.SESSION_REJECT, keys_, args))
+        cleared, shortfall = await self.redis.script_durable(scripts.SESSION_REJECT, keys_, args, durability)
+        if cleared and shortfall is not None:
+            raise NotReplicated(f"a session reject is not confirmed: {shortfall}")
         return bool(cleared)
 
     async def session_owner(
-        self, session_key: str, owner: str, *, held_refuses: bool, entry_head: bytes
+        self,
+        session_key: str,
+        owner: str,
+        *,
+        held_refuses: bool,
+        entry_head: bytes,
+        durability: Durability = NONE,
+        token: str = "",
     ) -> tuple[str, str, int, int]:
-        """Give the session to `owner`: code, previous owner, epoch, revision."""
-        code, previous, epoch, revision = await self.redis.script(
-            scripts.SESSION_OWNER,
-            scripts.session_owner_keys(session_key),
-            [owner, "1" if held_refuses else "0", entry_head],
-        )
+        """Give the session to `owner`: code, previous owner, epoch, revision. A change
+        `durability` does not see held within its timeout raises `NotReplicated`, `token` left
+        in the record."""
+        keys_ = scripts.session_owner_keys(session_key)
+        args = [owner, "1" if held_refuses else "0", entry_head, token]
+        if not durability.waits:
+            reply = await self.redis.script(scripts.SESSION_OWNER, keys_, args)
+        else:
+            reply, shortfall = await self.redis.script_durable(scripts.SESSION_OWNER, keys_, args, durability)
+            if text(reply[0]) == "ok" and shortfall is not None:
+                raise NotReplicated(f"a change of owner is not confirmed: {shortfall}")
+        code, previous, epoch, revision = reply
         return text(code), text(previous), int(epoch), int(revision)
 
     async def compatibility_change(self, op: str, declaration_id: str, value: bytes, audit: bytes) -> str:

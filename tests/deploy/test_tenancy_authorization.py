@@ -40,6 +40,7 @@ from tests.deploy.conftest import (
     authorized_services,
     inbox,
     issued_stack,
+    live_stack,
     start_server,
 )
 from tests.support import commit_req, decide_req, resume_failed, wait_for
@@ -69,10 +70,23 @@ def without_permissions(runner_id: str) -> Callable[[Path], None]:
     return edit
 
 
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    with issued_stack(tmp_path_factory.mktemp("tenancy"), TENANTS, edit=without_permissions(OPEN)) as s:
+@pytest.fixture(scope="module", params=["conf", "live"])
+def stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """Each test runs on both layouts: the config files, and the decentralized layout with every
+    runner issued on the running server (docs/operations/nats-authorization.md)."""
+    work = tmp_path_factory.mktemp(f"tenancy-{request.param}")
+    if request.param == "live":
+        with live_stack(work, TENANTS, unpermitted=(OPEN,)) as s:
+            yield s
+        return
+    with issued_stack(work, TENANTS, edit=without_permissions(OPEN)) as s:
         yield s
+
+
+@pytest.fixture(autouse=True)
+def _layout_of_the_test(request: pytest.FixtureRequest) -> None:
+    if request.node.get_closest_marker("conf_files") and request.getfixturevalue("stack").layout != "conf":
+        pytest.skip("the config-file layout's own files; the decentralized layout's: test_runners_live.py")
 
 
 @pytest.fixture(scope="module")
@@ -113,9 +127,7 @@ async def connect(stack: Stack) -> AsyncIterator[Callable[[str], Awaitable[Conn]
             errors.append(str(err))
 
         runner = who in TENANTS
-        options: dict[str, Any] = {"inbox_prefix": inbox(who)}
-        if runner:
-            options["nkeys_seed"] = str(stack.seeds[who])
+        options: dict[str, Any] = {"inbox_prefix": inbox(who), **stack.auth(who)}
         nc = await nats.connect(
             stack.url(None if runner else who),
             error_cb=on_error,
@@ -151,7 +163,9 @@ async def record_of(redis: aioredis.Redis, session: SessionRef) -> dict[str, str
 async def operator_cli(
     stack: Stack, *args: str, stdin: bytes | None = None
 ) -> subprocess.CompletedProcess[str]:
-    return await acontinuity(*args, "--nats-url", stack.url("operator"), stdin=stdin)
+    return await acontinuity(
+        *args, "--nats-url", stack.url("operator"), stdin=stdin, env=stack.env("operator")
+    )
 
 
 async def published(conn: Conn, runner_id: str, event: Any) -> None:
@@ -403,6 +417,7 @@ async def test_an_operator_transfer_moves_a_session_and_fences_its_previous_owne
     assert (await b.own.get(GetRequest(session=session))).owner == B
 
 
+@pytest.mark.conf_files
 async def test_runners_list_joins_the_directory_the_conf_files_and_the_consumers(
     services: None, stack: Stack
 ) -> None:
@@ -422,6 +437,7 @@ async def test_runners_list_joins_the_directory_the_conf_files_and_the_consumers
     assert re.search(rf"^{D}\s+acme,globex\s+active\s+yes\s+yes$", text.stdout, re.MULTILINE)
 
 
+@pytest.mark.conf_files
 async def test_removing_a_runner_revokes_it_and_takes_it_out_of_nats(
     services: None, connect: Callable[[str], Awaitable[Conn]], stack: Stack, tmp_path: Path
 ) -> None:

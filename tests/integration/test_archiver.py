@@ -12,6 +12,7 @@ import msgspec
 import pytest
 import redis.asyncio as aioredis
 from nats.aio.client import Client
+from nats.aio.msg import Msg
 from prometheus_client import REGISTRY
 
 from services import registry
@@ -254,6 +255,62 @@ async def test_duplicate_work_items_make_one_move_and_one_decision(
         assert [d.action for d in await decisions.all()] == ["open_replacement"]
         assert await redis_client.hget(keys.session(session.key), "epoch") == b"1"  # type: ignore[misc]
         assert await redis_client.llen(keys.run_audit(session.key, work.run_id)) == 1  # type: ignore[misc]
+
+
+async def test_a_copy_of_decided_work_publishes_only_a_leftover_of_a_crash(
+    archiver: Config, nc: Client, redis_client: aioredis.Redis, records_redis: Redis
+) -> None:
+    """Contract 9.13 on the wire: a copy of work already decided sends nothing on the runner's
+    subject while the decision's outbox entry is its recorder's (younger than the grace period,
+    being published), and sends it once when a crash left it behind (older)."""
+    js = nc.jetstream()
+    runner_id, session = new_runner_id(), new_session()
+    await save_session(redis_client, session, epoch=0)
+    wire: list[tuple[bytes, str]] = []
+
+    async def heard(msg: Msg) -> None:
+        wire.append((msg.data, (msg.headers or {}).get("Nats-Msg-Id", "")))
+
+    sub = await nc.subscribe(subjects.decisions(runner_id), cb=heard)
+    try:
+        async with answering_runner(nc, runner_id, answer_with(0)) as (_, decisions):
+            work = work_item(runner_id, session)
+            await publish_work(js, work, msg_id="first")
+            await decisions.wait(1)
+            await wait_idle(js)
+            await wait_for(lambda: len(wire) == 1, timeout=10, what="the decision on the core subject")
+            payload, msg_id = wire[0]
+            outbox = keys.outbox(session.key)
+
+            async def left_behind(age_s: float) -> None:
+                entry = OutboxEntry(
+                    subject=subjects.decisions(runner_id),
+                    msg_id=msg_id,
+                    payload=payload,
+                    recorded_at=time.time() - age_s,
+                )
+                await redis_client.hset(outbox, msg_id, msgspec.json.encode(entry))  # type: ignore[misc]
+
+            # Its recorder is still publishing it (recorded a moment ago): the copy sends nothing.
+            await left_behind(0.0)
+            await publish_work(js, work, msg_id="copy-while-publishing")
+            await wait_idle(js)
+            await nc.flush()
+            assert len(wire) == 1
+            assert await redis_client.hexists(outbox, msg_id)  # type: ignore[misc]
+            # A crash left it (recorded a minute ago): the next copy publishes it, once.
+            await left_behind(60.0)
+            await publish_work(js, work, msg_id="copy-after-crash")
+            await wait_idle(js)
+            await wait_for(lambda: len(wire) == 2, timeout=10, what="the leftover published")
+            assert wire[1] == wire[0]
+            assert not await redis_client.hexists(outbox, msg_id)  # type: ignore[misc]
+            await publish_work(js, work, msg_id="copy-after-that")
+            await wait_idle(js)
+            await nc.flush()
+            assert len(wire) == 2
+    finally:
+        await sub.unsubscribe()
 
 
 async def test_a_move_sent_before_a_crash_is_not_sent_again(

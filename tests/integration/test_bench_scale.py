@@ -3,35 +3,7 @@ structure of the JSON and that every figure is a positive number. Timings are ne
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from typing import Any
-
-
-def bench(*args: str, timeout: float = 120) -> dict[str, Any]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "continuity", "bench", *args, "--json"],
-        capture_output=True,
-        timeout=timeout,
-        check=False,
-        env={k: v for k, v in os.environ.items() if k not in ("NATS_URL", "REDIS_URL")},
-    )
-    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
-    result: dict[str, Any] = json.loads(proc.stdout)
-    return result
-
-
-def positive(figures: dict[str, Any], *names: str) -> None:
-    for name in names:
-        assert isinstance(figures[name], int | float) and figures[name] > 0, (name, figures[name])
-
-
-def machine_facts(result: dict[str, Any]) -> None:
-    assert result["cores"] == os.cpu_count()
-    for key in ("load_average_start", "load_average_end"):
-        assert len(result[key]) == 3 and all(x >= 0 for x in result[key])
+from tests.support.bench import bench, machine_facts, positive
 
 
 def around_costs(*costs: dict[str, float]) -> None:

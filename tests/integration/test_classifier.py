@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from datetime import datetime
@@ -439,7 +440,8 @@ async def test_a_crash_between_record_and_publish_is_repaired_on_redelivery(
     bus: Bus, r: aioredis.Redis, records_redis: Redis
 ) -> None:
     """A delivery recorded its step and died before publishing; the redelivery finds the slot
-    taken, makes no second decision, and publishes what was recorded."""
+    taken, makes no second decision, and publishes what was recorded (once the outbox's grace
+    period has passed: before that, the entry is its recorder's to publish)."""
     runner, session = new_runner_id(), new_session()
     event = resume_failed(runner, session=session, classification="provider_attach_refused")
     decision = Decision(
@@ -462,7 +464,12 @@ async def test_a_crash_between_record_and_publish_is_repaired_on_redelivery(
             slot_value=payload,
             run_fields=run_fields(event.run_id, runner, session, 1, "operator", decision),
             outbox=[
-                OutboxEntry(subject=subjects.decisions(runner), msg_id=decision.decision_id, payload=payload)
+                OutboxEntry(
+                    subject=subjects.decisions(runner),
+                    msg_id=decision.decision_id,
+                    payload=payload,
+                    recorded_at=time.time() - 60,  # the delivery died a minute ago
+                )
             ],
             audit=decision_audit(decision, "classifier"),
             hold=event.native_session_id,

@@ -180,6 +180,13 @@ async def test_kill_9_mid_stream_then_restart_leaves_exactly_one_decision_per_ev
     await wait_for(lambda: len(outputs) >= expected, timeout=30, what="an output for every event")
     await bus.settled(last_seq, timeout=15)
 
+    async def outboxes_empty() -> bool:
+        return not [k async for k in r.scan_iter(match=keys.OUTBOX_PATTERN)]
+
+    # What the killed process recorded and left is published by the first taker once the grace
+    # period has passed: a redelivery, or the sweeper, which no acknowledgement waits for.
+    await wait_for(outboxes_empty, timeout=15, what="every recorded message published")
+
     decisions = [
         msgspec.json.decode(m.data)
         for m in await bus.read_all(subjects.DECISIONS_STREAM, subjects.DECISIONS_ALL)
@@ -206,9 +213,4 @@ async def test_kill_9_mid_stream_then_restart_leaves_exactly_one_decision_per_ev
         assert await r.llen(keys.run_audit(sk, event.run_id)) == 1  # type: ignore[misc]
     assert sum(per_attempt.values()) == sum(1 for _, kind in events if kind != "archive")
     assert sum(per_archive.values()) == sum(1 for _, kind in events if kind == "archive")
-
-    async def outboxes_empty() -> bool:
-        return not [k async for k in r.scan_iter(match=keys.OUTBOX_PATTERN)]
-
-    await wait_for(outboxes_empty, timeout=15, what="every recorded message published")
     assert classifier_process.stop() == 0  # SIGTERM drains cleanly

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import nats
 import pytest
 from nats.aio.client import Client
 from nats.aio.msg import Msg
+from nats.js import JetStreamContext
 from nats.js.api import StreamConfig
 
 from continuity.devstack.servers import NatsServer
@@ -80,4 +81,81 @@ async def test_a_held_quiet_key_starts_before_a_flood(
         release.set()
         await consumer.drain(5)
 
+    await js.delete_stream(stream)
+
+
+def fair_consumer(
+    js: JetStreamContext, stream: str, handle: Callable[[Msg], Awaitable[None]]
+) -> PullConsumer:
+    """Sixteen handlers, at most one message of a key at once, 24 messages held."""
+    return PullConsumer(
+        js,
+        stream=stream,
+        durable="fair",
+        filter_subject=None,
+        handler=handle,
+        service="test",
+        max_deliver=5,
+        nak_delay_s=0.1,
+        ack_wait_s=60,
+        batch=16,
+        fair_key=lambda m: m.subject.split(".")[2],
+        hold=24,
+        per_key=1,
+    )
+
+
+async def test_a_drain_returns_every_held_message_at_once_for_another_consumer(
+    js_nc: Client,
+) -> None:
+    js = js_nc.jetstream()
+    tag = uuid.uuid4().hex[:8]
+    stream, subject = f"FAIR_{tag}", f"fair.{tag}"
+    await js.add_stream(StreamConfig(name=stream, subjects=[f"{subject}.>"]))
+    release = asyncio.Event()
+    first: list[str] = []
+    second: list[str] = []
+
+    async def busy(msg: Msg) -> None:
+        first.append(msg.subject.rsplit(".", 2)[-2] + "." + msg.subject.rsplit(".", 1)[-1])
+        await release.wait()  # in hand until the test lets it go
+
+    async def other(msg: Msg) -> None:
+        second.append(msg.subject.rsplit(".", 2)[-2] + "." + msg.subject.rsplit(".", 1)[-1])
+
+    # Three keys of eight: one of each in hand (each key at its share), 21 held, every slot taken.
+    for i in range(8):
+        for key in ("a", "b", "c"):
+            await js.publish(f"{subject}.{key}.m{i}", b"{}")
+    consumer = fair_consumer(js, stream, busy)
+    replica = fair_consumer(js, stream, other)
+    await consumer.start()
+    draining: asyncio.Task[None] | None = None
+    try:
+
+        async def all_held() -> bool:
+            info = await js.consumer_info(stream, "fair")
+            return (info.num_ack_pending or 0) == 24 and len(first) == 3
+
+        await wait_for(all_held, what="three messages in hand and 21 held")
+        await replica.start()
+        # The drain waits for the three in hand; the 21 held go back at once, to the replica.
+        draining = asyncio.create_task(consumer.drain(30))
+        await wait_for(lambda: len(second) == 21, what="every held message handled by the replica")
+        assert not draining.done()  # still waiting for the three in hand
+        release.set()
+        await wait_for(draining.done, what="the drain finished once the three in hand were done")
+        draining.result()
+        assert sorted(first + second) == sorted(f"{k}.m{i}" for k in "abc" for i in range(8))
+
+        async def all_acked() -> bool:
+            info = await js.consumer_info(stream, "fair")
+            return (info.num_ack_pending or 0) == 0 and (info.num_pending or 0) == 0
+
+        await wait_for(all_acked, what="every message acknowledged once")
+    finally:
+        release.set()
+        if draining is not None and not draining.done():
+            await draining
+        await replica.drain(5)
     await js.delete_stream(stream)

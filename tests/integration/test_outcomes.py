@@ -6,7 +6,6 @@ judged by what followed its decisions (`runs.stats`, a replay's `results`, the m
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -19,97 +18,24 @@ from nats.js import JetStreamContext
 from continuity.devstack.servers import NatsServer, RedisServer
 from services import registry
 from shared.contract import (
-    CommandResult,
-    ErrorInfo,
-    HarnessInfo,
-    ResumeFailed,
     RunOutcome,
     RunsListRequest,
     RunsStatsRequest,
     SessionRef,
-    TurnCompleted,
     subjects,
 )
-from shared.contract.client import ContinuityClient, RequestError
+from shared.contract.client import ContinuityClient
 from shared.contract.policy import ReplayRequest
 from shared.contract.reconciliation import RetryRequest
-from shared.contract.signing import sign
-from shared.contract.times import now_rfc3339
 from shared.platform import metrics
 from shared.platform.bus.publish import DEAD_REASON_HEADER
 from shared.policy import SHIPPED, dump
 from tests.support import make_config, read_stream, running, wait_for
-from tests.support.cli import run_cli
+from tests.support.outcomes import TRANSPORT, cli, failure, reaches, send, status_of, turn, uid
 from tests.support.runner import KEYS, new_run_id, resume_failed
 from tests.support.sessions import new_session
 
 pytestmark = pytest.mark.asyncio
-
-TRANSPORT = ErrorInfo(type="transport", code="socket_closed")
-HARNESS = HarnessInfo(name="claude-code", version="2.1.332")
-
-
-def uid() -> str:
-    return uuid.uuid4().hex[:10]
-
-
-def turn(
-    runner: str,
-    run_id: str,
-    session: SessionRef,
-    attempt: int = 1,
-    *,
-    key: bytes | None = None,
-    status: str = "completed",
-    as_runner: str | None = None,
-) -> TurnCompleted:
-    """A `turn_completed`, signed with the test keys (or `key`), by `as_runner` if given."""
-    signer = as_runner or runner
-    result = CommandResult(command="turn", status=status, issued_at=now_rfc3339(), key_id="k1", signature="")
-    result.signature = sign(key if key is not None else KEYS["k1"], signer, run_id, attempt, result)
-    return TurnCompleted(
-        type="turn_completed",
-        event_id=f"ev-{uuid.uuid4().hex}",
-        runner_id=signer,
-        run_id=run_id,
-        attempt=attempt,
-        session=session,
-        native_session_id="ns-saved-1",
-        occurred_at=now_rfc3339(),
-        result=result,
-        harness=HARNESS,
-    )
-
-
-async def send(
-    js: JetStreamContext, event: ResumeFailed | TurnCompleted, *, raw: bytes | None = None
-) -> None:
-    await js.publish(
-        subjects.event(event.runner_id, event.type),
-        raw if raw is not None else msgspec.json.encode(event),
-        headers={"Nats-Msg-Id": event.event_id},
-    )
-
-
-async def failure(js: JetStreamContext, runner: str, **fields: object) -> ResumeFailed:
-    ev = resume_failed(runner, **fields)  # type: ignore[arg-type]
-    ev.harness = HARNESS
-    await send(js, ev)
-    return ev
-
-
-async def status_of(c: ContinuityClient, run_id: str) -> str | None:
-    try:
-        return (await c.run(run_id)).status
-    except RequestError:
-        return None
-
-
-async def reaches(c: ContinuityClient, run_id: str, status: str) -> None:
-    async def done() -> bool:
-        return await status_of(c, run_id) == status
-
-    await wait_for(done, timeout=30, what=f"run {run_id} {status}")
 
 
 async def listed(c: ContinuityClient, runner: str, run_id: str, status: str) -> None:
@@ -132,10 +58,6 @@ async def dead_reasons(js: JetStreamContext, dead_subject: str, run_id: str) -> 
 def count(counter: object, *labels: str) -> float:
     value = counter.labels(*labels)._value.get()  # type: ignore[attr-defined]
     return float(value)
-
-
-async def cli(url: str, *args: str) -> tuple[int, str, str]:
-    return await run_cli(url, *args, columns=250)  # every column of a row on one line
 
 
 @pytest.fixture(scope="module")

@@ -45,7 +45,7 @@ async def server_nc(nats_server: NatsServer) -> AsyncIterator[Client]:
 
 
 async def ask(nc: Client, subject: str, payload: bytes) -> tuple[dict[str, str] | None, dict[str, object]]:
-    msg = await nc.request(subject, payload, timeout=10)
+    msg = await nc.request(subject, payload, timeout=30)
     return msg.headers, msgspec.json.decode(msg.data)
 
 
@@ -118,7 +118,7 @@ async def test_a_reply_that_never_comes_holds_only_its_own_slot(
     await endpoints.start()
     try:
         stuck = asyncio.ensure_future(ask(nc, subject, msgspec.json.encode(Ask(0))))
-        await asyncio.wait_for(stuck_called.wait(), 10)
+        await asyncio.wait_for(stuck_called.wait(), 30)
         # The stuck request's batch waits on it; requests sent after it start batches of their
         # own and are answered, while it holds one of the four slots.
         for n in range(1, 13):

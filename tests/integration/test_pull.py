@@ -65,15 +65,17 @@ async def test_an_expired_request_returns_what_came(stream: tuple[JetStreamConte
     assert await puller.pull(10, got.append, expires_s=0.3) == 0
 
 
-async def test_a_deleted_consumer_is_refused(stream: tuple[JetStreamContext, str]) -> None:
+async def test_a_deleted_consumer_is_refused(stream: tuple[JetStreamContext, str], nc: Client) -> None:
     js, name = stream
     puller = await bound(js, name)
     await js.delete_consumer(name, "d")
-    # JetStream answers a request to a deleted consumer with nothing: the request is refused
-    # as unanswered shortly after its expiry, for the caller to bind (and create) again.
+    # A request to a deleted consumer is refused, for the caller to bind (and create) again:
+    # from 2.10 the server answers it 503 (no responders) at once; 2.9 answers nothing, and the
+    # request is refused as unanswered shortly after its expiry.
     with pytest.raises(PullRefused) as refused:
         await puller.pull(10, lambda m: None, expires_s=0.3)
-    assert refused.value.status == UNANSWERED
+    version = nc.connected_server_version
+    assert refused.value.status == ("503" if (version.major, version.minor) >= (2, 10) else UNANSWERED)
 
 
 async def test_a_consumer_deleted_under_a_waiting_request_refuses_it(

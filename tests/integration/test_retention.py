@@ -412,7 +412,10 @@ async def test_the_memory_command_prints_bytes_per_run_and_the_steady_state(
     m, e = reply["measurement"], reply["estimate"]
     assert m["runs"] == 8 and set(m["by_journey"]) == set(JOURNEYS)
     assert 1000 < m["run_bytes"] < 20000 and m["archive_copy_bytes"] > 0
-    expected = 10000 * 30 * m["run_bytes"] * m["overhead"]
+    # A finished run's own records for the linger (a day), its index entries for the retention.
+    assert 0 < m["lingering_bytes"] < m["run_bytes"] and e["linger_days"] == 1
+    kept, lingering = m["run_bytes"] - m["lingering_bytes"], m["lingering_bytes"]
+    expected = 10000 * (30 * kept + 1 * lingering) * m["overhead"]
     assert e["run_records_bytes"] == pytest.approx(expected)
     assert e["total_bytes"] > e["run_records_bytes"] and e["maxmemory_bytes"] == pytest.approx(
         e["total_bytes"] / 0.8

@@ -58,6 +58,10 @@ async def _burst_delivered(
     raise AssertionError("no responders to three bursts:\n" + await asyncio.to_thread(_tail, log))
 
 
+def _no_responders(msg: Msg) -> bool:
+    return (msg.headers or {}).get("Status") == "503" and not msg.data
+
+
 def _tail(log: Path) -> str:
     return log.read_text()[-4000:]
 
@@ -157,8 +161,13 @@ async def test_process_serves_metrics_readiness_and_drains_on_sigterm(
             *replies.early,
             *[await replies.sub.next_msg(timeout=10) for _ in range(50 - len(replies.early))],
         ]
-        assert all(not m.headers and b'"no_session"' in m.data for m in answered), [
-            (m.headers, m.data[:200]) for m in answered if m.headers or b'"no_session"' not in m.data
+        # Every request gets its reply: the service's answer, or, for one the server found no
+        # responder for (routed after the drain took the subscription away; seen on 2.15), the
+        # server's 503, which the client can send elsewhere. None is dropped (a dropped one times
+        # out above), and none is answered with an error.
+        served = [m for m in answered if not _no_responders(m)]
+        assert served and all(not m.headers and b'"no_session"' in m.data for m in served), [
+            (m.headers, m.data[:200]) for m in served if m.headers or b'"no_session"' not in m.data
         ][:3]
         assert await asyncio.to_thread(proc.wait, 20) == 0
         lines = log.read_text().splitlines()

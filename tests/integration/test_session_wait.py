@@ -65,7 +65,7 @@ async def test_a_commit_waits_for_the_replica_and_is_refused_as_an_outage_withou
     primary, replica = primary_and_replica
     await _in_sync(primary)
     client = Redis(primary.url)
-    waiting = SessionStore(client, wait_replicas=1, wait_timeout_ms=100)
+    waiting = SessionStore(client, wait_replicas=1, wait_timeout_ms=1000)
     plain = SessionStore(client)
     session = SessionRef(tenant="acme", conversation_id=uuid.uuid4().hex, agent_id="codex")
     try:

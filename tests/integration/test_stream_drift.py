@@ -25,6 +25,7 @@ from continuity.devstack.servers import NatsServer, RedisServer, free_port
 from services import registry
 from shared.contract import subjects
 from shared.platform.bus import streams
+from shared.platform.config import Config
 from tests.support import make_config, running, wait_for
 
 STREAMS = [subjects.EVENTS_STREAM, subjects.DECISIONS_STREAM, subjects.WORK_STREAM, subjects.DEAD_STREAM]
@@ -69,14 +70,15 @@ def urls(nodes: list[ClusterNode]) -> str:
 
 @pytest.fixture
 async def cjs(cluster: list[ClusterNode]) -> AsyncIterator[JetStreamContext]:
-    """JetStream of the cluster, once it has a meta leader, with none of the four streams."""
+    """JetStream of the cluster, once it has a meta leader, with none of the four streams nor
+    CONTINUITY_HISTORY."""
     nc: Client = await nats.connect(servers=[node.url for node in cluster])
     js = nc.jetstream(timeout=5)
 
     async def usable() -> bool:
         try:
             await js.account_info()
-            for name in STREAMS:
+            for name in [*STREAMS, subjects.HISTORY_STREAM]:
                 try:
                     await js.delete_stream(name)
                 except NotFoundError:
@@ -150,6 +152,12 @@ async def test_a_service_creating_missing_streams_uses_its_configuration(
         for name in STREAMS:
             assert await replicas(cjs, name) == 3, name
             assert drift_metric(name, "num_replicas") == 0, name
+        with pytest.raises(NotFoundError):  # the reconciliation service's own stream
+            await cjs.stream_info(subjects.HISTORY_STREAM)
+    async with running(registry.load("reconciliation"), config):
+        assert await replicas(cjs, subjects.HISTORY_STREAM) == 3
+        info = await cjs.stream_info(subjects.HISTORY_STREAM)
+        assert (info.config.max_age, info.config.max_msgs_per_subject) == (30 * 86400.0, 1)
         # The consumer it created has its stream's replicas.
         assert await replicas(cjs, subjects.EVENTS_STREAM, subjects.CLASSIFIER_CONSUMER) == 3
         assert drift_metric(subjects.EVENTS_STREAM, "num_replicas", subjects.CLASSIFIER_CONSUMER) == 0
@@ -159,6 +167,7 @@ async def test_streams_check_reports_r1_streams_and_apply_makes_them_r3(
     cjs: JetStreamContext, cluster: list[ClusterNode]
 ) -> None:
     await streams.ensure_streams(cjs, replicas=1)
+    await streams.ensure_stream(cjs, streams.history_stream_config(Config()))
     for spec in registry.durable_consumers(1, 30.0):
         await streams.ensure_consumer(cjs, spec)
     url = urls(cluster)  # the CLI takes the same comma-separated list as the services
@@ -169,6 +178,7 @@ async def test_streams_check_reports_r1_streams_and_apply_makes_them_r3(
     assert sorted(line[0] for line in lines) == sorted(
         [
             *STREAMS,
+            subjects.HISTORY_STREAM,
             "CONTINUITY_EVENTS/classifier",
             "CONTINUITY_WORK/archiver",
             "CONTINUITY_WORK/reconciliation",
@@ -184,7 +194,7 @@ async def test_streams_check_reports_r1_streams_and_apply_makes_them_r3(
     code, out, err = await cli("apply", "--yes", "--replicas", "3", nats_url=url)
     assert code == 0, err
     assert "updated stream CONTINUITY_EVENTS" in out and "updated consumer CONTINUITY_WORK/archiver" in out
-    for name in STREAMS:
+    for name in [*STREAMS, subjects.HISTORY_STREAM]:
         assert await replicas(cjs, name) == 3, name
 
     async def consumers_r3() -> bool:
@@ -272,6 +282,7 @@ async def test_limits_of_an_existing_stream_are_kept_reported_and_applied_on_req
         (subjects.EVENTS_STREAM, subjects.CLASSIFIER_CONSUMER, "max_ack_pending"),
     }
     assert shown["missing"] == [
+        subjects.HISTORY_STREAM,
         "CONTINUITY_WORK/archiver",
         "CONTINUITY_WORK/reconciliation",
         "CONTINUITY_DECISIONS/continuity:runs-index",

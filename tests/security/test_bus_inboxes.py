@@ -20,6 +20,7 @@ from shared.contract.runs import RunsListRequest
 from shared.platform.config import Config, ConfigError
 from tests.deploy.conftest import SERVICE_USERS, Stack, inbox
 from tests.security.conftest import as_user
+from tests.support import wait_for
 from tests.support.bus import Conn, Opener
 
 USERS = (*SERVICE_USERS, "operator", "console")
@@ -99,6 +100,10 @@ async def test_a_user_publishes_into_another_users_inbox_only_to_answer_it(
     for sender, conn in conns.items():
         refused = [t for t in USERS if t != sender and (sender, t) not in ANSWERS]
         assert len(await conn.violations()) == len(refused), sender
+    # Each sender's PONG came after the server routed its publications; a receiver's callback
+    # runs in its own task, so wait for the allowed ones to arrive, then flush once more so
+    # that anything more would have arrived too.
+    await wait_for(lambda: len(got) >= len(ANSWERS), timeout=10, what="the answers allowed")
     for conn in conns.values():
         await conn.nc.flush()
     assert sorted(got) == sorted((target, f"{sender}>{target}".encode()) for sender, target in ANSWERS)

@@ -21,6 +21,7 @@ from nats.js.errors import BadRequestError
 
 from continuity.cli.runner_accounts import RUNNER_MAX_PAYLOAD
 from continuity.cli.runner_files import ACCOUNTS_FILE, IMPORTS_FILE
+from services import registry
 from shared.contract import Decision, SessionRef, subjects
 from shared.platform.bus.streams import StreamLimits, stream_configs
 from shared.platform.config import MIB, Config
@@ -62,14 +63,22 @@ async def held(operator: Conn, stream: str, subject: str) -> int:
 
 
 def test_every_stream_is_bounded_by_default() -> None:
-    configs = {c.name: c for c in stream_configs(1, 120, StreamLimits.of(Config.from_env({})))}
+    config = Config.from_env({})
+    every = [*stream_configs(1, 120, StreamLimits.of(config)), *registry.own_streams(config)]
+    configs = {c.name: c for c in every}
+    assert subjects.HISTORY_STREAM in configs  # the reconciliation service's own
     assert all(c.max_bytes and c.max_bytes > 0 for c in configs.values())
     for name in (subjects.EVENTS_STREAM, subjects.DECISIONS_STREAM):
         assert configs[name].max_msgs_per_subject == Config().stream_messages_per_runner
-    # Together within the store of the shipped single server (deploy/nats/nats-server.conf).
+    # Together within the store of the shipped single server (deploy/nats/nats-server.conf) and
+    # of the dev overlay's.
+    total = sum(c.max_bytes or 0 for c in configs.values())
     store = (DEPLOY / "nats" / "nats-server.conf").read_text()
     assert "max_file_store: 8G" in store
-    assert sum(c.max_bytes or 0 for c in configs.values()) + 16 * MIB <= 8 * 1024 * MIB
+    assert total + 16 * MIB <= 8 * 1024 * MIB
+    overlay = (DEPLOY / "kubernetes" / "overlays" / "dev" / "nats" / "nats.conf").read_text()
+    assert "max_file_store: 4G" in overlay
+    assert total + 16 * MIB <= 4 * 1024 * MIB
 
 
 async def test_a_flooding_runner_keeps_its_share_and_the_others_still_publish(

@@ -203,7 +203,11 @@ async def test_the_dev_overlays_nats_configuration_takes_its_users_and_no_one_el
     dev_server: tuple[int, dict[str, str]],
 ) -> None:
     port, urls = dev_server
-    assert set(urls) == {"classifier", "session-store", "archiver", "reconciliation", "console"}
+    # The session-store's second login, as `monitor` of SYS: a password, no URL.
+    monitor = urls.pop("monitor")
+    assert "://" not in monitor
+    urls["monitor"] = f"nats://monitor:{monitor}@127.0.0.1:{port}"
+    assert set(urls) == {"classifier", "session-store", "archiver", "reconciliation", "console", "monitor"}
     for user, url in urls.items():
         assert url.startswith(f"nats://{user}:")
         nc = await nats.connect(url, inbox_prefix=f"_INBOX.{user}", allow_reconnect=False, connect_timeout=5)

@@ -14,6 +14,7 @@ container."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import shutil
@@ -33,6 +34,8 @@ from nats.errors import Error as NatsError
 from continuity.devstack.servers import free_port, redis_server_binary
 from continuity.tools import redis_acl
 from services import registry
+from services.session_store.presence import CONNZ, monitor_login
+from shared.platform.bus.monitor import MONITOR_INBOX, MONITOR_USER
 from shared.platform.config import Config, ConfigError
 from shared.platform.redis import Redis
 from shared.platform.tls import nats_context, redis_context
@@ -174,6 +177,9 @@ def test_secrets_are_made_once_readable_by_their_container_alone(made: Path) -> 
         assert subject.strip().endswith(f"CN = {name}"), subject
     assert (made / "console" / "console-token").read_text().strip()
     assert not (made / "console" / "redis-password").exists()
+    # The password of `monitor` is the session-store's alone.
+    holders = sorted(p.parent.name for p in made.glob("*/nats-monitor-password"))
+    assert holders == ["session-store"]
     # Made once: a second start leaves them as they are.
     before = (made / "classifier" / "nats-password").read_text()
     env = {"PATH": os.environ["PATH"], "SECRETS_ROOT": str(made), "SECRETS_SCRIPTS": str(DEPLOY)}
@@ -321,6 +327,8 @@ async def test_compose_nats_admits_the_generated_passwords_only(made: Path, comp
         )  # fmt: skip
         await nc.flush(timeout=5)
         await nc.close()
+    # The session-store's second login, as `monitor` of SYS: every server's connections.
+    await watch_as_monitor(service_env("session-store", made), compose_nats)
     # The user without its password, or with another's, is refused.
     env = service_env("classifier", made)
     another = (made / "console" / "nats-password").read_text().strip()
@@ -337,6 +345,27 @@ async def test_compose_nats_admits_the_generated_passwords_only(made: Path, comp
             config.nats_url, tls=nats_context(config), tls_handshake_first=True, allow_reconnect=False,
             connect_timeout=3, max_reconnect_attempts=0,
         )  # fmt: skip
+        await nc.close()
+
+
+async def watch_as_monitor(env: dict[str, str], port: int) -> None:
+    """The session-store's monitor login (services/session_store/presence.py) from its compose
+    environment: it signs in, and the servers answer its connections request."""
+    redis = ("REDIS_URL", "CONTINUITY_REDIS_PASSWORD_FILE")
+    env = {k: v for k, v in env.items() if not (k.startswith("CONTINUITY_REDIS_TLS") or k in redis)}
+    env["NATS_URL"] = env["NATS_URL"].replace("@nats:4222", f"@localhost:{port}")
+    config = Config.from_env(env)
+    login = monitor_login(config)
+    assert login is not None and login["user"] == MONITOR_USER
+    url = f"tls://localhost:{port}"
+    nc = await nats.connect(
+        url, tls=nats_context(config), tls_handshake_first=True, allow_reconnect=False,
+        connect_timeout=5, inbox_prefix=MONITOR_INBOX, **login,
+    )  # fmt: skip
+    try:
+        answer = await nc.request(CONNZ, b"{}", timeout=5)
+        assert json.loads(answer.data)["data"]["num_connections"] >= 1
+    finally:
         await nc.close()
 
 

@@ -42,7 +42,8 @@ from shared.contract import SessionRef, subjects
 from shared.contract.client import ContinuityClient, RequestError
 from shared.contract.events import ResumeFailed
 from shared.contract.sessions import CommitRequest, DecideRequest, GetRequest, RejectRequest
-from tests.support.cluster import event, read_settled
+from tests.support.cluster import read_settled
+from tests.support.runner import resume_failed
 from tests.support.waiting import wait_for
 
 REFUSALS = frozenset({"revision_conflict", "stale_epoch", "session_held"})
@@ -65,10 +66,12 @@ the system lost it, not while it is still coming."""
 class EventLoad:
     """`rate` events a second of one runner, each of a run of its own, spread over `conns`."""
 
-    def __init__(self, conns: list[Client], runner: str, rate: float) -> None:
+    def __init__(self, conns: list[Client], runner: str, rate: float, tenant: str = "acme") -> None:
         self.conns = conns
         self.runner = runner
         self.rate = rate
+        self.tenant = tenant
+        """Whose sessions fail: a tenant of its own keeps a load clear of another's recovery budget."""
         self.sent: list[str] = []
         self.acked: set[str] = set()
         self.resent: Counter[str] = Counter()
@@ -86,7 +89,8 @@ class EventLoad:
         while not stop.is_set():
             run_id = f"run-{uuid.uuid4().hex[:16]}"
             self.sent.append(run_id)
-            self._events[run_id] = event(self.runner, run_id)
+            session = SessionRef(tenant=self.tenant, conversation_id=f"conv-{run_id}", agent_id="codex")
+            self._events[run_id] = resume_failed(self.runner, run_id=run_id, session=session)
             self._spawn(self._publish(run_id, len(self.sent)))
             # The load's own pace: the next event is due at its slot, whatever the last cost.
             await asyncio.sleep(max(0.0, started + len(self.sent) / self.rate - time.monotonic()))
@@ -268,6 +272,8 @@ class SessionLoad:
         self.reader = reader
         self.history: dict[str, list[Op]] = defaultdict(list)
         self.rng = random.Random(seed)
+        self.undelivered = 0
+        """Requests the connected NATS node answered "no responders": no operation of the history."""
 
     async def run(self, stop: asyncio.Event) -> None:
         await asyncio.gather(
@@ -300,14 +306,18 @@ class SessionLoad:
             invoked = time.monotonic()
             answer = await self._send(client, session, call)
             completed = time.monotonic()
-            self.history[session.key].append(Op(call, answer, invoked, completed, client=f"w{w}"))
+            if answer is None:
+                self.undelivered += 1
+            else:
+                self.history[session.key].append(Op(call, answer, invoked, completed, client=f"w{w}"))
             if isinstance(answer, Seen):
                 last = answer.record
             elif isinstance(answer, Committed) and isinstance(call, Commit):
                 last = Record(call.handle, answer.revision, answer.epoch)
             await asyncio.sleep(rng.uniform(0.01, 0.05))  # a runner's think time between requests
 
-    async def _send(self, client: ContinuityClient, session: SessionRef, call: Call) -> Answer:
+    async def _send(self, client: ContinuityClient, session: SessionRef, call: Call) -> Answer | None:
+        """The answer, UNKNOWN when none came, None when the request reached no session-store."""
         try:
             if isinstance(call, Commit):
                 reply = await client.commit(
@@ -347,6 +357,10 @@ class SessionLoad:
             if isinstance(call, Get) and err.code == "not_found":
                 return Seen(None)
             return UNKNOWN
+        except nats.errors.NoRespondersError:
+            # The node knew no subscriber (across a partition of the NATS nodes, say): the
+            # request was delivered to none, so it cannot have taken effect.
+            return None
         except Exception:  # a timeout, a lost connection, a read that failed: no answer seen
             return UNKNOWN
 
@@ -412,12 +426,16 @@ class Measured:
     """Acknowledged reports the runner sent again for want of a decision (RESEND_AFTER_S)."""
     stored_undecided: int = 0
     """Of the acknowledged events with no decision, those the events stream still holds."""
+    healed_at: float = 0.0
+    current: str = "-"
+    """From the heal until every NATS node answered healthy (every replica current): seconds,
+    or the bound and the nodes restarted when one stayed behind past it."""
     details: list[str] = field(default_factory=list)
 
     HEADER = (
         f"{'fault':<34}{'sent':>6}{'acked':>7}{'resent':>7}{'decided':>8}{'lost':>6}{'doubled':>8}"
         f"{'pause s':>9}{'resume s':>9}{'ops':>7}{'unknown':>8}{'non-lin':>8}{'reverted':>9}"
-        f"{'lost commits':>13}"
+        f"{'lost commits':>13}  NATS current s"
     )
 
     def row(self) -> str:
@@ -425,7 +443,7 @@ class Measured:
             f"{self.fault:<34}{self.sent:>6}{self.acked:>7}{self.resent:>7}{self.decided:>8}{self.lost:>6}"
             f"{self.doubled:>8}"
             f"{self.pause_s:>9.1f}{self.resumed_s:>9.1f}{self.ops:>7}{self.unknown:>8}"
-            f"{self.sessions_not_linearizable:>8}{self.reverted:>9}{self.lost_commits:>13}"
+            f"{self.sessions_not_linearizable:>8}{self.reverted:>9}{self.lost_commits:>13}  {self.current}"
         )
 
 

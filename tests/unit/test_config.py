@@ -168,7 +168,13 @@ def test_the_console_reads_only_known_variables() -> None:
     assert {n for n in env.asked if n.startswith("CONTINUITY_")} <= known_variables()
 
 
-STREAMS = {"CONTINUITY_EVENTS", "CONTINUITY_DECISIONS", "CONTINUITY_WORK", "CONTINUITY_DEAD"}
+STREAMS = {
+    "CONTINUITY_EVENTS",
+    "CONTINUITY_DECISIONS",
+    "CONTINUITY_WORK",
+    "CONTINUITY_DEAD",
+    "CONTINUITY_HISTORY",
+}
 NAME = re.compile(r"\bCONTINUITY_[A-Z0-9_]*[A-Z0-9]\b")
 ROOT = Path(__file__).resolve().parents[2]
 SCANNED = {".py", ".ts", ".yaml", ".yml", ".conf", ".md", ".toml", ".json", ".env", ".tpl"}

@@ -35,7 +35,7 @@ def test_a_key_at_its_share_waits_until_one_of_its_messages_is_done() -> None:
     q.done("a")
     assert q.pop() == ("a", 2)
     assert len(q) == 2
-    assert q.drain_one() == ("a", 3)  # a drain takes what waits whatever the share
+    assert q.take_all() == [("a", 3), ("a", 4)]  # a drain takes what waits whatever the share
 
 
 @given(st.lists(st.tuples(st.sampled_from("abcd"), st.booleans()), max_size=200), st.integers(1, 4))

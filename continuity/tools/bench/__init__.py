@@ -16,11 +16,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "continuity bench sessions",
         "continuity bench pipeline --replicas 2 --json",
         "continuity bench fairness",
+        "continuity bench tenancy",
+        "continuity bench quotas",
+        "continuity bench memory",
     )
-    from continuity.tools.bench import fairness, pipeline, replay, sessions, tracing
+    from continuity.tools.bench import fairness, memory, pipeline, quotas, replay, sessions, tenancy, tracing
 
     sessions.register(kinds)
     pipeline.register(kinds)
     fairness.register(kinds)
+    tenancy.register(kinds)
+    quotas.register(kinds)
     replay.register(kinds)
     tracing.register(kinds)
+    memory.register(kinds)

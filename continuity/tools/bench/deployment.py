@@ -3,7 +3,9 @@
 Default: one embedded NATS server and one Redis without persistence (or NATS_URL / REDIS_URL
 when set), streams with one replica. `--production`: a 3-node JetStream cluster with every
 stream on 3 replicas, and Redis with AOF (`appendonly yes`, `appendfsync everysec`), as
-docs/operations/deploy.md runs them; NATS_URL / REDIS_URL are not used then.
+docs/operations/deploy.md runs them; NATS_URL / REDIS_URL are not used then. The cluster's
+JetStream `sync_interval` is the server's default unless one is given (`--sync-interval` of
+`bench pipeline`).
 
 Replicas are `continuity serve <name>` processes (`continuity.devstack.stack.spawn_service`), added one
 at a time; the load generator, the baseline process and the servers share the same cores.
@@ -15,6 +17,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -34,6 +37,19 @@ MEANING = (
     "replicas, the load generator, the baseline process and the servers share these cores: "
     "the scaling shows what a replica adds here, not on a machine with a core per replica"
 )
+
+
+SYNC_DEFAULT = "default"
+"""The `--sync-interval` value that leaves nats-server's own (two minutes)."""
+_SYNC_VALUE = re.compile(r"always|default|(\d+(\.\d+)?(ns|us|ms|s|m|h))+")
+
+
+def sync_interval_value(text: str) -> str:
+    """An argparse type: `always`, `default`, or a duration in nats-server's form (`2m`, `10s`,
+    `1m30s`); anything else is refused before it reaches a server's configuration."""
+    if not _SYNC_VALUE.fullmatch(text):
+        raise argparse.ArgumentTypeError("expected always, default or a duration such as 2m, 10s or 500ms")
+    return text
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -134,12 +150,15 @@ def _redis_facts(url: str, production: bool) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def deployment(data_dir: Path, production: bool) -> Iterator[Deployment]:
+def deployment(data_dir: Path, production: bool, sync_interval: str = SYNC_DEFAULT) -> Iterator[Deployment]:
+    """The servers; `sync_interval` (`always`, a duration, or SYNC_DEFAULT) goes to the cluster's
+    JetStream, with `production` only."""
     stack = Stack(data_dir=data_dir)
     d = Deployment(stack, production)
     try:
         if production:
-            d.cluster = NatsCluster(data_dir / "nats-cluster", PRODUCTION_STREAM_REPLICAS)
+            sync = None if sync_interval == SYNC_DEFAULT else sync_interval
+            d.cluster = NatsCluster(data_dir / "nats-cluster", PRODUCTION_STREAM_REPLICAS, sync_interval=sync)
             d.cluster.start()
             stack.nats_url = d.cluster.url
             stack.redis = RedisServer(data_dir / "redis", appendonly=True)
@@ -150,6 +169,7 @@ def deployment(data_dir: Path, production: bool) -> Iterator[Deployment]:
         d.facts = {
             "nats": f"{PRODUCTION_STREAM_REPLICAS}-node JetStream cluster" if production else "1 server",
             "stream_replicas": d.stream_replicas,
+            "nats_sync_interval": sync_interval if production else SYNC_DEFAULT,
             **_redis_facts(stack.redis_url, production),
         }
         yield d
@@ -183,7 +203,8 @@ def describe(result: dict[str, Any]) -> list[str]:
     f = result["servers"]
     return [
         f"  servers: NATS {result['nats_version']} {f['nats']} "
-        f"(streams on {f['stream_replicas']} replica(s)), "
+        f"(streams on {f['stream_replicas']} replica(s), "
+        f"sync_interval {f.get('nats_sync_interval', SYNC_DEFAULT)}), "
         f"Redis {f['redis_version']} appendonly {f['redis_appendonly']} "
         f"appendfsync {f['redis_appendfsync']}",
         f"  machine: {result['cores']} cores, load average {result['load_average_start']} at start, "

@@ -54,10 +54,8 @@ class _Outcome(msgspec.Struct):
 _outcome = msgspec.json.Decoder(_Outcome)
 
 
-def register(kinds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = kinds.add_parser(
-        "fairness", help="a quiet runner's decision latency alone and during another's flood"
-    )
+def add_flood_arguments(p: argparse.ArgumentParser) -> None:
+    """The quiet runner's events and the noisy runner's flood (shared with `bench tenancy`)."""
     p.add_argument(
         "--quiet-events", type=int, default=300, help="the quiet runner's events per phase (default 300)"
     )
@@ -65,6 +63,13 @@ def register(kinds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument(
         "--flood-in-flight", type=int, default=64, help="publications of the flood in flight (default 64)"
     )
+
+
+def register(kinds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = kinds.add_parser(
+        "fairness", help="a quiet runner's decision latency alone and during another's flood"
+    )
+    add_flood_arguments(p)
     p.add_argument(
         "--unfair",
         action="store_true",
@@ -239,11 +244,8 @@ def report(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(args: argparse.Namespace) -> int:
-    if min(args.quiet_events, args.flood, args.flood_in_flight) < 1:
-        print("error: --quiet-events, --flood and --flood-in-flight must be at least 1", file=sys.stderr)
-        return 2
-    started = machine()
+def classifier_settings(args: argparse.Namespace) -> dict[str, str]:
+    """The classifier's settings for the measurement (`--flood`, `--quiet-events`, `--unfair`)."""
     # The shipped limits: the flood meets its runner's event quota, as it would in production.
     env = classifier_env(limits=True)
     env["CONTINUITY_TENANT_RECOVERY_BUDGET"] = "1000000000"  # both runners share one tenant
@@ -253,6 +255,15 @@ def main(args: argparse.Namespace) -> int:
     if args.unfair:
         env |= {"CONTINUITY_RUNNER_IN_FLIGHT": "256", "CONTINUITY_RUNNER_EVENT_RATE": "1000000"}
         env |= {"CONTINUITY_RUNNER_EVENT_BURST": "1000000"}
+    return env
+
+
+def main(args: argparse.Namespace) -> int:
+    if min(args.quiet_events, args.flood, args.flood_in_flight) < 1:
+        print("error: --quiet-events, --flood and --flood-in-flight must be at least 1", file=sys.stderr)
+        return 2
+    started = machine()
+    env = classifier_settings(args)
     with (
         tempfile.TemporaryDirectory(prefix="continuity-bench-") as tmp,
         deployment(Path(tmp), args.production) as d,

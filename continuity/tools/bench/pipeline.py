@@ -10,6 +10,10 @@ its outcome (a decision, or the baseline's message) before the next, so the late
 those of a loaded but not flooded pipeline. The events get direct decisions (unclassified under
 `same_session_only` → `retry_same_session`, signed refusals → `operator`): the archiver and the
 reconciliation service are not in the loop.
+
+`--production --sync-interval V` (repeatable) sets JetStream's `sync_interval` of the embedded
+cluster; with two or more values, each gets a cluster of its own, measured one after another in
+the same run, and the report ends with each one's figures relative to the first value's.
 """
 
 from __future__ import annotations
@@ -44,12 +48,14 @@ from nats.js.errors import NotFoundError
 
 from continuity.cli.examples import examples
 from continuity.tools.bench.deployment import (
+    SYNC_DEFAULT,
     Deployment,
     add_arguments,
     deployment,
     describe,
     machine,
     printed,
+    sync_interval_value,
 )
 from continuity.tools.bench.stats import Figures, cost_line, costs, costs_around, load, median, ratio
 from continuity.tools.simulate.keys import DEMO_KEYS, DEMO_KEYS_ENV
@@ -92,9 +98,22 @@ def register(kinds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--rounds", type=int, default=5, help="rounds; the median round is reported (default 5)")
     p.add_argument("--profile", type=Path, help="record the first classifier with py-spy into this file")
     add_arguments(p)
+    p.add_argument(
+        "--sync-interval",
+        action="append",
+        type=sync_interval_value,
+        metavar="always|default|DURATION",
+        help="with --production: JetStream's sync_interval of the cluster; repeat it to measure "
+        "each value in turn, in the same run (default: the server's own, 2m)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=main)
-    examples(p, "continuity bench pipeline", "continuity bench pipeline --json")
+    examples(
+        p,
+        "continuity bench pipeline",
+        "continuity bench pipeline --json",
+        "continuity bench pipeline --production --sync-interval default --sync-interval always",
+    )
 
 
 # ---- the events ------------------------------------------------------------------------------
@@ -373,10 +392,21 @@ def main(args: argparse.Namespace) -> int:
     if args.events < 1 or args.concurrency < 1 or args.rounds < 1 or args.replicas < 1:
         print("error: --events, --concurrency, --rounds and --replicas must be at least 1", file=sys.stderr)
         return 2
+    if args.sync_interval and not args.production:
+        print("error: --sync-interval sets the embedded cluster's: give --production too", file=sys.stderr)
+        return 2
     started = machine()
+    runs = [run_once(args, value) for value in args.sync_interval or [SYNC_DEFAULT]]
+    if len(runs) == 1:
+        return printed(runs[0], started, args.json, report)
+    return printed(compared(runs), started, args.json, compared_report)
+
+
+def run_once(args: argparse.Namespace, sync_interval: str) -> dict[str, Any]:
+    """One deployment (its cluster's JetStream on `sync_interval` with --production) measured."""
     with (
         tempfile.TemporaryDirectory(prefix="continuity-bench-") as tmp,
-        deployment(Path(tmp), args.production) as d,
+        deployment(Path(tmp), args.production, sync_interval) as d,
     ):
         baseline: subprocess.Popen[bytes] | None = None
         profiler: subprocess.Popen[bytes] | None = None
@@ -412,7 +442,36 @@ def main(args: argparse.Namespace) -> int:
                 baseline.terminate()
                 baseline.wait()
         result["servers"] = d.facts
-    return printed(result, started, args.json, report)
+    return result
+
+
+_COMPARED = ("events_per_s", "p50_ms", "p99_ms", "baseline_per_s", "baseline_p99_ms", "ratio")
+
+
+def compared(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Several sync_interval values' runs, and each one's figures divided by the first one's."""
+    first = runs[0]
+    return {
+        "sync_intervals": [r["servers"]["nats_sync_interval"] for r in runs],
+        "runs": runs,
+        "relative_to_first": [{k: ratio(r[k], first[k]) for k in _COMPARED} for r in runs],
+    }
+
+
+def compared_report(result: dict[str, Any]) -> str:
+    machine_keys = ("cores", "load_average_start", "load_average_end")
+    lines: list[str] = []
+    for value, run in zip(result["sync_intervals"], result["runs"], strict=True):
+        lines += [f"sync_interval {value}:", report({**run, **{k: result[k] for k in machine_keys}}), ""]
+    first = result["sync_intervals"][0]
+    lines.append(f"relative to sync_interval {first} (same run, one after the other):")
+    for value, rel in zip(result["sync_intervals"], result["relative_to_first"], strict=True):
+        lines.append(
+            f"  {value:<10} events/s x{rel['events_per_s']:.3f}, p50 x{rel['p50_ms']:.3f}, "
+            f"p99 x{rel['p99_ms']:.3f}; baseline events/s x{rel['baseline_per_s']:.3f}, "
+            f"p99 x{rel['baseline_p99_ms']:.3f}"
+        )
+    return "\n".join(lines)
 
 
 # ---- the baseline consumer process -------------------------------------------------------------

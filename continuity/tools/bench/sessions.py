@@ -176,7 +176,7 @@ async def measure(d: Deployment, args: argparse.Namespace, echo_pid: int) -> dic
         steps.append(step_figures(replicas, rounds, first))
     waited: dict[str, Any] = {}
     if args.wait_replicas:
-        waited = await _commits_with_wait(d, args, commit, steps[0]["commit_per_s"])
+        waited = await _commits_with_wait(d, args, kinds, steps[0])
     sizes = [
         int(await r.memory_usage(keys.session(session(i).key), samples=0) or 0)
         for i in range(0, sessions, 97)
@@ -229,10 +229,11 @@ async def _step_rounds(
 
 
 async def _commits_with_wait(
-    d: Deployment, args: argparse.Namespace, commit: Any, commit_per_s: float
+    d: Deployment, args: argparse.Namespace, kinds: dict[str, Any], without: dict[str, Any]
 ) -> dict[str, Any]:
-    """Commits through one session-store that waits for `--wait-replicas` replicas (Redis WAIT
-    after each commit script), against the same servers as the commits measured without."""
+    """Commits and decides through one session-store that waits for `--wait-replicas` replicas
+    (Redis WAIT after each commit script, and the read fence of a record not yet confirmed),
+    against the same servers as the ones measured without."""
     for service in d.replicas("session-store"):
         service.proc.terminate()
         await asyncio.to_thread(service.proc.wait, 30)
@@ -244,13 +245,21 @@ async def _commits_with_wait(
     }
     await d.scale_async("session-store", 1, env)
     pids = d.pids("session-store")
-    await load("warmup", commit, total=min(2000, args.requests), concurrency=args.concurrency)
+    await load("warmup", kinds["commit"], total=min(2000, args.requests), concurrency=args.concurrency)
     rounds = [
-        await load("commit", commit, total=args.requests, concurrency=args.concurrency, pids=pids)
+        await load("commit", kinds["commit"], total=args.requests, concurrency=args.concurrency, pids=pids)
         for _ in range(args.rounds)
     ]
+    decide, total, concurrency = kinds["decide"], args.requests, args.concurrency
+    decides = median(
+        [await load("decide", decide, total=total, concurrency=concurrency, pids=pids) for _ in rounds]
+    )
     figures = median(rounds)
+    commit_per_s = without["commit_per_s"]
     return {
+        "decide_wait_per_s": round(decides.per_s),
+        "decide_wait_p99_ms": round(decides.p99_ms, 3),
+        "decide_wait_ratio": ratio(decides.per_s, without["decide_per_s"]),
         "wait_replicas": args.wait_replicas,
         "commit_wait_per_s": round(figures.per_s),
         "commit_wait_p50_ms": round(figures.p50_ms, 3),
@@ -290,7 +299,10 @@ def report(result: dict[str, Any]) -> str:
                 f"  commit with WAIT {result['wait_replicas']}: {result['commit_wait_per_s']} per second, "
                 f"p50 {result['commit_wait_p50_ms']} ms, p99 {result['commit_wait_p99_ms']} ms; "
                 f"with / without WAIT {result['commit_wait_ratio']:.3f} "
-                f"(CONTINUITY_REDIS_WAIT_REPLICAS; both with the replicas attached)"
+                f"(CONTINUITY_REDIS_WAIT_REPLICAS; both with the replicas attached)",
+                f"  decide with WAIT {result['wait_replicas']}: {result['decide_wait_per_s']} per second, "
+                f"p99 {result['decide_wait_p99_ms']} ms; with / without {result['decide_wait_ratio']:.3f} "
+                f"(records confirmed: the read fence costs them nothing more than a field read)",
             ]
             if "wait_replicas" in result
             else []

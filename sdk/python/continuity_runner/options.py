@@ -24,6 +24,9 @@ class RunnerOptions:
     nkey_seed: str | None = field(default=None, repr=False)
     """An NKey seed (`SU...`); needs the `nkeys` extra. Or `nkey_seed_file`."""
     nkey_seed_file: str | None = None
+    creds_file: str | None = None
+    """A creds file (user JWT and seed) of `continuity runners add --operator-dir`, for servers
+    in the decentralized layout."""
     user: str | None = None
     password: str | None = field(default=None, repr=False)
     token: str | None = field(default=None, repr=False)
@@ -73,8 +76,8 @@ class RunnerOptions:
     def __post_init__(self) -> None:
         if not isinstance(self.runner_id, str) or not re.match(RUNNER_ID_PATTERN, self.runner_id):
             raise _refused("runner_id", "must match ^[A-Za-z0-9_-]{1,64}$")
-        if self.nkey_seed is not None and self.nkey_seed_file is not None:
-            raise _refused("nkey_seed", "give nkey_seed or nkey_seed_file, not both")
+        if sum(v is not None for v in (self.nkey_seed, self.nkey_seed_file, self.creds_file)) > 1:
+            raise _refused("nkey_seed", "give one of nkey_seed, nkey_seed_file and creds_file")
         if (self.tls_cert is None) != (self.tls_key is None):
             raise _refused("tls_cert", "tls_cert and tls_key go together")
         for key_id in self.signing_keys:
@@ -147,6 +150,8 @@ class RunnerOptions:
             options["nkeys_seed_str"] = self.nkey_seed
         if self.nkey_seed_file is not None:
             options["nkeys_seed"] = self.nkey_seed_file
+        if self.creds_file is not None:
+            options["user_credentials"] = self.creds_file
         if self.user is not None:
             options["user"] = self.user
         if self.password is not None:

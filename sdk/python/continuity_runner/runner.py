@@ -47,7 +47,7 @@ from continuity_runner.contract import (
     ToolCall,
     TurnCompleted,
 )
-from continuity_runner.delivery import Delivery
+from continuity_runner.delivery import Acknowledged, Delivery
 from continuity_runner.denials import Denials
 from continuity_runner.errors import (
     InternalError,
@@ -160,6 +160,8 @@ class Runner:
         self._archive_sub: Subscription | None = None
         self._archive_tasks: set[asyncio.Task[None]] = set()
         self._reported: OrderedDict[str, ResumeFailed | TurnCompleted] = OrderedDict()
+        self._acknowledged = Acknowledged()
+        """Decisions acknowledged through `Delivery.ack`: a copy of one is not delivered again."""
         self._last_traceparent: str | None = None
 
     @property
@@ -620,8 +622,10 @@ class Runner:
         of the shipped authorization may only fetch from and acknowledge its own consumer. A
         connection not permitted to fetch from it gets `PermissionDenied`.
 
-        Each delivery must be acknowledged (`Delivery.ack`) once acted on. A message that is
-        neither a contract decision nor a refusal is terminated (never redelivered) and skipped.
+        Each delivery must be acknowledged (`Delivery.ack`) once acted on. A decision this
+        runner acknowledged is delivered once: a copy (a redelivery after its acknowledgement was
+        lost, or the same `decision_id` stored again) is acknowledged and skipped. A message that
+        is neither a contract decision nor a refusal is terminated (never redelivered) and skipped.
         """
         stream = subjects.DECISIONS_STREAM
         if self.options.create_consumer:
@@ -648,7 +652,13 @@ class Runner:
                         with contextlib.suppress(nats.errors.Error):
                             await msg.term()
                         continue
-                    yield Delivery(message, msg, self.options.redelivery_delay)
+                    if isinstance(message, Decision) and message.decision_id in self._acknowledged:
+                        # A copy of a decision acted on (its ack lost, or stored twice): once.
+                        log.info("decision_again decision_id=%s", message.decision_id)
+                        with contextlib.suppress(nats.errors.Error):
+                            await msg.ack()
+                        continue
+                    yield Delivery(message, msg, self.options.redelivery_delay, self._acknowledged)
         finally:
             with contextlib.suppress(Exception):
                 await sub.unsubscribe()

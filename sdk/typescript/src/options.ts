@@ -1,7 +1,7 @@
 /** `connect()` options and how they become NATS connection options. */
 
 import { readFileSync } from "node:fs";
-import { nkeyAuthenticator, type NodeConnectionOptions } from "@nats-io/transport-node";
+import { credsAuthenticator, nkeyAuthenticator, type NodeConnectionOptions } from "@nats-io/transport-node";
 import { RUNNER_ID_PATTERN, TOKEN_PATTERN } from "./contract.js";
 import { InvalidRequest } from "./errors.js";
 
@@ -10,9 +10,13 @@ export interface ConnectOptions {
   servers: string | string[];
   /** This runner's id (contract 1: `^[A-Za-z0-9_-]{1,64}$`); it names its subjects and consumer. */
   runnerId: string;
-  /** Credentials: an NKey seed (or a file holding it), or user and password, or a token. */
+  /** Credentials: an NKey seed (or a file holding it), or a NATS creds file, or user and
+   * password, or a token. At most one of `nkeySeed`, `nkeySeedFile` and `credsFile`. */
   nkeySeed?: string;
   nkeySeedFile?: string;
+  /** A NATS creds file (a user JWT and its seed), as `continuity runners add --operator-dir`
+   * writes for a runner of the decentralized layout; read once, at `connect`. */
+  credsFile?: string;
   user?: string;
   password?: string;
   token?: string;
@@ -88,7 +92,12 @@ function positive(value: number | undefined, fallback: number, what: string): nu
   return v;
 }
 
+/** The NKey and creds options given: a runner signs in as one user, so at most one is allowed. */
+const KEY_OPTIONS = ["nkeySeed", "nkeySeedFile", "credsFile"] as const;
+
 export function settingsOf(options: ConnectOptions): Settings {
+  const keys = KEY_OPTIONS.filter((option) => options[option] !== undefined);
+  if (keys.length > 1) throw refused(keys[keys.length - 1]!, `give only one of ${KEY_OPTIONS.join(", ")}`);
   if (typeof options.runnerId !== "string" || !RUNNER_ID_PATTERN.test(options.runnerId)) {
     throw refused("runner_id", "must match ^[A-Za-z0-9_-]{1,64}$");
   }
@@ -128,6 +137,23 @@ export function serverList(servers: string | string[]): string[] {
   return list;
 }
 
+/** The creds file's bytes, refused before any connection when it cannot be read or holds no
+ * JWT and seed (the client would otherwise fail only at the server's greeting, as Unavailable). */
+function credsOf(path: string): Uint8Array {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch {
+    throw refused("credsFile", "cannot be read");
+  }
+  // The two fenced blocks the client parses: the user JWT, then the user's seed.
+  const blocks = [...text.matchAll(/-{3,}[^\n]*-{3,}\n\s*(\S+)\s*\n\s*-{3,}[^\n]*-{3,}/g)].map((m) => m[1]!);
+  if (blocks.length < 2 || !blocks[0]!.startsWith("eyJ") || !blocks[1]!.startsWith("SU")) {
+    throw refused("credsFile", "is not a NATS creds file (a user JWT and its seed)");
+  }
+  return new TextEncoder().encode(text);
+}
+
 /** NATS options: reconnect forever, replies on the runner's own inbox prefix. */
 export function natsOptions(options: ConnectOptions, settings: Settings): NodeConnectionOptions {
   const servers = serverList(options.servers);
@@ -142,7 +168,9 @@ export function natsOptions(options: ConnectOptions, settings: Settings): NodeCo
     timeout: Math.max(1, Math.floor(settings.connectTimeoutMs / servers.length)),
   };
   const seed = options.nkeySeed ?? (options.nkeySeedFile ? readFileSync(options.nkeySeedFile, "utf8") : undefined);
-  if (seed !== undefined) {
+  if (options.credsFile !== undefined) {
+    nats.authenticator = credsAuthenticator(credsOf(options.credsFile));
+  } else if (seed !== undefined) {
     nats.authenticator = nkeyAuthenticator(new TextEncoder().encode(seed.trim()));
   } else if (options.user !== undefined) {
     nats.user = options.user;

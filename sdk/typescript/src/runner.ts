@@ -101,6 +101,10 @@ const decoder = new TextDecoder("utf-8", { fatal: true });
 export const REPORTS_KEPT = 1024;
 /** The longest single timer node allows (a longer one fires at once). */
 const MAX_TIMER_MS = 2 ** 31 - 1;
+/** The least time given to creating the decisions consumer: a one-off control request, which a
+ * server that has just restarted was seen to take over a second to answer; a short
+ * `requestTimeout`, meant for publications and session requests, does not bound it. */
+const CONSUMER_CREATE_TIMEOUT_MS = 5_000;
 
 /** A call's own trace context: the W3C `traceparent` its message carries, ahead of the
  * `traceContext` hook's (refused with `InvalidRequest`, field `traceparent`, when not valid). */
@@ -166,16 +170,43 @@ export interface SignArgs {
   issuedAt?: string;
 }
 
+/** Decision ids a runner remembers as acknowledged (the latest ones): a copy of one comes within
+ * the consumer's ack wait (an acknowledgement lost), or soon after a recovery (the same decision
+ * stored again outside the stream's duplicate window). */
+const ACKNOWLEDGED_KEPT = 4096;
+
+/** The decision ids a runner acknowledged, the latest `limit` of them (a Map keeps their order). */
+class Acknowledged {
+  private readonly ids = new Map<string, true>();
+
+  constructor(private readonly limit: number = ACKNOWLEDGED_KEPT) {}
+
+  has(decisionId: string): boolean {
+    return this.ids.has(decisionId);
+  }
+
+  add(decisionId: string): void {
+    this.ids.delete(decisionId);
+    this.ids.set(decisionId, true);
+    if (this.ids.size > this.limit) {
+      const oldest = this.ids.keys().next();
+      if (oldest.done !== true) this.ids.delete(oldest.value);
+    }
+  }
+}
+
 /**
  * One message as delivered by the runner's durable consumer: a decision, or the refusal of one of
  * the runner's events (contract 10.5), in the order they were published. `message.type` tells
- * them apart; `decision` and `refusal` are the one it is, the other null.
+ * them apart; `decision` and `refusal` are the one it is, the other null. A decision once
+ * acknowledged (`ack`) is not delivered again: a copy of it is acknowledged and skipped.
  */
 export class Delivery {
   constructor(
     readonly message: Decision | Refusal,
     private readonly msg: JsMsg,
     private readonly nakDelayMs: number,
+    private readonly acknowledged: Acknowledged | null = null,
   ) {}
 
   get decision(): Decision | null {
@@ -202,6 +233,8 @@ export class Delivery {
 
   /** Done with it: it is not delivered again. */
   ack(): void {
+    // Remembered first: the runner acted on it, so a copy is one even if this ack is lost.
+    if (this.message.type === "decision") this.acknowledged?.add(this.message.decision_id);
     this.msg.ack();
   }
 
@@ -237,6 +270,8 @@ export class Runner {
   private readonly subscriptions = new Set<Subscription>();
   /** The latest reports by event id, encoded as sent (for `reportAgain` and `resend`). */
   private readonly reported = new Map<string, Sent>();
+  /** Decisions acknowledged through `Delivery.ack`: a copy of one is not delivered again. */
+  private readonly acknowledged = new Acknowledged();
   private closing = false;
   private sentTraceparent: string | null = null;
 
@@ -649,7 +684,9 @@ export class Runner {
    * runner) only when missing, and bound as it is when the lookup is refused; with
    * `createConsumer: false` it is bound without any JetStream API call. Throws `PermissionDenied`
    * as soon as the server refuses the fetch. Each delivery must be acknowledged (`ack`) or given
-   * back (`nak`). A message that is neither a decision nor a refusal is terminated and skipped.
+   * back (`nak`). A decision this runner acknowledged is delivered once: a copy (a redelivery after
+   * its acknowledgement was lost, or the same `decision_id` stored again) is acknowledged and
+   * skipped. A message that is neither a decision nor a refusal is terminated and skipped.
    */
   async *decisions(): AsyncGenerator<Delivery> {
     const { consumer, bound } = await this.bindDecisions();
@@ -684,7 +721,11 @@ export class Runner {
           msg.term(); // neither a decision nor a refusal: never deliver it again
           continue;
         }
-        yield new Delivery(message, msg, this.settings.nakDelayMs);
+        if (message.type === "decision" && this.acknowledged.has(message.decision_id)) {
+          msg.ack(); // a copy of a decision acted on (its ack lost, or stored twice): once
+          continue;
+        }
+        yield new Delivery(message, msg, this.settings.nakDelayMs, this.acknowledged);
       }
     } finally {
       this.active.delete(messages);
@@ -729,7 +770,8 @@ export class Runner {
       if (permissionViolation(err) !== null) return { consumer: this.boundConsumer(), bound: true };
       if (!(err instanceof JetStreamApiError) || err.code !== JetStreamApiCodes.ConsumerNotFound) throw err;
     }
-    const jsm = await jetstreamManager(this.nc, { checkAPI: false, timeout: this.settings.requestTimeoutMs });
+    const timeout = Math.max(this.settings.requestTimeoutMs, CONSUMER_CREATE_TIMEOUT_MS);
+    const jsm = await jetstreamManager(this.nc, { checkAPI: false, timeout });
     // Creating with the same configuration is idempotent, so two processes may race here.
     try {
       await jsm.consumers.add(DECISIONS_STREAM, {

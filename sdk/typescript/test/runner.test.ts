@@ -264,6 +264,16 @@ describe("the runner SDK against the services", () => {
     const session = newSession("restart");
     await saved(r, session, "same_session_only");
     const inbox = new Inbox(r);
+    // Fetching before the server stops: a consumer create still in flight then would time out
+    // (seen once); a pull waiting on the consumer says the runner bound it.
+    await waitFor(
+      () =>
+        observer.jsm.consumers.info("CONTINUITY_DECISIONS", r.runnerId).then(
+          (info) => info.num_waiting > 0,
+          () => false,
+        ),
+      "the runner fetching from its decisions consumer",
+    );
     const runId = uniqueId("run");
     const impatient = await runner({ requestTimeout: 0.3, publishAttempts: 2 });
     await stack.stopNats();

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any
 
 from aiohttp import web
@@ -21,7 +22,7 @@ NO_SESSION = "No saved session is known for this tenant, conversation and agent.
 BACK_TO_SESSION = "Back to the session"
 
 
-def transfer_choices(runners: list[RunnerRecord], tenant: str, owner: str | None) -> list[str]:
+def transfer_choices(runners: Sequence[RunnerRecord], tenant: str, owner: str | None) -> list[str]:
     """The runners a session of `tenant` may be given to: active, issued for the tenant, and not
     its owner already (the session-store checks the same again when the transfer arrives)."""
     return [

@@ -131,7 +131,7 @@ class _Events:
                     server=", ".join(redacted(u) for u in server_list(self._url)),
                     detail="the NATS server refused this process's credentials (the user and "
                     "password of NATS_URL and CONTINUITY_NATS_PASSWORD_FILE, or "
-                    "CONTINUITY_NATS_NKEY_SEED_FILE); trying again",
+                    "CONTINUITY_NATS_NKEY_SEED_FILE or _CREDS_FILE); trying again",
                 )
             return
         if login.refused and isinstance(exc, OSError):

@@ -205,7 +205,8 @@ class PullConsumer:
                 # costs the server and this process far less than many requests for one.
                 free = 0
                 while free < self._min_fetch or (free < self._hold and not self._slots.locked()):
-                    await self._slots.acquire()
+                    if not await self._take_slot():
+                        break
                     free += 1
                 if self._stopping.is_set():  # drained while waiting for slots: ask for nothing
                     for _ in range(free):
@@ -239,6 +240,25 @@ class PullConsumer:
             with contextlib.suppress(Exception):
                 await sub.unsubscribe()
 
+    async def _take_slot(self) -> bool:
+        """A free slot, or False once a drain has begun. Held messages keep their slots until
+        the drain returns them, and it returns them once this loop has ended: waiting here for
+        a slot after the drain began would wait for the drain itself, to its deadline."""
+        if not self._slots.locked():
+            await self._slots.acquire()  # at once
+            return True
+        if self._stopping.is_set():
+            return False
+        taking = asyncio.ensure_future(self._slots.acquire())
+        stopping = asyncio.ensure_future(self._stopping.wait())
+        await asyncio.wait((taking, stopping), return_when=asyncio.FIRST_COMPLETED)
+        stopping.cancel()
+        if not taking.done():
+            taking.cancel()  # a slot granted meanwhile goes back to the semaphore
+        with contextlib.suppress(asyncio.CancelledError):
+            await taking
+        return taking.done() and not taking.cancelled()
+
     def _start(self, msg: Msg) -> None:
         """Handle one delivery in a task of its own (held first, with a fair key); its slot
         was taken for the request."""
@@ -249,6 +269,9 @@ class PullConsumer:
             task.add_done_callback(self._done)
             return
         key = self._key(msg)
+        if self._stopping.is_set():  # arrived as the drain began: held, and returned with the rest
+            self._fair.push(key, msg)
+            return
         if self._handling < self._batch and self._fair.start_now(key):
             self._begin(key, msg)
             return
@@ -289,12 +312,9 @@ class PullConsumer:
         self._slots.release()
 
     async def _return_held(self) -> None:
-        """At the drain: held messages not yet started go back at once, for another replica."""
-        while (picked := self._fair.pop()) is not None or len(self._fair):
-            if picked is None:  # every waiting key is at its share: take the rest in order
-                picked = self._fair.drain_one()
-            key, msg = picked
-            self._fair.done(key)
+        """At the drain: held messages not yet started go back at once, for another replica
+        (taken in one pass: the fair order no longer matters, and no handler starts now)."""
+        for _, msg in self._fair.take_all():
             self._slots.release()
             await self._settle(msg.nak())
 
@@ -306,12 +326,9 @@ class PullConsumer:
 
     async def _process_traced(self, msg: Msg) -> None:
         """`_process` in a span continuing the sender's trace (the message's `traceparent`)."""
-        with tracing.span(
-            self._span_name,
-            parent=tracing.parent_of(msg.headers),
-            kind="consumer",
-            stream_seq=stream_seq(msg.reply),  # not `msg.metadata`: parsing all of it costs more
-        ):
+        with tracing.span(self._span_name, parent=tracing.parent_of(msg.headers), kind="consumer") as begun:
+            if begun is not None and begun.sampled:  # an attribute only a span exported shows
+                tracing.annotate(stream_seq=stream_seq(msg.reply))  # not `msg.metadata`: costs more
             await self._settle_handled(msg)
 
     async def _settle_handled(self, msg: Msg) -> None:

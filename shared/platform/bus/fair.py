@@ -65,16 +65,14 @@ class FairQueue(Generic[T]):
             return key, item
         return None
 
-    def drain_one(self) -> tuple[str, T]:
-        """A waiting message whatever the shares (for returning what is held at a drain); the
-        caller calls `done(key)` for it like for `pop`."""
-        key, queue = next(iter(self._waiting.items()))
-        item = queue.popleft()
-        self._size -= 1
-        if not queue:
-            del self._waiting[key]
-        self._running[key] = self._running.get(key, 0) + 1
-        return key, item
+    def take_all(self) -> list[tuple[str, T]]:
+        """Every waiting message, whatever the shares, in one pass (for returning what is held
+        at a drain); none of them counts as running, so no `done` follows. The messages being
+        handled keep their shares until their own `done`."""
+        taken = [(key, item) for key, queue in self._waiting.items() for item in queue]
+        self._waiting.clear()
+        self._size = 0
+        return taken
 
     def done(self, key: str) -> None:
         left = self._running.get(key, 0) - 1

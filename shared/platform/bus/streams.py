@@ -308,15 +308,36 @@ async def ensure_streams(
     (log and metric) how they differ from this configuration. Returns the differences."""
     found: list[Drift] = []
     for config in stream_configs(replicas, duplicate_window_s, limits):
-        assert config.name is not None
-        try:
-            stored: StreamConfig | None = (await js.stream_info(config.name)).config
-        except NotFoundError:
-            stored = await _create_stream(js, config)
-        drifts = [] if stored is None else stream_drift(stored, config)
-        _export("stream", config.name, None, drifts)
-        found += drifts
+        found += await ensure_stream(js, config)
     return found
+
+
+async def ensure_stream(js: JetStreamContext, config: StreamConfig) -> list[Drift]:
+    """`ensure_streams` for one stream."""
+    assert config.name is not None
+    try:
+        stored: StreamConfig | None = (await js.stream_info(config.name)).config
+    except NotFoundError:
+        stored = await _create_stream(js, config)
+    drifts = [] if stored is None else stream_drift(stored, config)
+    _export("stream", config.name, None, drifts)
+    return drifts
+
+
+def history_stream_config(config: Config) -> StreamConfig:
+    """CONTINUITY_HISTORY (contract 9.14): finished runs, one message per run's subject, kept
+    for the retention, read by the last message of a subject. Only the reconciliation service,
+    which writes it, creates it."""
+    return _stream(
+        subjects.HISTORY_STREAM,
+        [subjects.HISTORY_ALL],
+        RetentionPolicy.LIMITS,
+        config.retention_days * DAY_S,
+        config.stream_replicas,
+        config.duplicate_window_s,
+        config.history_max_bytes,
+        per_subject=1,
+    )
 
 
 async def ensure_consumer(js: JetStreamContext, spec: DurableConsumer) -> list[Drift]:

@@ -20,7 +20,7 @@ import asyncio
 import math
 import ssl
 from collections import deque
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -83,6 +83,11 @@ class _Protocol(asyncio.Protocol):
         self._owner._lose(RedisConnectionError("connection to Redis lost"))
 
 
+class NotEnoughReplicas(RedisError):
+    """NOREPLICAS: the master refuses writes while fewer replicas than its
+    `min-replicas-to-write` are in sync; transient, like an outage (`store.TRANSIENT_REDIS_ERRORS`)."""
+
+
 def _response_error(text: str) -> RedisError:
     """The redis-py exception of an error reply, so callers tell redirects and transient
     cluster states from real errors."""
@@ -102,6 +107,8 @@ def _response_error(text: str) -> RedisError:
             return MasterDownError(text)
         if head == "LOADING":
             return BusyLoadingError(text)
+        if head == "NOREPLICAS":
+            return NotEnoughReplicas("the Redis master has too few replicas in sync to take writes")
     except ValueError:  # a redirect without a readable slot and address stays a plain error
         pass
     return ResponseError(text)
@@ -349,27 +356,29 @@ class PipelinedRedis:
         assert self._table is not None
         return list(self._table)
 
-    async def send_acked(self, args: tuple[Any, ...], replicas: int, timeout_ms: int) -> tuple[Any, int]:
-        """`args`, then `WAIT replicas timeout_ms` right behind it on the same connection: the
-        reply, and how many replicas acknowledged that connection's writes up to it."""
+    async def send_followed(
+        self, args: tuple[Any, ...], follow: Sequence[tuple[Any, ...]]
+    ) -> tuple[Any, list[Any]]:
+        """`args`, then each of `follow` (WAIT, WAITAOF) right behind it on the same connection:
+        its reply, and theirs, which count the writes of that connection up to them."""
         if self._cluster is None:
             await self._detect()
         slot = None if self._single is not None else slots.command_slot(args)
         conn = self._single or await self._master(slot)
-        await conn.connected()  # both go out in order, on this connection
-        reply, acked = conn.send(args), conn.send(("WAIT", replicas, timeout_ms))
+        await conn.connected()  # all go out in order, on this connection
+        reply, after = conn.send(args), [conn.send(command) for command in follow]
         try:
             result = await reply
         except (MovedError, AskError):
-            # The slot moved: the usual redirects, then a WAIT on the master that took it.
-            await asyncio.gather(acked, return_exceptions=True)
+            # The slot moved: the usual redirects, then the followers on the master that took it.
+            await asyncio.gather(*after, return_exceptions=True)
             result = await self._cluster_command(args)
             conn = await self._master(slot)
-            acked = conn.send(("WAIT", replicas, timeout_ms))
+            after = [conn.send(command) for command in follow]
         except BaseException:
-            await asyncio.gather(acked, return_exceptions=True)
+            await asyncio.gather(*after, return_exceptions=True)
             raise
-        return result, int(await acked)
+        return result, list(await asyncio.gather(*after))
 
     def send_to(self, address: Address, *args: Any) -> asyncio.Future[Any]:
         """A command for one node of the cluster, whatever slot it names (SCAN, CLUSTER INFO)."""

@@ -31,6 +31,7 @@ from redis.exceptions import (
     NoScriptError,
     RedisClusterException,
     RedisError,
+    ResponseError,
     TryAgainError,
 )
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -38,19 +39,22 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from shared.platform import metrics, tls
 from shared.platform.config import Config, ConfigError
-from shared.platform.redis.pipeline import PipelinedRedis
+from shared.platform.redis.durability import NONE, Durability
+from shared.platform.redis.pipeline import NotEnoughReplicas, PipelinedRedis
 from shared.platform.redis.slots import SLOTS
 
 T = TypeVar("T")
 
 
 class NotReplicated(RedisError):
-    """A write fewer replicas acknowledged than asked (`Redis.script_acked`): it may be lost in
-    a failover, so its caller is told to try again, as for an outage."""
+    """A write fewer replicas (or append-only files) acknowledged than asked
+    (`Redis.script_durable`): it may be lost in a failover, so its caller is told to try again,
+    as for an outage."""
 
 
 TRANSIENT_REDIS_ERRORS = (
     NotReplicated,
+    NotEnoughReplicas,  # NOREPLICAS: `min-replicas-to-write` not met
     RedisConnectionError,  # also LOADING (BusyLoadingError)
     RedisTimeoutError,
     OSError,
@@ -87,8 +91,11 @@ class Redis:
         connect_timeout: float = 2.0,
         reply_timeout: float = 5.0,
         ssl_context: ssl.SSLContext | None = None,
+        durability: Durability = NONE,
     ) -> None:
         parsed = urlparse(url)
+        self.durability = durability
+        """What must hold a session write (CONTINUITY_REDIS_WAIT_*), checked by `connect`."""
         self._db = int((parsed.path or "/0").lstrip("/") or 0)
         self._tls = ssl_context is not None or parsed.scheme == "rediss"
         if cluster == "on":
@@ -105,9 +112,16 @@ class Redis:
         other, before any is awaited, go out in one write (the hot paths' way)."""
 
     @classmethod
-    def from_config(cls, config: Config) -> Redis:
-        """The client of `REDIS_URL`, `REDIS_CLUSTER` and the Redis TLS settings."""
-        return cls(config.redis_url, cluster=config.redis_cluster, ssl_context=tls.redis_context(config))
+    def from_config(cls, config: Config, *, waits: bool = False) -> Redis:
+        """The client of `REDIS_URL`, `REDIS_CLUSTER` and the Redis TLS settings; with `waits`,
+        of CONTINUITY_REDIS_WAIT_* too (the session-store's: no other service waits, and its
+        Redis user may lack WAITAOF)."""
+        return cls(
+            config.redis_url,
+            cluster=config.redis_cluster,
+            ssl_context=tls.redis_context(config),
+            durability=Durability.from_config(config) if waits else NONE,
+        )
 
     def _check_cluster_url(self) -> None:
         if self._tls:
@@ -120,6 +134,21 @@ class Redis:
         transient error while the server is away, `ConfigError` for a URL a cluster refuses."""
         if await self._pipe.is_cluster():
             self._check_cluster_url()
+        if self.durability.uses_waitaof:
+            await self._check_waitaof()
+
+    async def _check_waitaof(self) -> None:
+        """WAITAOF asked of a server without it would fail every commit: `ConfigError` at start,
+        for a server too old, without its append-only file, or a user not allowed the command."""
+        server, persistence = await self.batch([("INFO", "server"), ("INFO", "persistence")])
+        self.durability.check(_text(server), _text(persistence))
+        try:
+            await self.execute("WAITAOF", 0, 0, 1)  # counts of 0: answered at once
+        except ResponseError as err:
+            raise ConfigError(
+                "CONTINUITY_REDIS_WAIT_AOF_*: the Redis server refused WAITAOF "
+                f"({str(err).split(' ', 1)[0]}): the user of REDIS_URL needs +waitaof"
+            ) from None
 
     async def is_cluster(self) -> bool:
         return await self._pipe.is_cluster()
@@ -207,14 +236,16 @@ class Redis:
         """Run `script` on `keys` (all of one hash tag) with `args`."""
         return await self._evaluate(script, keys, args, lambda command: self._pipe.send(*command))
 
-    async def script_acked(
-        self, script: Script, keys: Sequence[str], args: Sequence[Any], replicas: int, timeout_ms: int
-    ) -> tuple[Any, int]:
-        """`script`, then Redis `WAIT replicas timeout_ms` on its connection: its reply, and how
-        many replicas hold its writes."""
-        return await self._evaluate(
-            script, keys, args, lambda command: self._pipe.send_acked(command, replicas, timeout_ms)
+    async def script_durable(
+        self, script: Script, keys: Sequence[str], args: Sequence[Any], durability: Durability
+    ) -> tuple[Any, str | None]:
+        """`script`, then `durability`'s WAIT / WAITAOF on its connection: its reply, and None
+        when every count was met, else what fell short (`Durability.shortfall`)."""
+        follow = durability.commands()
+        reply, counts = await self._evaluate(
+            script, keys, args, lambda command: self._pipe.send_followed(command, follow)
         )
+        return reply, durability.shortfall(counts)
 
     @staticmethod
     async def _evaluate(
@@ -277,6 +308,10 @@ class Redis:
             return True
         except (*TRANSIENT_REDIS_ERRORS, RedisError):  # an error reply is no readiness either
             return False
+
+
+def _text(reply: Any) -> str:
+    return reply.decode("utf-8", "replace") if isinstance(reply, bytes) else str(reply)
 
 
 def pairs(flat: list[Any]) -> dict[bytes, bytes]:

@@ -51,11 +51,18 @@ RECONCILIATION_RETRY = _load("reconciliation_retry", with_lib=True)
 """KEYS: `step_keys`."""
 RUN_OUTCOME = _load("run_outcome", with_lib=True)
 """KEYS: `step_keys`."""
+HISTORY_MOVED = _load("history_moved")
+"""KEYS: `step_keys`, then the archive progress keys of the run's attempts."""
 ARCHIVE_LOCAL_MOVE = _load("archive_local_move", with_lib=True)
 
 
 def archive_local_move_keys(sk: str, run_id: str, archive_id: str) -> list[str]:
     return [*step_keys(sk, run_id), keys.archive_copy(sk, archive_id), keys.archive_progress(sk, archive_id)]
+
+
+OUTBOX_TAKE = _load("outbox_take")
+"""KEYS: a session's outbox (`keys.outbox`): the entries of a recorder presumed gone, taken for
+one publisher (`Outbox.take`)."""
 
 
 # Archive progress ---------------------------------------------------------------------------
@@ -131,6 +138,10 @@ def session_commit_keys(sk: str) -> list[str]:
     return [keys.session(sk), keys.held_archive(sk, ""), keys.session_ownership(sk)]
 
 
+SESSION_CONFIRM = _load("session_confirm")
+"""KEYS: `session_reject_keys` (the session hash alone)."""
+SESSION_CONFIRMED = _load("session_confirmed")
+"""KEYS: `session_reject_keys` (the session hash alone)."""
 SESSION_REJECT = _load("session_reject")
 
 

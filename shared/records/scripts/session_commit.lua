@@ -12,7 +12,9 @@
 --       stamp's first 7 characters, then 9 fingerprints of 6 characters in name order
 --       ('......' for a missing component); the script puts between them the mask of the
 --       components that changed at the commit that last changed the generation (3 hex digits,
---       0 = not known), so the stored field is 64 characters (contract 9.6)
+--       0 = not known), so the stored field is 64 characters (contract 9.6), 17 a token
+--       ('' = none) stored in `unconfirmed` when the commit is to be confirmed held (WAIT or
+--       WAITAOF after it): until the session-store clears it, a read confirms before answering
 -- Returns {result, revision, epoch}; result is 'ok' or a conflict code, and nothing is
 -- written unless it is 'ok'.
 local cur = redis.call('HMGET', KEYS[1], 'revision', 'epoch', 'state', 'native_session_id', 'owner',
@@ -43,6 +45,9 @@ redis.call('HSET', KEYS[1],
   'native_session_id', ARGV[1], 'adapter', ARGV[2], 'model', ARGV[3], 'cwd', ARGV[4],
   'cursor', ARGV[5], 'prompt_hash', ARGV[6], 'checkpoint_policy', ARGV[7], 'updated_at', ARGV[8],
   'revision', revision)
+if ARGV[17] ~= '' then
+  redis.call('HSET', KEYS[1], 'unconfirmed', ARGV[17])
+end
 -- Defaults are not stored, so a record stays in Redis' compact encoding: no state is active,
 -- no epoch is 0. The long-form generation fields are replaced by the compact one.
 redis.call('HDEL', KEYS[1], 'state', 'compatibility_generation', 'generation_binding')

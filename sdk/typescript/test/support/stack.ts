@@ -5,7 +5,10 @@
  * found the way `continuity up` finds them (continuity/devstack/servers.py). With
  * `authorization`, the NATS server runs the shipped deploy/nats files, each service signs in as
  * its own user, and the runners are issued by `continuity runners add` for the tests' tenant, as
- * an operator does it.
+ * an operator does it. With `operator`, the NATS server runs the decentralized layout of
+ * `continuity nats init` instead (docs/operations/nats-authorization.md, "Runners on a running
+ * cluster"): each service connects with its creds file, and runners are issued and revoked on the
+ * running server.
  */
 
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
@@ -42,7 +45,7 @@ export const ROOT = projectRoot();
 const VENV_BIN = join(ROOT, ".venv", "bin");
 
 /** The users of deploy/nats/auth.conf that sign in with a password. */
-export const PASSWORD_USERS = [...SERVICES, "operator", "console", "system"] as const;
+export const PASSWORD_USERS = [...SERVICES, "operator", "console", "system", "monitor"] as const;
 export type PasswordUser = (typeof PASSWORD_USERS)[number];
 
 /** The server variable auth.conf reads a user's password from. */
@@ -59,8 +62,10 @@ export const TENANT = "sdkts";
 
 /** Runs `continuity ARGS...` from the project's .venv; throws with its stderr when it fails, unless
  * it failed with the error code `expected`. */
-function continuity(args: string[], expected: string | null = null): string {
-  const out = spawnSync(join(VENV_BIN, "continuity"), args, { cwd: ROOT, encoding: "utf8", timeout: 60_000 });
+function continuity(args: string[], expected: string | null = null, env: Record<string, string> = {}): string {
+  const out = spawnSync(join(VENV_BIN, "continuity"), args, {
+    cwd: ROOT, encoding: "utf8", timeout: 60_000, env: { ...process.env, ...env },
+  });
   const allowed = expected !== null && out.stderr.includes(`[${expected}]`);
   if (out.status !== 0 && !allowed) throw new Error(`continuity ${args.slice(0, 2).join(" ")} failed: ${out.stderr}`);
   return out.stdout + out.stderr;
@@ -161,6 +166,11 @@ export interface StackOptions {
   /** The shipped NATS authorization, with these runners issued for `TENANT` and their consumers
    * created (seed files in `seeds`). */
   authorization?: { runners: string[] };
+  /** NATS's decentralized layout: the operator folder of `continuity nats init` in `operatorDir`,
+   * the server including its operator.conf (its resolver in the stack's folder), each service
+   * connecting with the folder's creds file of its user; runners are issued with `issueRunner`
+   * once the stack runs. Not with `authorization` or `maxPayload`. */
+  operator?: boolean;
   /** false: only the NATS and Redis servers, no service (nothing answers a request). */
   services?: boolean;
   /** The NATS server's `max_payload` in bytes (its default: 1 MiB); not with `authorization`. */
@@ -184,6 +194,7 @@ export class Stack {
   private serviceEnv: NodeJS.ProcessEnv = {};
   private testEnv: Record<string, string> = {};
   private authorized = false;
+  private operatorMode = false;
   /** Under `authorization`: each issued runner's NKey seed file. */
   readonly seeds: Record<string, string> = {};
 
@@ -209,6 +220,56 @@ export class Stack {
   /** The folder of the server's authorization files. */
   get confDir(): string {
     return join(this.dir, "nats");
+  }
+
+  /** Under `operator`: the folder of `continuity nats init`. */
+  get operatorDir(): string {
+    return join(this.dir, "operator");
+  }
+
+  /** Under `operator`: the creds file of one of the folder's users (a service, `operator`, `archive`). */
+  operatorCreds(user: string): string {
+    return join(this.operatorDir, "creds", `${user}.creds`);
+  }
+
+  /** The server of the decentralized layout: the folder's operator.conf beside a minimal block. */
+  private operatorServer(): string[] {
+    continuity(["nats", "init", this.operatorDir, "--resolver-dir", join(this.dir, "jwt")]);
+    const conf = join(this.dir, "server.conf");
+    // An include is read relative to the including file.
+    writeFileSync(
+      conf,
+      `host: 127.0.0.1\nport: ${this.natsPort}\n` +
+        `jetstream { store_dir: ${JSON.stringify(join(this.dir, "jetstream"))} }\ninclude ./operator/operator.conf\n`,
+    );
+    return ["-c", conf];
+  }
+
+  /** Under `operator`: `continuity runners add --operator-dir --create-consumer` on the running
+   * server, as the folder's operator user, for the tests' tenant; returns the runner's creds file. */
+  issueRunner(runner: string): string {
+    const creds = join(this.dir, `${runner}.creds`);
+    continuity(
+      [
+        "runners", "add", runner, "--tenant", TENANT, "--creds-file", creds, "--operator-dir", this.operatorDir,
+        "--servers", "1", "--create-consumer", "--nats-url", this.natsUrl, "--actor", "sdkts",
+      ],
+      null,
+      { CONTINUITY_NATS_CREDS_FILE: this.operatorCreds("operator") },
+    );
+    return creds;
+  }
+
+  /** Under `operator`: `continuity runners remove --yes --operator-dir`: the runner's account revoked. */
+  removeRunner(runner: string): void {
+    continuity(
+      [
+        "runners", "remove", runner, "--yes", "--operator-dir", this.operatorDir, "--servers", "1",
+        "--nats-url", this.natsUrl, "--actor", "sdkts",
+      ],
+      null,
+      { CONTINUITY_NATS_CREDS_FILE: this.operatorCreds("operator") },
+    );
   }
 
   /** The NATS server's configuration: the shipped files beside a minimal server block. */
@@ -256,9 +317,15 @@ export class Stack {
     this.natsPort = await freePort();
     this.redisPort = await freePort();
     const authorized = options.authorization !== undefined;
+    if (options.operator && (authorized || options.maxPayload !== undefined)) {
+      throw new Error("operator goes with neither authorization nor maxPayload");
+    }
+    this.operatorMode = options.operator === true;
     const natsArgs = authorized
       ? this.authorizedServer(options.authorization?.runners ?? [])
-      : ["-a", "127.0.0.1", "-p", String(this.natsPort), "-js", "-sd", join(this.dir, "jetstream")];
+      : this.operatorMode
+        ? this.operatorServer()
+        : ["-a", "127.0.0.1", "-p", String(this.natsPort), "-js", "-sd", join(this.dir, "jetstream")];
     if (options.maxPayload !== undefined) {
       // No command-line flag sets it: a file does, beside the flags.
       const conf = join(this.dir, "max-payload.conf");
@@ -308,9 +375,17 @@ export class Stack {
 
   private async launch(name: ServiceName): Promise<void> {
     const metricsPort = await freePort();
+    const creds: Record<string, string> = this.operatorMode
+      ? {
+          CONTINUITY_NATS_CREDS_FILE: this.operatorCreds(name),
+          // The archiver's remote moves go out as the ARCHIVE account's one user.
+          ...(name === "archiver" ? { CONTINUITY_NATS_ARCHIVE_CREDS_FILE: this.operatorCreds("archive") } : {}),
+        }
+      : {};
     const env = {
       ...this.serviceEnv,
       NATS_URL: this.authorized ? this.natsUrlOf(name) : this.natsUrl,
+      ...creds,
       CONTINUITY_METRICS_PORT: String(metricsPort),
       ...this.testEnv,
     };

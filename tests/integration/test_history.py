@@ -19,9 +19,10 @@ from nats.js.api import StreamConfig
 from continuity.devstack.servers import NatsServer, RedisServer
 from services import registry
 from services.reconciliation.history import History
-from shared.contract import RunsListRequest, RunsStatsRequest, subjects
+from shared.contract import ResolveRequest, RunsListRequest, RunsStatsRequest, subjects
 from shared.contract.client import ContinuityClient
 from shared.contract.policy import ReplayRequest
+from shared.contract.reconciliation import ListRequest
 from shared.platform.redis import Redis
 from shared.records import history, keys
 from shared.records.names import archive_id
@@ -38,7 +39,7 @@ from tests.support.outcomes import (
     turn,
     uid,
 )
-from tests.support.runner import KEYS
+from tests.support.runner import KEYS, tool_call
 
 pytestmark = pytest.mark.asyncio
 
@@ -90,6 +91,32 @@ async def test_a_finished_run_is_read_from_the_stream_once_redis_no_longer_holds
         assert ev.run_id in out
     code, out, _ = await cli(services, "runs", "list", "--runner", runner, "--json")
     assert code == 0 and ev.run_id in out
+
+
+async def test_a_resolved_reconciliation_is_read_from_the_stream_once_redis_no_longer_holds_it(
+    services: str, nc: Client, client: ContinuityClient, redis: Redis
+) -> None:
+    js = nc.jetstream()
+    runner = f"r{uid()}"
+    ev = await failure(js, runner, pending=tool_call())
+    await reaches(client, ev.run_id, "reconciling")
+    await client.resolve(
+        ResolveRequest(run_id=ev.run_id, action_outcome="not_performed", evidence="no ticket", actor="ops")
+    )
+    await reaches(client, ev.run_id, "continued")
+    await send(js, turn(runner, ev.run_id, ev.session))
+    await reaches(client, ev.run_id, "recovered_fresh")
+    before = await client.reconciliation(ev.run_id)
+    assert before.status == "delivered" and before.resolution is not None
+    assert (before.resolution.action_outcome, before.resolution.actor) == ("not_performed", "ops")
+
+    await moved_to_history(js, redis, ev)
+    assert await redis.execute("EXISTS", keys.reconciliation(ev.session.key, ev.run_id)) == 0
+    after = await client.reconciliation(ev.run_id)
+    assert after == before
+    listed = (await client.reconciliations_upto(ListRequest(status="delivered", limit=500))).items
+    assert [r for r in listed if r.run_id == ev.run_id] == [before]
+    assert (await client.run(ev.run_id)).status == "recovered_fresh"
 
 
 async def test_a_run_that_has_not_ended_stays_whole_redis_holds(

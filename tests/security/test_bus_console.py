@@ -146,3 +146,38 @@ async def test_the_console_shows_live_decisions_without_a_consumer(
     finally:
         await app.stop()
     assert stack.violations_of(("console",)) == refused_before
+
+
+async def test_the_console_serves_the_runners_page_and_may_ask_for_a_transfer(
+    services: None, stack: Stack, open_: Opener, redis_server: RedisServer
+) -> None:
+    """The pages that ask the session-store (a session's ownership history and the runners it
+    may go to, its transfer, the runners page) are the console's under the shipped rules."""
+    console_user = await as_user(open_, stack, "console")
+    for subject in (subjects.SESSIONS_AUDIT, subjects.SESSIONS_TRANSFER, subjects.RUNNERS_LIST):
+        await console_user.nc.publish(subject, b"{}", reply=console_user.nc.new_inbox())
+    assert await console_user.violations() == []
+    refused_before = stack.violations_of(("console",))
+    console = registry.load(
+        "console",
+        config=ConsoleConfig(
+            port=0,
+            identity_header="X-User",
+            trusted_proxies=(ipaddress.ip_network("127.0.0.1/32"),),
+            session_key=b"l" * 32,
+        ),
+    )
+    app = RunningApp(console, make_config(stack.url("console"), redis_server.url))
+    await app.start()
+    try:
+        base = f"http://127.0.0.1:{console.part(WebConsole).port}"
+        async with (
+            aiohttp.ClientSession(headers={"X-User": "ops"}) as http,
+            http.get(f"{base}/runners") as page,
+        ):
+            text = await page.text()
+            assert page.status == 200, text[:500]
+            assert "runner-a" in text and "runner-b" in text
+    finally:
+        await app.stop()
+    assert stack.violations_of(("console",)) == refused_before

@@ -10,8 +10,10 @@ without a consumer, and the server logs no violation of the console's while it s
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import json
+from collections.abc import AsyncIterator
 
 import aiohttp
 import msgspec
@@ -49,6 +51,27 @@ def resume_failed(runner: str, run_id: str) -> bytes:
 async def consumer_names(operator: Conn) -> set[str]:
     reply = await operator.nc.request(f"$JS.API.CONSUMER.NAMES.{subjects.DECISIONS_STREAM}", b"{}", timeout=5)
     return set(json.loads(reply.data)["consumers"] or [])
+
+
+@contextlib.asynccontextmanager
+async def console_as_its_user(stack: Stack, redis_server: RedisServer) -> AsyncIterator[str]:
+    """The console connected as its user of the shipped rules, behind a trusted proxy's
+    identity header; yields its base URL."""
+    console = registry.load(
+        "console",
+        config=ConsoleConfig(
+            port=0,
+            identity_header="X-User",
+            trusted_proxies=(ipaddress.ip_network("127.0.0.1/32"),),
+            session_key=b"l" * 32,
+        ),
+    )
+    app = RunningApp(console, make_config(stack.url("console"), redis_server.url))
+    await app.start()
+    try:
+        yield f"http://127.0.0.1:{console.part(WebConsole).port}"
+    finally:
+        await app.stop()
 
 
 async def test_the_console_can_neither_delete_nor_create_a_consumer(
@@ -113,38 +136,22 @@ async def test_the_console_shows_live_decisions_without_a_consumer(
     operator = await as_user(open_, stack, "operator")
     before = await consumer_names(operator)
     refused_before = stack.violations_of(("console",))  # the other test's deliberate attempts
-    console = registry.load(
-        "console",
-        config=ConsoleConfig(
-            port=0,
-            identity_header="X-User",
-            trusted_proxies=(ipaddress.ip_network("127.0.0.1/32"),),
-            session_key=b"l" * 32,
-        ),
-    )
-    app = RunningApp(console, make_config(stack.url("console"), redis_server.url))
-    await app.start()
-    try:
-        base = f"http://127.0.0.1:{console.part(WebConsole).port}"
-        async with (
-            aiohttp.ClientSession(headers={"X-User": "ops"}) as http,
-            http.get(f"{base}/events") as live,
-        ):
-            assert live.status == 200
-            assert await live.content.readline() == b": connected\n"
-            runner = await open_(
-                stack.url(), inbox_prefix=inbox("runner-b"), nkeys_seed=stack.seeds["runner-b"]
-            )
-            await runner.nc.jetstream().publish(
-                subjects.event("runner-b", "resume_failed"), resume_failed("runner-b", "run-live-1")
-            )
-            async with asyncio.timeout(20):
-                async for raw in live.content:
-                    if raw.startswith(b"data: ") and json.loads(raw[6:])["run_id"] == "run-live-1":
-                        break
-            assert await consumer_names(operator) == before  # the console made none
-    finally:
-        await app.stop()
+    async with (
+        console_as_its_user(stack, redis_server) as base,
+        aiohttp.ClientSession(headers={"X-User": "ops"}) as http,
+        http.get(f"{base}/events") as live,
+    ):
+        assert live.status == 200
+        assert await live.content.readline() == b": connected\n"
+        runner = await open_(stack.url(), inbox_prefix=inbox("runner-b"), nkeys_seed=stack.seeds["runner-b"])
+        await runner.nc.jetstream().publish(
+            subjects.event("runner-b", "resume_failed"), resume_failed("runner-b", "run-live-1")
+        )
+        async with asyncio.timeout(20):
+            async for raw in live.content:
+                if raw.startswith(b"data: ") and json.loads(raw[6:])["run_id"] == "run-live-1":
+                    break
+        assert await consumer_names(operator) == before  # the console made none
     assert stack.violations_of(("console",)) == refused_before
 
 
@@ -158,26 +165,12 @@ async def test_the_console_serves_the_runners_page_and_may_ask_for_a_transfer(
         await console_user.nc.publish(subject, b"{}", reply=console_user.nc.new_inbox())
     assert await console_user.violations() == []
     refused_before = stack.violations_of(("console",))
-    console = registry.load(
-        "console",
-        config=ConsoleConfig(
-            port=0,
-            identity_header="X-User",
-            trusted_proxies=(ipaddress.ip_network("127.0.0.1/32"),),
-            session_key=b"l" * 32,
-        ),
-    )
-    app = RunningApp(console, make_config(stack.url("console"), redis_server.url))
-    await app.start()
-    try:
-        base = f"http://127.0.0.1:{console.part(WebConsole).port}"
-        async with (
-            aiohttp.ClientSession(headers={"X-User": "ops"}) as http,
-            http.get(f"{base}/runners") as page,
-        ):
-            text = await page.text()
-            assert page.status == 200, text[:500]
-            assert "runner-a" in text and "runner-b" in text
-    finally:
-        await app.stop()
+    async with (
+        console_as_its_user(stack, redis_server) as base,
+        aiohttp.ClientSession(headers={"X-User": "ops"}) as http,
+        http.get(f"{base}/runners") as page,
+    ):
+        text = await page.text()
+        assert page.status == 200, text[:500]
+        assert "runner-a" in text and "runner-b" in text
     assert stack.violations_of(("console",)) == refused_before

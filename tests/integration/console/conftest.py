@@ -15,7 +15,7 @@ from pathlib import Path
 
 import nats
 import pytest
-from playwright.async_api import Browser, async_playwright
+from playwright.async_api import Browser, Page, async_playwright, expect
 
 from continuity.devstack.servers import NatsServer, RedisServer
 from services.console.config import ConsoleConfig
@@ -89,6 +89,19 @@ async def browser() -> AsyncIterator[Browser]:
         launched = await p.chromium.launch(executable_path=executable, headless=True, args=CHROMIUM_ARGS)
         yield launched
         await launched.close()
+
+
+@pytest.fixture
+async def page(browser: Browser, consoles: Consoles) -> AsyncIterator[Page]:
+    """A browser page signed in with the development login (a module may define its own)."""
+    context = await browser.new_context(viewport={"width": 1280, "height": 900}, base_url=consoles.url)
+    page = await context.new_page()
+    await page.goto("/login")
+    await page.get_by_label("Development token").fill(DEV_TOKEN)
+    await page.get_by_role("button", name="Sign in").click()
+    await expect(page.locator("#actor")).to_have_text(DEV_ACTOR)
+    yield page
+    await context.close()
 
 
 @pytest.fixture(scope="session")

@@ -19,7 +19,7 @@ from urllib.parse import urlencode
 import aiohttp
 import nats
 import pytest
-from playwright.async_api import Browser, Page, expect
+from playwright.async_api import Page, expect
 
 from continuity.devstack.servers import NatsServer, RedisServer
 from services import registry
@@ -31,8 +31,6 @@ from shared.contract.events import HarnessInfo
 from shared.contract.runs import RunsListRequest, RunsStatsReply, RunsStatsRequest
 from tests.support import make_config, running, wait_for
 from tests.support.console import (
-    DEV_ACTOR,
-    DEV_TOKEN,
     GENERATION,
     HEADER,
     RUNNER_KEY,
@@ -258,18 +256,6 @@ async def test_abandoned_runs_are_highlighted_and_listed(
 
 
 # In the browser -------------------------------------------------------------------------------
-
-
-@pytest.fixture
-async def page(browser: Browser, consoles: Consoles) -> AsyncIterator[Page]:
-    context = await browser.new_context(viewport={"width": 1280, "height": 900}, base_url=consoles.url)
-    page = await context.new_page()
-    await page.goto("/login")
-    await page.get_by_label("Development token").fill(DEV_TOKEN)
-    await page.get_by_role("button", name="Sign in").click()
-    await expect(page.locator("#actor")).to_have_text(DEV_ACTOR)
-    yield page
-    await context.close()
 
 
 async def test_in_the_browser_the_page_is_reached_filtered_and_drawn_without_a_script(

@@ -9,17 +9,16 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
 import pytest
-from playwright.async_api import Browser, Page, expect
+from playwright.async_api import Page, expect
 
 from shared.contract.tenancy import RunnerRevokeRequest
 from shared.platform.config import Config
-from tests.support.console import DEV_ACTOR, DEV_TOKEN, HEADER, Consoles, Runs
+from tests.support.console import HEADER, Consoles, Runs
 
 pytestmark = pytest.mark.asyncio
 WHO = {HEADER: "proxy-olga"}
@@ -74,18 +73,6 @@ async def test_the_page_shows_each_runners_tenants_status_and_usage(consoles: Co
 
 
 # In the browser -------------------------------------------------------------------------------
-
-
-@pytest.fixture
-async def page(browser: Browser, consoles: Consoles) -> AsyncIterator[Page]:
-    context = await browser.new_context(viewport={"width": 1280, "height": 900}, base_url=consoles.url)
-    page = await context.new_page()
-    await page.goto("/login")
-    await page.get_by_label("Development token").fill(DEV_TOKEN)
-    await page.get_by_role("button", name="Sign in").click()
-    await expect(page.locator("#actor")).to_have_text(DEV_ACTOR)
-    yield page
-    await context.close()
 
 
 async def test_in_the_browser_the_page_is_reached_from_the_navigation(

@@ -72,7 +72,7 @@ typecheck: install
 	$(BIN)/mypy --strict sdk/python/examples
 
 unit: install tools harnesses
-	$(BIN)/pytest -m "not system and not operators"
+	$(BIN)/pytest -m "not system and not operators" --durations=30
 
 # The operators' tools: the commands run as processes, and the console (the browser's page
 # tests are system tests), against services in-process.

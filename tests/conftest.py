@@ -23,22 +23,29 @@ SYSTEM_TESTS = (
     "tests/integration/test_bench_pipeline.py",
     "tests/integration/test_bench_replay.py",
     "tests/integration/test_bench_scale.py",
+    "tests/integration/test_bench_tenancy.py",
     "tests/integration/test_bench_tracing.py",
     "tests/integration/test_cluster_readiness.py",
     "tests/integration/test_cluster_services.py",
     "tests/integration/test_harness_package.py",
     "tests/integration/test_install.py",
+    "tests/integration/test_quota_bench.py",
     "tests/integration/test_redis_cluster.py",
+    "tests/integration/test_redis_durability.py",
     "tests/integration/test_runners_cli.py",
     "tests/integration/test_sdk_python_package.py",
+    "tests/integration/test_session_wait.py",
     "tests/integration/test_simulate.py",
     "tests/integration/test_stream_drift.py",
+    "tests/integration/test_tenancy_property.py",
     "tests/integration/test_up.py",
     "tests/integration/test_up_front_door.py",
+    "tests/integration/test_wire_fuzz.py",
     "tests/security/",
 )
-"""The system tests: built packages in empty environments, whole stacks as processes, clustered
-and authorized servers, the browser. `make test` leaves them to `make test-system`, so that each
+"""The system tests: built packages in empty environments, whole stacks as processes, clustered,
+replicated and authorized servers, the browser, the benches, and the longest fuzz and property
+runs. `make test` leaves them to `make test-system`, so that each
 stays within ten minutes here; CI runs both."""
 
 OPERATOR_TESTS = (

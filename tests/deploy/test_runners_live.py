@@ -93,7 +93,9 @@ def cluster(operator: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterato
 
 @pytest.fixture(scope="module")
 async def services(operator: Path, cluster: NatsCluster, redis_server: RedisServer) -> AsyncIterator[None]:
-    async with live_services(operator, cluster.url, redis_server.url):
+    # A remote move is held while three commands run (each a process that pushes to three
+    # servers, seconds apiece on a loaded machine): the archiver waits for it that long.
+    async with live_services(operator, cluster.url, redis_server.url, archive_timeout_s=60.0):
         yield
 
 

@@ -108,3 +108,25 @@ def cost_line(costs: dict[str, float]) -> str:
 
 def ratio(a: float, b: float) -> float:
     return round(a / b, 3) if b else 0.0
+
+
+def cpu_bound(
+    service_ms: float,
+    around: Mapping[str, float],
+    baseline_ms: float,
+    baseline_around: Mapping[str, float],
+    target: float,
+) -> dict[str, float]:
+    """What the CPU per operation of every process allows when they all share the machine's
+    cores, as on a development machine: throughput is then the cores' time over the summed CPU
+    per operation, so the ratio of the sums (`cpu_ratio`, baseline over service path) is the
+    throughput ratio the cores allow; and `cpu_budget_ms` is the most the measured service could
+    spend per operation for the ratio to reach `target`, the other processes spending what they
+    did (negative: not even a service costing nothing would). With free cores for each process
+    the measured ratio can exceed `cpu_ratio`."""
+    others = sum(around.values())
+    baseline_total = baseline_ms + sum(baseline_around.values())
+    return {
+        "cpu_ratio": ratio(baseline_total, service_ms + others),
+        "cpu_budget_ms": round(baseline_total / target - others, 4),
+    }

@@ -19,7 +19,9 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
 
 from continuity.cli.connect import redacted_url
 from continuity.cli.envfile import write_env_file
@@ -96,10 +98,22 @@ def check_configuration(extra: dict[str, str]) -> None:
         raise StartError(f"configuration error: {err}", EXIT_BAD_INPUT) from None
 
 
+def stop_handler(stop: threading.Event) -> Callable[[int, FrameType | None], None]:
+    """A signal handler that sets `stop`, from a thread of its own: the handler runs in the main
+    thread between two bytecodes, possibly while that thread holds `stop`'s own lock (inside
+    `stop.wait`, which the main thread loops on), and `Event.set` waiting for that lock there
+    would hang `up` for good."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        threading.Thread(target=stop.set, name="stop", daemon=True).start()
+
+    return handler
+
+
 def run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, stop_handler(stop))
     # What this process and its children (servers, services) create is their owner's alone.
     os.umask(0o077)
     data_dir = args.data_dir.resolve()

@@ -25,6 +25,24 @@ def test_bench_tracing_prints_each_setting_and_the_spans_it_exported() -> None:
         assert abs(result["on_off_cpu"] - on["cpu_ms_per_event"] / off["cpu_ms_per_event"]) < 0.001
         assert abs(result["sampled_out_off_cpu"] - out["cpu_ms_per_event"] / off["cpu_ms_per_event"]) < 0.001
     assert result["target_on_off_throughput"] == 0.85
+    assert result["target_sampled_out_off_throughput"] == 0.95
+    # What the summed CPU allows follows from the printed CPU, the OTLP receiver left out.
+    for s, bound, budget, target in (
+        (on, "on_off_cpu_ratio", "on_cpu_budget_ms_per_event", 0.85),
+        (out, "sampled_out_off_cpu_ratio", "sampled_out_cpu_budget_ms_per_event", 0.95),
+    ):
+        others = {k: v for k, v in s["around_cpu_ms_per_event"].items() if k != "otlp receiver"}
+        off_others = {k: v for k, v in off["around_cpu_ms_per_event"].items() if k != "otlp receiver"}
+        total, off_total = (
+            s["cpu_ms_per_event"] + sum(others.values()),
+            off["cpu_ms_per_event"] + sum(off_others.values()),
+        )
+        assert total > 0 and "otlp receiver" in s["around_cpu_ms_per_event"]
+        assert abs(result[bound] - off_total / total) < 0.01, (bound, result[bound])
+        assert abs(result[budget] - (off_total / target - sum(others.values()))) < 0.001, (
+            budget,
+            result[budget],
+        )
     # Exported only when on: every measured event's trace reached the receiver, warm-up's too.
     assert off["spans_received"] == 0 and out["spans_received"] == 0
     assert result["on_measured_events"] == 200 and result["on_measured_traced"] == 200

@@ -387,11 +387,14 @@ def recorded() -> str:
     """The traceparent a record keeps (an outbox entry, a reconciliation or run record): the
     work as it arrived here, i.e. the parent of the current span, which lives in a process that
     already finished its part. A publication after this process died (the sweeper) then hangs
-    from a span that was exported, and the trace stays connected. "" when tracing is off."""
+    from a span that was exported, and the trace stays connected. "" when tracing is off, and
+    in a trace sampled out: none of its spans is exported, so there is nothing to connect, and
+    the context would cost every record of every event its bytes (a live publication still
+    carries the current context, `current`)."""
     if not ENABLED:
         return ""
     here = _current.get()
-    return here.parent_traceparent() if here is not None else ""
+    return here.parent_traceparent() if here is not None and here.sampled else ""
 
 
 def current_ids() -> tuple[str, str] | None:

@@ -356,3 +356,20 @@ def test_the_nats_server_a_local_server_runs_can_be_chosen(monkeypatch: pytest.M
 
     monkeypatch.setenv("CONTINUITY_NATS_SERVER_BIN", "/opt/nats/nats-server-2.15")
     assert nats_server_binary() == "/opt/nats/nats-server-2.15"
+
+
+@pytest.mark.parametrize(("sampler", "kept"), [("always_on", True), ("always_off", False)])
+def test_a_record_keeps_the_context_of_a_sampled_trace_only(sampler: str, kept: bool) -> None:
+    """`recorded` (what an outbox entry, a run or a reconciliation record keeps) is the work as
+    it arrived, in a sampled trace; sampled out, nothing is exported to connect to, so records
+    keep nothing, while a live publication still carries the current context."""
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9", "OTEL_TRACES_SAMPLER": sampler}
+    assert tracing.setup("unit", env)
+    try:
+        with tracing.span("handled", parent=VALID, kind="consumer") as begun:
+            assert begun is not None and begun.sampled is kept
+            assert tracing.current() == begun.traceparent()
+            assert tracing.recorded() == (VALID if kept else "")
+    finally:
+        tracing.shutdown(0.1)
+    assert tracing.recorded() == ""

@@ -3,7 +3,7 @@ structure of the JSON and that every figure is a positive number. Timings are ne
 
 from __future__ import annotations
 
-from tests.support.bench import bench, machine_facts, positive
+from tests.support.bench import bench, machine_facts, positive, summed_cpu_allows
 
 
 def around_costs(*costs: dict[str, float]) -> None:
@@ -12,23 +12,6 @@ def around_costs(*costs: dict[str, float]) -> None:
     for cost in costs:
         assert set(cost) == {"nats", "redis", "load generator"}, cost
         assert all(isinstance(ms, float | int) and ms >= 0 for ms in cost.values()), cost
-
-
-def summed_cpu_allows(
-    step: dict[str, object],
-    service_ms: float,
-    around: dict[str, float],
-    baseline_ms: float,
-    baseline_around: dict[str, float],
-    cpu_ratio: float,
-    budget_ms: float,
-    target: float,
-) -> None:
-    """The printed CPU-bound ratio and budget follow from the printed CPU figures (rounded)."""
-    total, baseline_total = service_ms + sum(around.values()), baseline_ms + sum(baseline_around.values())
-    assert total > 0, step
-    assert abs(cpu_ratio - baseline_total / total) < 0.01, step
-    assert abs(budget_ms - (baseline_total / target - sum(around.values()))) < 0.001, step
 
 
 PIPELINE_FIGURES = (
@@ -46,7 +29,7 @@ def test_bench_pipeline_measures_one_and_two_classifier_replicas() -> None:
         assert abs(s["ratio"] - s["events_per_s"] / s["baseline_per_s"]) < 0.01
         around_costs(s["around_cpu_ms_per_event"], s["baseline_around_cpu_ms_per_event"])
         summed_cpu_allows(
-            s, s["cpu_ms_per_event"], s["around_cpu_ms_per_event"], s["baseline_cpu_ms_per_event"],
+            s["cpu_ms_per_event"], s["around_cpu_ms_per_event"], s["baseline_cpu_ms_per_event"],
             s["baseline_around_cpu_ms_per_event"], s["cpu_ratio"], s["cpu_budget_ms_per_event"], 0.8,
         )  # fmt: skip
     assert steps[0]["scaling"] == 1.0
@@ -80,7 +63,7 @@ def test_bench_sessions_measures_one_and_two_session_store_replicas() -> None:
         assert abs(s["decide_ratio"] - s["decide_per_s"] / s["echo_per_s"]) < 0.01
         around_costs(s["decide_around_cpu_ms_per_request"], s["echo_around_cpu_ms_per_request"])
         summed_cpu_allows(
-            s, s["decide_cpu_ms_per_request"], s["decide_around_cpu_ms_per_request"],
+            s["decide_cpu_ms_per_request"], s["decide_around_cpu_ms_per_request"],
             s["echo_cpu_ms_per_request"], s["echo_around_cpu_ms_per_request"], s["decide_cpu_ratio"],
             s["decide_cpu_budget_ms_per_request"], 0.9,
         )  # fmt: skip

@@ -45,3 +45,20 @@ def machine_facts(result: dict[str, Any]) -> None:
     assert result["cores"] == os.cpu_count()
     for key in ("load_average_start", "load_average_end"):
         assert len(result[key]) == 3 and all(x >= 0 for x in result[key])
+
+
+def summed_cpu_allows(
+    service_ms: float,
+    around: dict[str, float],
+    baseline_ms: float,
+    baseline_around: dict[str, float],
+    cpu_ratio: float,
+    budget_ms: float,
+    target: float,
+) -> None:
+    """A printed CPU-bound ratio and budget follow from the printed CPU figures (rounded)."""
+    total, baseline_total = service_ms + sum(around.values()), baseline_ms + sum(baseline_around.values())
+    assert total > 0, (service_ms, around)
+    assert abs(cpu_ratio - baseline_total / total) < 0.01, (cpu_ratio, baseline_total / total)
+    expected = baseline_total / target - sum(around.values())
+    assert abs(budget_ms - expected) < 0.001, (budget_ms, expected)

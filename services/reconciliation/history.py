@@ -17,6 +17,7 @@ from shared.platform.logs import Log
 from shared.platform.redis import Redis
 from shared.records import keys
 from shared.records.history import FINAL_STATUSES, HistoryMover, HistoryReader, Moved, RunHistory
+from shared.records.history_listing import HistoryListing
 from shared.records.outcomes import HARNESS_FIELD, HARNESS_VERSION_FIELD
 from shared.records.session import text
 
@@ -27,6 +28,9 @@ class History:
     def __init__(self, redis: Redis, js: JetStreamContext, config: Config) -> None:
         self.mover = HistoryMover(redis, js, config)
         self.reader = HistoryReader(js)
+        self.listing = HistoryListing(js)
+        self.linger_s = config.history_linger_s
+        """How long a moved run's records stay in Redis (contract 9.14)."""
 
     async def move(self, sk: str, run_id: str) -> Moved:
         return await self.mover.move(sk, run_id)
@@ -41,6 +45,20 @@ class History:
             log.warning("history_move_deferred", run_id=outcome.run_id, error_type=type(exc).__name__)
             return
         log.debug("history_moved", run_id=outcome.run_id, result=moved.code)
+
+    async def list_moved(self, entry: RunEntry) -> bool:
+        """List a finished run whose run record is gone (the runs index's trim); True once its
+        Redis entry may go: listed for the grace, or no copy of the run in the stream to list
+        (its records expired whole, never moved: section 9.9)."""
+        listed, pointer = await self.listing.state(entry)
+        if listed.code == "settled":
+            return True
+        if listed.code == "standing":
+            return False
+        if not await self.reader.exists(entry.run_id):
+            return True
+        await self.listing.publish(entry, pointer)
+        return False
 
     async def load(self, run_id: str) -> RunHistory | None:
         """The run's history from the stream; None when it holds none (or there is no stream

@@ -16,7 +16,7 @@ from shared.contract.runs import (
     RunsStatsRequest,
     SeriesPoint,
 )
-from shared.contract.times import rfc3339_from_epoch
+from shared.contract.times import epoch_of, rfc3339_from_epoch
 from shared.platform.logs import Log
 from shared.platform.redis import Redis
 from shared.policy.outcomes import Judged, Tally, judge, quantile
@@ -25,7 +25,7 @@ from shared.records.outbox import Outbox
 
 from .history import History, trails
 from .runs_index import RunsIndex
-from .step import decode_trail, epoch_of
+from .step import decode_trail
 
 log = Log("continuity.reconciliation.outcomes")
 

@@ -45,17 +45,20 @@ from shared.contract.errors import ServiceError
 from shared.contract.limits import MAX_EVENT_BYTES
 from shared.contract.runs import RunEntry, RunsListReply, RunsListRequest
 from shared.contract.tenancy import is_refusal
+from shared.contract.times import epoch_of
 from shared.contract.types import RunStatus
 from shared.platform.logs import Log
 from shared.platform.redis import Redis
 from shared.records import keys, scripts
 from shared.records.history import FINAL_STATUSES
+from shared.records.history_listing import Filters
 from shared.records.retention import DEFAULT, Retention
 from shared.records.store import RunStore
 
 from .cursor import PAGE_ITEMS_BYTES, BadCursor, decode_cursor, encode_cursor
 from .history import History
-from .step import TRIM_BATCH, entry_of, epoch_of, outcome_entry_of, version_of
+from .listed_runs import ListedRuns, every_listed
+from .step import TRIM_BATCH, entry_of, outcome_entry_of, version_of
 
 log = Log("continuity.reconciliation.runs_index")
 
@@ -110,10 +113,25 @@ class _BucketReader:
         return rows
 
 
+STREAM = BUCKETS
+"""The `_Row.bucket` of a run listed in CONTINUITY_HISTORY, read after the Redis buckets."""
+
+
+class _StreamReader:
+    """The runs listed in CONTINUITY_HISTORY, as a bucket's rows."""
+
+    def __init__(self, listed: ListedRuns) -> None:
+        self.listed = listed
+        self.bucket = STREAM
+
+    async def slice(self, count: int) -> list[_Row]:
+        return [_Row(score, member, STREAM, entry) for score, member, entry in await self.listed.slice(count)]
+
+
 class _Merged:
     """The buckets' rows in one order (score, then member), each bucket read a slice at a time."""
 
-    def __init__(self, readers: list[_BucketReader], chunk: int) -> None:
+    def __init__(self, readers: list[_BucketReader | _StreamReader], chunk: int) -> None:
         self.readers = readers
         self.chunk = chunk
         self.heap: list[_Row] = []
@@ -190,33 +208,43 @@ class RunsIndex:
         return await self.runs.runs_index_forget(entry.run_id, version_of(entry))
 
     async def trim(self, now: float | None = None, batch: int = TRIM_BATCH) -> int:
-        """One round of retention: of at most `batch` entries per bucket decided more than a
-        retention before `now`, remove those whose run record is gone; returns how many."""
-        cutoff = repr((time.time() if now is None else now) - self.retention.run_s)
+        """One round: of at most `batch` entries per bucket whose run record may have expired
+        (decided more than a linger or a retention before `now`), remove those whose record is
+        gone; a finished run's entry goes once CONTINUITY_HISTORY lists the run (contract 9.14).
+        Returns how many were removed."""
+        now = time.time() if now is None else now
+        kept_s = self.retention.run_s
+        if self.history is not None:
+            kept_s = min(kept_s, self.history.linger_s)
+        cutoff = repr(now - kept_s)
         removed = 0
         for bucket in range(BUCKETS):
             offset = self._trim_offsets[bucket]
             reader = _BucketReader(self.runs, bucket, None, "-inf", cutoff)
             reader.offset = offset
             rows = await reader.slice(batch)
-            known = [row for row in rows if row.entry is not None]
+            known = [row.entry for row in rows if row.entry is not None]
+            exists = [("EXISTS", keys.run(e.session.key, e.run_id)) for e in known]
+            found_all = await self.redis.batch(exists) if exists else []
             gone = 0
-            if known:
-                found_all = await self.redis.batch(
-                    [
-                        ("EXISTS", keys.run(row.entry.session.key, row.entry.run_id))
-                        for row in known
-                        if row.entry
-                    ]
-                )
-                for row, found in zip(known, found_all, strict=True):
-                    assert row.entry is not None
-                    if not found:
-                        gone += int(await self._forget(row.entry))
+            for entry, found in zip(known, found_all, strict=True):
+                if not found and await self._may_forget(entry):
+                    gone += int(await self._forget(entry))
             removed += gone
             # The removed entries no longer count before the next slice; at the end, start over.
             self._trim_offsets[bucket] = 0 if reader.done else offset + len(rows) - gone
         return removed
+
+    async def _may_forget(self, entry: RunEntry) -> bool:
+        """Whether the entry of a run whose record is gone may go: a finished run's only once
+        the stream lists it (a failure to list it is logged; the next round tries again)."""
+        if self.history is None or entry.status not in FINAL_STATUSES:
+            return True
+        try:
+            return await self.history.list_moved(entry)
+        except Exception as exc:
+            log.warning("history_listing_deferred", run_id=entry.run_id, error_type=type(exc).__name__)
+            return False
 
     # Listing -----------------------------------------------------------------------------
 
@@ -239,7 +267,12 @@ class RunsIndex:
             low = max(low, after[0])
         high = "+inf" if req.updated_before is None else f"({epoch_of(req.updated_before)!r}"
         chunk = min(max(req.limit, 32), 500)
-        readers = [_BucketReader(self.runs, b, req.status, repr(low), high) for b in range(BUCKETS)]
+        readers: list[_BucketReader | _StreamReader] = [
+            _BucketReader(self.runs, b, req.status, repr(low), high) for b in range(BUCKETS)
+        ]
+        listed = self._listed(req, low)
+        if listed is not None:
+            readers.append(_StreamReader(listed))
         merged = _Merged(readers, chunk)
         await merged.start()
 
@@ -282,9 +315,11 @@ class RunsIndex:
                 return items, encode_cursor(*last)
 
     async def scan(self, req: RunsListRequest, slice_size: int = 500) -> AsyncIterator[list[RunEntry]]:
-        """Every entry matching `req`'s filters, a bucket after the other, in slices: for a
-        reader of them all (a replay), where a listing's merged order and its checks against
-        the run records would cost a round trip per page for nothing."""
+        """Every entry matching `req`'s filters, a bucket after the other, in slices, then the
+        runs listed in the stream: for a reader of them all (a replay), where a listing's merged
+        order and its checks against the run records would cost a round trip per page for
+        nothing. A run both in Redis and listed (while its entry waits out the grace) is read
+        once, from Redis."""
         low = 0.0 if req.updated_after is None else epoch_of(req.updated_after)
         high = "+inf" if req.updated_before is None else f"({epoch_of(req.updated_before)!r}"
         for bucket in range(BUCKETS):
@@ -292,6 +327,46 @@ class RunsIndex:
             while not reader.done:
                 rows = await reader.slice(slice_size)
                 yield [row.entry for row in rows if row.entry is not None and self._matches(row.entry, req)]
+        if self.history is None or not self._may_be_listed(req):
+            return
+        every = every_listed(
+            self.history.listing,
+            self._filters(req),
+            low,
+            None if req.updated_before is None else epoch_of(req.updated_before),
+            time.time(),
+            self.retention.run_s,
+        )
+        async for batch in every:
+            matching = [e for e in batch if self._matches(e, req)]
+            indexed = await self._indexed([e.run_id for e in matching])
+            yield [e for e, known in zip(matching, indexed, strict=True) if not known]
+
+    def _listed(self, req: RunsListRequest, low: float) -> ListedRuns | None:
+        """The stream's side of a page, when runs listed there can match."""
+        if self.history is None or not self._may_be_listed(req):
+            return None
+        high = None if req.updated_before is None else epoch_of(req.updated_before)
+        return ListedRuns(
+            self.history.listing, self._filters(req), low, high, time.time(), self.retention.run_s
+        )
+
+    @staticmethod
+    def _may_be_listed(req: RunsListRequest) -> bool:
+        return req.status is None or req.status in FINAL_STATUSES
+
+    @staticmethod
+    def _filters(req: RunsListRequest) -> Filters:
+        return Filters(status=req.status, tenant=req.tenant, runner_id=req.runner_id, reason=req.reason)
+
+    async def _indexed(self, run_ids: list[str]) -> list[bool]:
+        """Whether each run has an entry in the Redis index."""
+        if not run_ids:
+            return []
+        found = await self.redis.batch(
+            [("HEXISTS", keys.runs_index_versions(bucket_of(run_id)), run_id) for run_id in run_ids]
+        )
+        return [bool(f) for f in found]
 
     @staticmethod
     def _matches(entry: RunEntry, req: RunsListRequest) -> bool:
@@ -303,26 +378,32 @@ class RunsIndex:
         )
 
     async def _confirm(self, rows: list[_Row]) -> list[bool]:
-        """Whether each run's record still has the status its entry says; entries of runs whose
-        record is gone are removed."""
-        statuses = await self.redis.batch(
-            [
-                ("HGET", keys.run(row.entry.session.key, row.entry.run_id), "status")
-                for row in rows
-                if row.entry
-            ]
-        )
-        confirmed: list[bool] = []
-        for row, status in zip(rows, statuses, strict=True):
+        """Whether each run is listed as its entry says: a Redis entry's run record still has
+        its status (entries of runs whose record is gone and not finished are removed); a run
+        listed in the stream has no Redis entry, which then speaks for it."""
+        commands: list[tuple[str | int, ...]] = []
+        for row in rows:
             assert row.entry is not None
-            if status is None and self.history is not None and row.entry.status in FINAL_STATUSES:
-                # Moved to the stream: listed until the retention's trim (contract 9.14).
+            if row.bucket == STREAM:
+                run_id = row.entry.run_id
+                commands.append(("HEXISTS", keys.runs_index_versions(bucket_of(run_id)), run_id))
+            else:
+                commands.append(("HGET", keys.run(row.entry.session.key, row.entry.run_id), "status"))
+        replies = await self.redis.batch(commands)
+        confirmed: list[bool] = []
+        for row, reply in zip(rows, replies, strict=True):
+            assert row.entry is not None
+            if row.bucket == STREAM:
+                confirmed.append(not reply)
+                continue
+            if reply is None and self.history is not None and row.entry.status in FINAL_STATUSES:
+                # Moved to the stream: listed from here until the trim lists it there (9.14).
                 confirmed.append(True)
                 continue
-            if status is None:
+            if reply is None:
                 try:
                     await self._forget(row.entry)
                 except Exception as exc:  # the next listing tries again
                     log.warning("runs_index_prune_failed", error_type=type(exc).__name__)
-            confirmed.append(status is not None and status.decode() == row.entry.status)
+            confirmed.append(reply is not None and reply.decode() == row.entry.status)
         return confirmed

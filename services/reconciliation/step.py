@@ -6,7 +6,6 @@ decisions. A record's fields and the operator's `continue_fresh` step are the re
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 
 import msgspec
 
@@ -21,6 +20,7 @@ from shared.contract.reconciliation import (
 )
 from shared.contract.runs import RunEntry
 from shared.contract.sessions import SessionRef
+from shared.contract.times import epoch_of
 from shared.contract.types import (
     ReconciliationStatus,
     RecordedOutcome,
@@ -51,10 +51,6 @@ def split_member(value: bytes | str) -> tuple[str, str]:
     text = value.decode() if isinstance(value, bytes) else value
     session_key, _, run_id = text.rpartition("\n")
     return session_key, run_id
-
-
-def epoch_of(rfc3339: str) -> float:
-    return datetime.fromisoformat(rfc3339).timestamp()
 
 
 def _text(raw: dict[bytes, bytes], name: str) -> str:

@@ -31,6 +31,7 @@ import time
 from shared.contract import AuditEntry
 from shared.contract.decisions import ReconcileWork
 from shared.contract.reconciliation import ReconciliationRecord, Resolution, RunView
+from shared.contract.times import epoch_of
 from shared.contract.types import ActionOutcome
 from shared.platform import tracing
 from shared.platform.redis import Redis
@@ -52,7 +53,6 @@ from .step import (
     TRIM_BATCH,
     Continuation,
     encoded_size,
-    epoch_of,
     parse_record,
     parse_run,
     split_member,

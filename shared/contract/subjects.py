@@ -18,6 +18,8 @@ DEAD_QUARANTINE = "continuity.dead.quarantine"
 DEAD_EXHAUSTED = "continuity.dead.exhausted"
 HISTORY_ALL = "continuity.history.>"
 HISTORY_RUN = "continuity.history.run."  # + the run_id, base64url: a run_id may hold '.'
+HISTORY_LIST = "continuity.history.list."  # + day, hour, status, tenant, runner, reason, run
+HISTORY_LISTED = "continuity.history.listed."  # + the run_id, base64url: its listing's subject
 DEAD_REFUSED = "continuity.dead.refused"  # an addition: events a runner may not send (section 10)
 
 SESSIONS_DECIDE = "continuity.sessions.decide"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from datetime import datetime
 
 
 def now_rfc3339() -> str:
@@ -24,3 +25,8 @@ def rfc3339_from_epoch(seconds: float) -> str:
             _formatted.clear()
         text = _formatted[whole] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))
     return f"{text}.{millis:03d}Z"
+
+
+def epoch_of(rfc3339: str) -> float:
+    """The instant of a contract time, in seconds since the epoch."""
+    return datetime.fromisoformat(rfc3339).timestamp()

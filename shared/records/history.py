@@ -124,6 +124,13 @@ class HistoryReader:
     def __init__(self, js: JetStreamContext) -> None:
         self._js = js
 
+    async def exists(self, run_id: str) -> bool:
+        try:
+            await self._js.get_last_msg(subjects.HISTORY_STREAM, subject(run_id))
+        except NotFoundError:
+            return False
+        return True
+
     async def load(self, run_id: str) -> RunHistory | None:
         try:
             # The stream's message get, answered by its leader: a direct get is not answered

@@ -22,7 +22,7 @@ from prometheus_client import REGISTRY
 
 from services import registry
 from services.reconciliation import wire
-from services.reconciliation.step import epoch_of, member
+from services.reconciliation.step import member
 from shared.contract import (
     ListRequest,
     ResolveRequest,
@@ -31,7 +31,7 @@ from shared.contract import (
     subjects,
 )
 from shared.contract.client import ContinuityClient, RequestError
-from shared.contract.times import rfc3339_from_epoch
+from shared.contract.times import epoch_of, rfc3339_from_epoch
 from shared.contract.types import ActionOutcome
 from shared.records import keys
 from tests.support import Decisions, make_config, running, wait_for

@@ -1,0 +1,105 @@
+"""Finished runs listed in CONTINUITY_HISTORY (`shared.records.history_listing`), read for the
+runs list in the runs index's order: (time of the last step, run_id), from a lowest time on.
+
+The listings are read an hour at a time (an hour's listings that match the filters, sorted
+here), and a day with none that match is passed over with one count, so a page costs what its
+hours hold, not what the stream holds. How far back to look: a listing is published after its
+run's last step, and the stream keeps it for the retention, so no listed run's last step is more
+than two retentions (and a margin for a migration's late moves) before now.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+
+from shared.contract.runs import RunEntry
+from shared.contract.times import epoch_of
+from shared.records.history_listing import DAY_S, HOUR_S, Filters, HistoryListing, hour_of
+
+Row = tuple[float, bytes, RunEntry]
+"""A listed run as the index orders it: (its last step's time, run_id, entry)."""
+
+SKEW_S = DAY_S
+"""Margin for the clocks of the hosts that stamped `updated_at` and the listing."""
+
+
+def span_s(retention_s: float) -> float:
+    """How far before now a listed run's last step can be."""
+    return 2 * retention_s + 2 * DAY_S
+
+
+class ListedRuns:
+    """The stream's runs for one list page, in order, from `low` (inclusive) to `high`
+    (exclusive, None for no bound)."""
+
+    def __init__(
+        self,
+        listing: HistoryListing,
+        filters: Filters,
+        low: float,
+        high: float | None,
+        now: float,
+        retention_s: float,
+    ) -> None:
+        self.listing = listing
+        self.filters = filters
+        self.low = low
+        self.high = high
+        self.hour = hour_of(max(low, now - span_s(retention_s)))
+        self.last_hour = hour_of(now + SKEW_S if high is None else min(high, now + SKEW_S))
+        self.buffer: deque[Row] = deque()
+        self._day_seen: int | None = None
+        self._any: bool | None = None
+
+    async def slice(self, count: int) -> list[Row]:
+        """The next `count` runs at most; an empty list only once every hour is read."""
+        if self._any is None:
+            self._any = await self.listing.count(self.filters.subject()) > 0
+        while self._any and not self.buffer and self.hour <= self.last_hour:
+            await self._read_hour()
+        return [self.buffer.popleft() for _ in range(min(count, len(self.buffer)))]
+
+    async def _read_hour(self) -> None:
+        day = self.hour * HOUR_S // DAY_S
+        if day != self._day_seen:
+            self._day_seen = day
+            if await self.listing.count(self.filters.subject(day=day)) == 0:
+                self.hour = (day + 1) * DAY_S // HOUR_S
+                return
+        rows: list[Row] = []
+        async with aclosing(self.listing.read(self.filters.subject(hour=self.hour))) as batches:
+            async for batch in batches:
+                rows.extend(row for row in map(_row, batch) if self._within(row[0]))
+        rows.sort(key=lambda row: (row[0], row[1]))
+        self.buffer.extend(rows)
+        self.hour += 1
+
+    def _within(self, score: float) -> bool:
+        return score >= self.low and (self.high is None or score < self.high)
+
+
+async def every_listed(
+    listing: HistoryListing, filters: Filters, low: float, high: float | None, now: float, retention_s: float
+) -> AsyncIterator[list[RunEntry]]:
+    """Every listed run that matches, a day at a time, in no particular order (a replay's
+    reading of them all, where a page's order would cost a sort for nothing)."""
+    if await listing.count(filters.subject()) == 0:
+        return
+    first = int(max(low, now - span_s(retention_s)) // DAY_S)
+    last = int((now + SKEW_S if high is None else min(high, now + SKEW_S)) // DAY_S)
+    for day in range(first, last + 1):
+        async with aclosing(listing.read(filters.subject(day=day))) as batches:
+            async for batch in batches:
+                kept = [e for e in batch if _inside(epoch_of(e.updated_at), low, high)]
+                if kept:
+                    yield kept
+
+
+def _row(entry: RunEntry) -> Row:
+    return epoch_of(entry.updated_at), entry.run_id.encode(), entry
+
+
+def _inside(score: float, low: float, high: float | None) -> bool:
+    return score >= low and (high is None or score < high)

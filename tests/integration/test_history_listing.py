@@ -1,0 +1,201 @@
+"""Finished runs listed from CONTINUITY_HISTORY (contract 9.14) on real NATS and Redis: once a
+run's records have left Redis, the runs index's trim lists the run in the stream and then
+removes its Redis entry; `runs list` (every filter, pages, cursors), `runs stats` and the replay
+find it there, exactly once, in the same order as the runs Redis still holds; a run_id used
+again keeps one listing."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+from nats.aio.client import Client
+from nats.js import JetStreamContext
+from nats.js.errors import NotFoundError
+
+from continuity.devstack.servers import NatsServer, RedisServer
+from services import registry
+from services.reconciliation.history import History
+from services.reconciliation.runs_index import RunsIndex
+from shared.contract import RunsListRequest, RunsStatsRequest, subjects
+from shared.contract.client import ContinuityClient
+from shared.contract.policy import ReplayRequest
+from shared.contract.runs import RunEntry
+from shared.contract.sessions import SessionRef
+from shared.contract.times import epoch_of, rfc3339_from_epoch
+from shared.platform.redis import Redis
+from shared.records import keys
+from shared.records.history_listing import HistoryListing, listing_subject
+from shared.records.retention import Retention
+from tests.support import make_config, running, wait_for
+from tests.support.outcomes import TRANSPORT, cli, failure, moved_to_history, reaches, recovered_run, uid
+from tests.support.runner import KEYS
+
+pytestmark = pytest.mark.asyncio
+
+LINGER_S = 1.0
+
+
+@pytest.fixture
+async def redis(redis_server: RedisServer) -> AsyncIterator[Redis]:
+    client = Redis(redis_server.url)
+    await client.connect()
+    yield client
+    await client.aclose()
+
+
+@pytest.fixture(scope="module")
+async def services(nats_server: NatsServer, redis_server: RedisServer) -> AsyncIterator[str]:
+    config = make_config(nats_server.url, redis_server.url, runner_keys=KEYS, history_linger_s=LINGER_S)
+    async with (
+        running(registry.load("classifier"), config),
+        running(registry.load("reconciliation", sweep_interval_s=0.2), config),
+    ):
+        yield nats_server.url
+
+
+def _index(redis: Redis, js: JetStreamContext, url: str, redis_url: str) -> RunsIndex:
+    """The runs index as the service keeps it, its listings standing no grace, so the test
+    drives the trim's two rounds (list, then remove) itself."""
+    config = make_config(url, redis_url, history_linger_s=LINGER_S)
+    history = History(redis, js, config)
+    history.listing.grace_s = 0.0
+    return RunsIndex(redis, Retention.from_config(config), history)
+
+
+async def _indexed_in_redis(redis: Redis, run_id: str) -> bool:
+    return bool(
+        await redis.execute("HEXISTS", keys.runs_index_versions(keys.runs_index_bucket(run_id)), run_id)
+    )
+
+
+async def _listed_in_stream(js: JetStreamContext, entry_subject: str) -> int:
+    try:
+        info = await js.stream_info(subjects.HISTORY_STREAM, subjects_filter=entry_subject)
+    except NotFoundError:
+        return 0
+    return sum((info.state.subjects or {}).values())
+
+
+async def _trimmed(index: RunsIndex, redis: Redis, run_ids: list[str]) -> None:
+    """Trim rounds until no run of `run_ids` has a Redis entry."""
+
+    async def gone() -> bool:
+        await index.trim()
+        return not any([await _indexed_in_redis(redis, r) for r in run_ids])
+
+    await wait_for(gone, timeout=30, what="the runs' entries listed in the stream and gone from Redis")
+
+
+async def test_a_finished_run_is_listed_from_the_stream_once_its_redis_entry_is_gone(
+    services: str, nc: Client, client: ContinuityClient, redis: Redis, redis_server: RedisServer
+) -> None:
+    js = nc.jetstream()
+    runner = f"r{uid()}"
+    ev = await recovered_run(js, client, runner)
+    await moved_to_history(js, redis, ev)
+    before = (await client.runs_upto(RunsListRequest(runner_id=runner, limit=10))).items
+    assert [r.run_id for r in before] == [ev.run_id]
+    index = _index(redis, js, services, redis_server.url)
+
+    # First round: listed in the stream, the Redis entry kept; the list shows the run once.
+    await index.trim()
+    assert await _indexed_in_redis(redis, ev.run_id)
+    assert await _listed_in_stream(js, listing_subject(before[0])) == 1
+    assert (await client.runs_upto(RunsListRequest(runner_id=runner, limit=10))).items == before
+
+    await _trimmed(index, redis, [ev.run_id])
+    entry = before[0]
+    t = entry.updated_at
+    matching = [
+        RunsListRequest(runner_id=runner),
+        RunsListRequest(runner_id=runner, status="recovered"),
+        RunsListRequest(runner_id=runner, tenant=entry.session.tenant, reason=entry.reason),
+        RunsListRequest(runner_id=runner, updated_after=t, updated_before=rfc3339_from_epoch(_epoch(t) + 1)),
+    ]
+    for req in matching:
+        assert (await client.runs_upto(req)).items == before, req
+    missing = [
+        RunsListRequest(runner_id=runner, status="recovered_fresh"),
+        RunsListRequest(runner_id=runner, status="retrying"),
+        RunsListRequest(runner_id=runner, tenant=entry.session.tenant + "x"),
+        RunsListRequest(runner_id=runner, updated_before=t),
+        RunsListRequest(runner_id=runner, updated_after=rfc3339_from_epoch(_epoch(t) + 1)),
+    ]
+    for req in missing:
+        assert (await client.runs_upto(req)).items == [], req
+    stats = await client.runs_stats(RunsStatsRequest(runner_id=runner, since_s=3600))
+    assert stats.statuses == {"recovered": 1}
+    assert (await client.replay(ReplayRequest(runner_id=runner, since_s=3600))).replayed == 1
+    code, out, err = await cli(services, "runs", "list", "--runner", runner, "--json")
+    assert code == 0 and ev.run_id in out, err
+
+
+async def test_pages_merge_the_runs_redis_holds_with_those_the_stream_lists(
+    services: str, nc: Client, client: ContinuityClient, redis: Redis, redis_server: RedisServer
+) -> None:
+    js = nc.jetstream()
+    runner = f"r{uid()}"
+    finished = [await recovered_run(js, client, runner) for _ in range(4)]
+    for ev in finished:
+        await moved_to_history(js, redis, ev)
+    live = [await failure(js, runner, error=TRANSPORT) for _ in range(3)]
+    for ev in live:
+        await reaches(client, ev.run_id, "retrying")
+    whole = (await client.runs_upto(RunsListRequest(runner_id=runner, limit=100))).items
+    assert len(whole) == 7
+    await _trimmed(_index(redis, js, services, redis_server.url), redis, [ev.run_id for ev in finished])
+    assert all([await _indexed_in_redis(redis, ev.run_id) for ev in live])
+
+    for size in (1, 2, 3):
+        paged: list[RunEntry] = []
+        cursor = None
+        while True:
+            page = await client.runs(RunsListRequest(runner_id=runner, limit=size, cursor=cursor))
+            assert len(page.items) <= size
+            paged += page.items
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        assert paged == whole, size
+    only_finished = (await client.runs_upto(RunsListRequest(runner_id=runner, status="recovered"))).items
+    assert [r.run_id for r in only_finished] == [r.run_id for r in whole if r.status == "recovered"]
+    assert len(only_finished) == 4
+
+
+async def test_a_run_id_used_again_keeps_one_listing(nc: Client, redis: Redis) -> None:
+    """A run_id's earlier run, listed, then a new run of the same id listed under another
+    status and hour: the earlier listing is purged, one stays."""
+    js = nc.jetstream()
+    listing = HistoryListing(js)
+    await History(redis, js, make_config("nats://unused", "redis://unused")).mover.ensure()
+    run_id = f"run.{uid()}"
+    first = _entry(run_id, "recovered", "2026-12-01T10:00:00.000Z")
+    again = _entry(run_id, "recovered_fresh", "2026-12-03T18:30:00.000Z")
+    state, pointer = await listing.state(first)
+    assert state.code == "missing"
+    await listing.publish(first, pointer)
+    assert (await listing.state(first))[0].code in ("standing", "settled")
+    state, pointer = await listing.state(again)
+    assert state.code == "missing" and pointer is not None
+    await listing.publish(again, pointer)
+    assert await _listed_in_stream(js, listing_subject(first)) == 0
+    assert await _listed_in_stream(js, listing_subject(again)) == 1
+
+
+def _epoch(t: str) -> float:
+    return epoch_of(t)
+
+
+def _entry(run_id: str, status: str, at: str) -> RunEntry:
+    return RunEntry(
+        run_id=run_id,
+        runner_id="runner-a",
+        session=SessionRef(tenant="t.one", conversation_id="c", agent_id="a"),
+        attempt=1,
+        status=status,  # type: ignore[arg-type]
+        action="retry_same_session",
+        reason="native_session_interrupted",
+        decision_id="d",
+        updated_at=at,
+    )

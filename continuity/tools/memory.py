@@ -10,8 +10,8 @@ runs index. It publishes nothing (an outbox entry is removed as a flush would), 
 after its last step; an archive copy (a replaced session's, or a held record kept aside by the
 next commit) for the archive retention; a session record as long as the session. A finished run's own
 records leave Redis after the linger (`--history-linger-s`, CONTINUITY_HISTORY_LINGER_S), once
-CONTINUITY_HISTORY holds them (contract 9.14); its runs index entry and stored-runs members stay
-for the retention. So in steady state Redis holds
+CONTINUITY_HISTORY holds them (contract 9.14), and its runs index entry once the stream lists
+the run; its stored-runs members stay for the retention. So in steady state Redis holds
 
     runs/day x (retention days x bytes kept + linger days x bytes lingering) per run
   + runs/day x archive copies per run x archive retention days x bytes per archive copy
@@ -587,8 +587,8 @@ class Measurement:
     lingering_bytes: float = 0.0
     """Of `run_bytes`, the records a finished run keeps only for the linger once its history is
     in CONTINUITY_HISTORY (contract 9.14): run record, decisions, audit trail, reconciliation,
-    run lookup; the rest (its runs index entry, the stored-runs sets' members, the listing) is
-    kept for the retention."""
+    run lookup, and its runs index entry (once the stream lists the run); the rest (the
+    stored-runs sets' members, the reconciliation listing) is kept for the retention."""
 
 
 async def measure(
@@ -609,7 +609,8 @@ async def measure(
         samples.append((journey, await record_journey(client, journey, retention, tag, ids)))
     used_after = await server_memory(client)
     listing_bytes = await _memory(client, RECONCILIATION_LISTING) - listing_before
-    shared_bytes = await _memory(client, RUNS_INDEX) - index_before + await _memory(client, quota_keys)
+    index_bytes = await _memory(client, RUNS_INDEX) - index_before
+    shared_bytes = index_bytes + await _memory(client, quota_keys)
     per_kind: dict[str, list[int]] = {}
     run_total = archive_total = session_total = copies = 0
     for journey, sample in samples:
@@ -622,7 +623,7 @@ async def measure(
     reconciles = len(per_kind.get("reconcile", []))
     if reconciles:  # the listing's entries belong to the runs that opened a reconciliation
         per_kind["reconcile"] = [b + listing_bytes // reconciles for b in per_kind["reconcile"]]
-    lingering_total = run_total
+    lingering_total = run_total + index_bytes  # the entries too, once the stream lists the runs
     run_total += listing_bytes + shared_bytes
     per_kind = {name: [b + shared_bytes // runs for b in v] for name, v in per_kind.items()}
     keys_total = run_total + archive_total + session_total

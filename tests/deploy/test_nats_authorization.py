@@ -37,10 +37,12 @@ from shared.contract import (
 )
 from shared.contract.client import ContinuityClient, RequestError, RunnerSessions
 from shared.contract.policy import DeclarationsRequest, DeclareRequest, PreviewRequest, ReplayRequest
+from shared.contract.runs import RunEntry
 from shared.contract.times import now_rfc3339
 from shared.platform.redis import Redis
 from shared.records import history, keys
 from shared.records.history import HistoryMover, HistoryReader
+from shared.records.history_listing import Filters, HistoryListing
 from tests.deploy.conftest import (
     DEPLOY,
     RUNNERS,
@@ -586,6 +588,17 @@ async def test_the_reconciliation_user_alone_moves_finished_runs_to_the_history_
         assert moved.code == "moved"
         kept = await HistoryReader(reconciliation.nc.jetstream()).load(run_id)
         assert kept is not None and kept.status == "recovered"
+        # Its listing (published, published again for a run_id used again: the first purged),
+        # read by a consumer of the reconciliation's own.
+        listing = HistoryListing(reconciliation.nc.jetstream())
+        first = _listed_entry(run_id, "recovered", "2026-01-01T00:00:00.000Z")
+        again = msgspec.structs.replace(
+            first, status="recovered_fresh", updated_at="2026-01-02T05:00:00.000Z"
+        )
+        for entry in (first, again):
+            await listing.publish(entry, (await listing.state(entry))[1])
+        read = [e async for batch in listing.read(Filters(runner_id="runner-a").subject()) for e in batch]
+        assert [(e.run_id, e.status) for e in read if e.run_id == run_id] == [(run_id, "recovered_fresh")]
         assert await reconciliation.violations() == []
         # Gone from Redis (its linger over): the operator still finds it.
         await redis.execute("DEL", keys.run(sk, run_id), keys.run_audit(sk, run_id), keys.run_index(run_id))
@@ -602,7 +615,23 @@ async def test_the_reconciliation_user_alone_moves_finished_runs_to_the_history_
     a = await connect("runner-a")
     await a.nc.publish(f"$JS.API.STREAM.MSG.GET.{subjects.HISTORY_STREAM}", b"{}")
     await a.nc.publish(history.subject(run_id), b"{}")
-    assert len(await a.violations()) == 2
+    await a.nc.publish(f"$JS.API.CONSUMER.CREATE.{subjects.HISTORY_STREAM}", b"{}")
+    await a.nc.publish(f"$JS.API.STREAM.PURGE.{subjects.HISTORY_STREAM}", b"{}")
+    assert len(await a.violations()) == 4
+
+
+def _listed_entry(run_id: str, status: str, at: str) -> RunEntry:
+    return RunEntry(
+        run_id=run_id,
+        runner_id="runner-a",
+        session=session("c-history"),
+        attempt=1,
+        status=status,  # type: ignore[arg-type]
+        action="retry_same_session",
+        reason="native_session_interrupted",
+        decision_id="d-history",
+        updated_at=at,
+    )
 
 
 async def test_no_service_or_operator_was_refused_anything(

@@ -72,9 +72,12 @@ def test_bench_memory_measures_finished_runs_and_the_estimate_agrees_within_ten_
     # After the linger (brought forward), the finished runs' own records are gone from Redis and
     # CONTINUITY_HISTORY holds one copy of each (contract 9.14).
     after = result["families_after_linger"]
-    for name in ("run", "decisions", "audit", "run lookup", "archive progress"):
+    for name in ("run", "decisions", "audit", "run lookup", "archive progress", "runs index entries"):
         assert after.get(name, 0) <= 0, (name, after)
     assert result["run_bytes_after_linger"] < measured / 4
     assert result["run_bytes_after_linger"] <= result["run_bytes_steady_state"] < measured
-    assert result["history_messages"] == result["finished_runs"]
+    assert result["history_copies"] == result["finished_runs"]
+    # and lists each, with its pointer (the runs index entry left Redis once it did).
+    assert result["history_listings"] == result["finished_runs"]
+    assert result["history_messages"] == 3 * result["finished_runs"]
     assert result["history_bytes_per_run"] > 0

@@ -103,7 +103,9 @@ async def test_a_finished_run_is_listed_from_the_stream_once_its_redis_entry_is_
     assert await _indexed_in_redis(redis, ev.run_id)
     assert await _listed_in_stream(js, listing_subject(before[0])) == 1
     assert (await client.runs_upto(RunsListRequest(runner_id=runner, limit=10))).items == before
-    assert (await client.runs_stats(RunsStatsRequest(runner_id=runner, since_s=3600))).statuses == {"recovered": 1}
+    assert (await client.runs_stats(RunsStatsRequest(runner_id=runner, since_s=3600))).statuses == {
+        "recovered": 1
+    }
     assert (await client.replay(ReplayRequest(runner_id=runner, since_s=3600))).replayed == 1
 
     await _trimmed(index, redis, [ev.run_id])

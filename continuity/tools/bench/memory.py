@@ -26,6 +26,7 @@ from typing import Any
 
 import msgspec
 import nats
+from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
 
 from continuity.cli.examples import examples
@@ -39,10 +40,14 @@ from continuity.tools.simulate.result import Result, Settings
 from continuity.tools.simulate.scenarios import DEFAULT_MIX, parse_mix
 from services import registry
 from shared.contract import subjects
+from shared.contract.runs import RunEntry
 from shared.platform.config import Config
 from shared.platform.redis import Redis
+from shared.platform.redis.store import pairs
 from shared.records import keys
 from shared.records.history import FINAL_STATUSES
+from shared.records.history_listing import HistoryListing
+from shared.records.store import RunStore
 
 SERVICES = ("session-store", "classifier", "archiver", "reconciliation")
 ARCHIVE_TIMEOUT_S = 1.0
@@ -229,12 +234,21 @@ async def settled(nats_url: str, client: Redis, timeout_s: float) -> float:
         await nc.close()
 
 
-async def end_the_linger(client: Redis, linger_s: float, timeout_s: float = 60.0) -> float:
+async def end_the_linger(client: Redis, nats_url: str, linger_s: float, timeout_s: float = 60.0) -> float:
     """The linger's end, brought forward: every key whose time to live is within the linger
     (the finished runs' records given it once CONTINUITY_HISTORY held them, contract 9.14;
     nothing else the services write lives that short but the event-rate buckets, of seconds)
-    expires now; then until no finished run's record is left. Returns the seconds it took."""
+    expires now; then until no finished run's record is left, and until the runs index's trim
+    has listed every finished run in the stream and removed its Redis entry, as the service's
+    would once the linger is over. Returns the seconds it took."""
     began = time.monotonic()
+    await _expire_lingering(client, linger_s)
+    await _records_gone(client, began, timeout_s)
+    await _listed_in_history(client, nats_url)
+    return time.monotonic() - began
+
+
+async def _expire_lingering(client: Redis, linger_s: float) -> None:
     names = await _scan(client)
     for start in range(0, len(names), 500):
         chunk = names[start : start + 500]
@@ -242,25 +256,76 @@ async def end_the_linger(client: Redis, linger_s: float, timeout_s: float = 60.0
         ending = [n for n, ttl in zip(chunk, ttls, strict=True) if 0 < int(ttl) <= linger_s * 1000]
         if ending:
             await client.batch([("PEXPIRE", n, 1) for n in ending])
+
+
+async def _records_gone(client: Redis, began: float, timeout_s: float) -> None:
     while True:
         left = sum(n for status, n in (await statuses(client)).items() if status in FINAL_STATUSES)
         if not left:
-            return time.monotonic() - began
+            return
         if time.monotonic() - began > timeout_s:
             raise RuntimeError(f"{left} finished runs were still in Redis after their linger")
         await asyncio.sleep(0.2)  # poll interval of a deadline-bounded wait
 
 
-async def history_stream(nats_url: str) -> dict[str, int]:
-    """CONTINUITY_HISTORY's messages (one per finished run) and bytes."""
+async def _listed_in_history(client: Redis, nats_url: str) -> None:
+    """What the runs index's trim does once the linger is over (the service's looks only at
+    entries decided more than its linger ago, by its own clock): every finished run whose
+    record is gone is listed in CONTINUITY_HISTORY and its Redis entry removed."""
     nc = await nats.connect(nats_url)
     try:
-        state = (await nc.jetstream().stream_info(subjects.HISTORY_STREAM)).state
-    except NotFoundError:  # no run has ended yet
-        return {"messages": 0, "bytes": 0}
+        listing = HistoryListing(nc.jetstream(), grace_s=0.0)
+        runs = RunStore(client)
+        for bucket in range(keys.RUNS_INDEX_BUCKETS):
+            entries = pairs(await client.execute("HGETALL", keys.runs_index_entries(bucket)))
+            versions = pairs(await client.execute("HGETALL", keys.runs_index_versions(bucket)))
+            for run_id, raw in entries.items():
+                entry = _run_entry.decode(raw)
+                if entry.status not in FINAL_STATUSES or await client.execute(
+                    "EXISTS", keys.run(entry.session.key, entry.run_id)
+                ):
+                    continue
+                await listing.publish(entry, (await listing.state(entry))[1])
+                await runs.runs_index_forget(run_id.decode(), versions[run_id].split(b"|")[0].decode())
     finally:
         await nc.close()
-    return {"messages": state.messages, "bytes": state.bytes}
+    if left := await _finished_entries(client):
+        raise RuntimeError(f"{left} finished runs were still in the runs index after their linger")
+
+
+async def _finished_entries(client: Redis) -> int:
+    counts = await client.batch(
+        [
+            ("ZCARD", keys.runs_index_listing(bucket, status))
+            for bucket in range(keys.RUNS_INDEX_BUCKETS)
+            for status in sorted(FINAL_STATUSES)
+        ]
+    )
+    return sum(int(n) for n in counts)
+
+
+async def history_stream(nats_url: str) -> dict[str, int]:
+    """CONTINUITY_HISTORY's bytes and messages: the runs' copies (one per finished run) and
+    their listings (a listing and its pointer per finished run whose Redis entry has gone)."""
+    nc = await nats.connect(nats_url)
+    try:
+        js = nc.jetstream()
+        state = (await js.stream_info(subjects.HISTORY_STREAM)).state
+        copies = await _messages_on(js, subjects.HISTORY_RUN + ">")
+        listings = await _messages_on(js, subjects.HISTORY_LIST + ">")
+    except NotFoundError:  # no run has ended yet
+        return {"messages": 0, "bytes": 0, "copies": 0, "listings": 0}
+    finally:
+        await nc.close()
+    return {"messages": state.messages, "bytes": state.bytes, "copies": copies, "listings": listings}
+
+
+async def _messages_on(js: JetStreamContext, filter_subject: str) -> int:
+    info = await js.stream_info(subjects.HISTORY_STREAM, subjects_filter=filter_subject)
+    return sum((info.state.subjects or {}).values())
+
+
+_run_entry = msgspec.json.Decoder(RunEntry)
 
 
 # ---- the run ----------------------------------------------------------------------------------------
@@ -297,7 +362,8 @@ async def _measure(
         if warmup:
             await Fleet(fleet_settings(stack.nats_url, warmup, mix, None if seed is None else seed + 1)).run()
         await settled(stack.nats_url, client, 60.0)
-        await end_the_linger(client, linger_s)  # the warm-up's finished runs are the baseline's
+        # The warm-up's finished runs are the baseline's.
+        await end_the_linger(client, stack.nats_url, linger_s)
         stream_before = await history_stream(stack.nats_url)
         before_status = await statuses(client)
         before = await holding(client)
@@ -305,7 +371,7 @@ async def _measure(
         settle_s = await settled(stack.nats_url, client, 120.0)
         after = await holding(client)
         after_status = await statuses(client)
-        linger_wait_s = await end_the_linger(client, linger_s)
+        linger_wait_s = await end_the_linger(client, stack.nats_url, linger_s)
         after_linger = await holding(client)
         stream = await history_stream(stack.nats_url)
         stream = {k: v - stream_before[k] for k, v in stream.items()}
@@ -340,8 +406,10 @@ def after_the_linger(
             k: round(v / per) for k, v in sorted(grown.items(), key=lambda kv: -kv[1]) if v
         },
         "history_messages": stream["messages"],
+        "history_copies": stream["copies"],
+        "history_listings": stream["listings"],
         "history_bytes": stream["bytes"],
-        "history_bytes_per_run": round(stream["bytes"] / max(stream["messages"], 1)),
+        "history_bytes_per_run": round(stream["bytes"] / max(stream["copies"], 1)),
     }
 
 
@@ -432,7 +500,8 @@ def report(r: dict[str, Any]) -> str:
         + ", ".join(f"{k} {v:,}" for k, v in r["families_after_linger"].items()),
         f"  steady state at a linger of {SHIPPED_LINGER_DAYS:g} day in a retention of "
         f"{SHIPPED_RETENTION_DAYS:g}: a finished run's records {r['run_bytes_steady_state']:,} B",
-        f"  CONTINUITY_HISTORY: {r['history_messages']:,} runs, {r['history_bytes']:,} B, "
+        f"  CONTINUITY_HISTORY: {r['history_copies']:,} runs, {r['history_listings']:,} listed, "
+        f"{r['history_messages']:,} messages, {r['history_bytes']:,} B, "
         f"{r['history_bytes_per_run']:,} B per run",
     ]
     if "estimate" in r:

@@ -1,9 +1,9 @@
 """Finished runs listed in CONTINUITY_HISTORY (`shared.records.history_listing`), read for the
 runs list in the runs index's order: (time of the last step, run_id), from a lowest time on.
 
-The listings are read an hour at a time (an hour's listings that match the filters, sorted
-here), and a day with none that match is passed over with one count, so a page costs what its
-hours hold, not what the stream holds. How far back to look: a listing is published after its
+Each day's matching listings are counted first: a day with none is passed over, a day with
+few is read at once, and a larger one an hour at a time (sorted here), so a page costs what its
+days and hours hold, not what the stream holds. How far back to look: a listing is published after its
 run's last step, and the stream keeps it for the retention, so no listed run's last step is more
 than two retentions (and a margin for a migration's late moves) before now.
 """
@@ -21,6 +21,9 @@ from shared.records.history_listing import DAY_S, HOUR_S, Filters, HistoryListin
 Row = tuple[float, bytes, RunEntry]
 """A listed run as the index orders it: (its last step's time, run_id, entry)."""
 
+DAY_READ_MAX = 2000
+"""A day's matching listings read at once, sorted here, when there are no more than this; an
+hour at a time beyond it (an hour of a million runs kept 30 days is about 1,400)."""
 SKEW_S = DAY_S
 """Margin for the clocks of the hosts that stamped `updated_at` and the listing."""
 
@@ -65,16 +68,23 @@ class ListedRuns:
         day = self.hour * HOUR_S // DAY_S
         if day != self._day_seen:
             self._day_seen = day
-            if await self.listing.count(self.filters.subject(day=day)) == 0:
+            count = await self.listing.count(self.filters.subject(day=day))
+            if count <= DAY_READ_MAX:
+                # None, or few enough to read the day at once rather than hour by hour.
+                if count:
+                    await self._read(self.filters.subject(day=day))
                 self.hour = (day + 1) * DAY_S // HOUR_S
                 return
+        await self._read(self.filters.subject(hour=self.hour))
+        self.hour += 1
+
+    async def _read(self, filter_subject: str) -> None:
         rows: list[Row] = []
-        async with aclosing(self.listing.read(self.filters.subject(hour=self.hour))) as batches:
+        async with aclosing(self.listing.read(filter_subject)) as batches:
             async for batch in batches:
                 rows.extend(row for row in map(_row, batch) if self._within(row[0]))
         rows.sort(key=lambda row: (row[0], row[1]))
         self.buffer.extend(rows)
-        self.hour += 1
 
     def _within(self, score: float) -> bool:
         return score >= self.low and (self.high is None or score < self.high)

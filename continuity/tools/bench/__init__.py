@@ -19,8 +19,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "continuity bench tenancy",
         "continuity bench quotas",
         "continuity bench memory",
+        "continuity bench listing",
     )
-    from continuity.tools.bench import fairness, memory, pipeline, quotas, replay, sessions, tenancy, tracing
+    from continuity.tools.bench import (
+        fairness,
+        listing,
+        memory,
+        pipeline,
+        quotas,
+        replay,
+        sessions,
+        tenancy,
+        tracing,
+    )
 
     sessions.register(kinds)
     pipeline.register(kinds)
@@ -30,3 +41,4 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     replay.register(kinds)
     tracing.register(kinds)
     memory.register(kinds)
+    listing.register(kinds)

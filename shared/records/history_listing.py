@@ -30,8 +30,8 @@ from dataclasses import dataclass
 import msgspec
 import nats.errors
 from nats.js import JetStreamContext
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
-from nats.js.errors import NotFoundError
+from nats.js.api import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy
+from nats.js.errors import BadRequestError, NotFoundError
 
 from shared.contract import subjects
 from shared.contract.runs import RunEntry
@@ -48,6 +48,8 @@ CONSUMER_IDLE_S = 30.0
 """An abandoned reader's consumer is removed by the server after this."""
 
 ANY = "*"
+FILTER_NOT_IN_STREAM = 10093
+"""JetStream's error code for a consumer filter that no subject of the stream can match."""
 
 _entry = msgspec.json.Decoder(RunEntry)
 _encode = msgspec.json.Encoder().encode
@@ -169,7 +171,9 @@ class HistoryListing:
 
     async def count(self, filter_subject: str) -> int:
         """How many listings match (a consumer's pending count, the consumer removed again)."""
-        info = await self._js.add_consumer(subjects.HISTORY_STREAM, config=_reader_config(filter_subject))
+        info = await self._reader(filter_subject)
+        if info is None:
+            return 0
         try:
             return int(info.num_pending or 0)
         finally:
@@ -177,7 +181,9 @@ class HistoryListing:
 
     async def read(self, filter_subject: str, batch: int = FETCH_BATCH) -> AsyncGenerator[list[RunEntry]]:
         """Every listing that matches, in the stream's order, `batch` at a time."""
-        info = await self._js.add_consumer(subjects.HISTORY_STREAM, config=_reader_config(filter_subject))
+        info = await self._reader(filter_subject)
+        if info is None:
+            return
         try:
             left = int(info.num_pending or 0)
             if left == 0:
@@ -195,6 +201,19 @@ class HistoryListing:
                 await sub.unsubscribe()
         finally:
             await self._delete(info.name)
+
+    async def _reader(self, filter_subject: str) -> ConsumerInfo | None:
+        """A consumer of the listings that match; None when the stream can hold none: there is
+        no stream yet, or it takes none of the history's subjects (a server of 2.9 refuses the
+        filter then; later ones count nothing)."""
+        try:
+            return await self._js.add_consumer(subjects.HISTORY_STREAM, config=_reader_config(filter_subject))
+        except NotFoundError:
+            return None
+        except BadRequestError as err:
+            if err.err_code == FILTER_NOT_IN_STREAM:
+                return None
+            raise
 
     async def _delete(self, name: str | None) -> None:
         if name is None:

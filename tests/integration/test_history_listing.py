@@ -6,17 +6,20 @@ again keeps one listing."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 
+import msgspec
 import pytest
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
 
-from continuity.devstack.servers import NatsServer, RedisServer
+from continuity.devstack.servers import NatsServer, RedisCluster, RedisServer
 from services import registry
 from services.reconciliation.history import History
-from services.reconciliation.runs_index import RunsIndex
+from services.reconciliation.runs_index import STATUSES, RunsIndex
+from services.reconciliation.step import version_of
 from shared.contract import RunsListRequest, RunsStatsRequest, subjects
 from shared.contract.client import ContinuityClient
 from shared.contract.policy import ReplayRequest
@@ -203,3 +206,46 @@ def _entry(run_id: str, status: str, at: str) -> RunEntry:
         decision_id="d",
         updated_at=at,
     )
+
+
+async def test_a_page_on_redis_cluster_merges_the_runs_listed_in_the_stream(
+    redis_cluster: RedisCluster, nats_server: NatsServer, nc: Client
+) -> None:
+    """The merge's reads of the runs index and its check of each listed run span the cluster's
+    slots: a run Redis holds, runs only the stream lists, and one in both (its entry within
+    the grace), listed once each, in order."""
+    js = nc.jetstream()
+    cluster = Redis(redis_cluster.url, cluster="on")
+    await cluster.connect()
+    try:
+        config = make_config(nats_server.url, redis_cluster.url, history_linger_s=LINGER_S)
+        history = History(cluster, js, config)
+        await history.mover.ensure()
+        index = RunsIndex(cluster, Retention.from_config(config), history)
+        runner = f"r{uid()}"
+        now = time.time()
+        times = [rfc3339_from_epoch(now - (5 - k) * 5000) for k in range(5)]
+        entries = [_entry(f"run-{uid()}", "recovered", t) for t in times]
+        entries = [msgspec.structs.replace(e, runner_id=runner) for e in entries]
+        in_redis, both = entries[1], entries[3]
+        for e in (in_redis, both):
+            encoded = msgspec.json.encode(e)
+            status = 1 + STATUSES.index(e.status)
+            await index.runs.runs_index_apply(
+                e.run_id, version_of(e), encoded, epoch_of(e.updated_at), status
+            )
+            await cluster.execute("HSET", keys.run(e.session.key, e.run_id), "status", e.status)
+        for e in entries:
+            if e is not in_redis:
+                await history.listing.publish(e, None)
+        listed: list[RunEntry] = []
+        cursor = None
+        while True:
+            req = RunsListRequest(runner_id=runner, limit=2, cursor=cursor)
+            items, cursor = await index.page(req)
+            listed += items
+            if cursor is None:
+                break
+        assert [e.run_id for e in listed] == [e.run_id for e in entries]
+    finally:
+        await cluster.aclose()

@@ -238,14 +238,14 @@ async def test_a_page_on_redis_cluster_merges_the_runs_listed_in_the_stream(
         for e in entries:
             if e is not in_redis:
                 await history.listing.publish(e, None)
-        listed: list[RunEntry] = []
-        cursor = None
-        while True:
-            req = RunsListRequest(runner_id=runner, limit=2, cursor=cursor)
-            items, cursor = await index.page(req)
-            listed += items
-            if cursor is None:
-                break
-        assert [e.run_id for e in listed] == [e.run_id for e in entries]
+        for size in (1, 2, 3, 10):
+            listed: list[RunEntry] = []
+            cursor = None
+            while True:
+                items, cursor = await index.page(RunsListRequest(runner_id=runner, limit=size, cursor=cursor))
+                listed += items
+                if cursor is None:
+                    break
+            assert [e.run_id for e in listed] == [e.run_id for e in entries], size
     finally:
         await cluster.aclose()

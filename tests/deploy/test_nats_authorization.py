@@ -56,6 +56,7 @@ from tests.deploy.conftest import (
     start_server,
 )
 from tests.support import RunningApp, make_config, wait_for
+from tests.support.history import listed_entry
 
 
 def test_the_shipped_files_start_a_server_as_they_are(tmp_path: Path) -> None:
@@ -621,17 +622,7 @@ async def test_the_reconciliation_user_alone_moves_finished_runs_to_the_history_
 
 
 def _listed_entry(run_id: str, status: str, at: str) -> RunEntry:
-    return RunEntry(
-        run_id=run_id,
-        runner_id="runner-a",
-        session=session("c-history"),
-        attempt=1,
-        status=status,  # type: ignore[arg-type]
-        action="retry_same_session",
-        reason="native_session_interrupted",
-        decision_id="d-history",
-        updated_at=at,
-    )
+    return listed_entry(run_id, status, at, session("c-history"))
 
 
 async def test_no_service_or_operator_was_refused_anything(

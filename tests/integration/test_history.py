@@ -10,7 +10,6 @@ import asyncio
 import json
 import os
 import sys
-from collections.abc import AsyncIterator
 
 import pytest
 from nats.aio.client import Client
@@ -27,6 +26,7 @@ from shared.platform.redis import Redis
 from shared.records import history, keys
 from shared.records.names import archive_id
 from tests.support import make_config, running, wait_for
+from tests.support.history import LINGER_S, redis, services
 from tests.support.outcomes import (
     TRANSPORT,
     cli,
@@ -43,26 +43,7 @@ from tests.support.runner import KEYS, tool_call
 
 pytestmark = pytest.mark.asyncio
 
-LINGER_S = 1.0
-
-
-@pytest.fixture
-async def redis(redis_server: RedisServer) -> AsyncIterator[Redis]:
-    client = Redis(redis_server.url)
-    await client.connect()
-    yield client
-    await client.aclose()
-
-
-@pytest.fixture(scope="module")
-async def services(nats_server: NatsServer, redis_server: RedisServer) -> AsyncIterator[str]:
-    config = make_config(nats_server.url, redis_server.url, runner_keys=KEYS, history_linger_s=LINGER_S)
-    async with (
-        running(registry.load("classifier"), config),
-        running(registry.load("reconciliation", sweep_interval_s=0.2), config),
-        running(registry.load("session-store"), config),  # `runs explain` reads the session
-    ):
-        yield nats_server.url
+__all__ = ["redis", "services"]  # fixtures
 
 
 async def test_a_finished_run_is_read_from_the_stream_once_redis_no_longer_holds_it(

@@ -7,7 +7,6 @@ again keeps one listing."""
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
 
 import msgspec
 import pytest
@@ -16,7 +15,6 @@ from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
 
 from continuity.devstack.servers import NatsServer, RedisCluster, RedisServer
-from services import registry
 from services.reconciliation.history import History
 from services.reconciliation.runs_index import STATUSES, RunsIndex
 from services.reconciliation.step import version_of
@@ -30,31 +28,13 @@ from shared.platform.redis import Redis
 from shared.records import keys
 from shared.records.history_listing import HistoryListing, listing_subject
 from shared.records.retention import Retention
-from tests.support import make_config, running, wait_for
+from tests.support import make_config, wait_for
+from tests.support.history import LINGER_S, listed_entry, redis, services
 from tests.support.outcomes import TRANSPORT, cli, failure, moved_to_history, reaches, recovered_run, uid
-from tests.support.runner import KEYS
 
 pytestmark = pytest.mark.asyncio
 
-LINGER_S = 1.0
-
-
-@pytest.fixture
-async def redis(redis_server: RedisServer) -> AsyncIterator[Redis]:
-    client = Redis(redis_server.url)
-    await client.connect()
-    yield client
-    await client.aclose()
-
-
-@pytest.fixture(scope="module")
-async def services(nats_server: NatsServer, redis_server: RedisServer) -> AsyncIterator[str]:
-    config = make_config(nats_server.url, redis_server.url, runner_keys=KEYS, history_linger_s=LINGER_S)
-    async with (
-        running(registry.load("classifier"), config),
-        running(registry.load("reconciliation", sweep_interval_s=0.2), config),
-    ):
-        yield nats_server.url
+__all__ = ["redis", "services"]  # fixtures
 
 
 def _index(redis: Redis, js: JetStreamContext, url: str, redis_url: str) -> RunsIndex:
@@ -195,17 +175,7 @@ def _epoch(t: str) -> float:
 
 
 def _entry(run_id: str, status: str, at: str) -> RunEntry:
-    return RunEntry(
-        run_id=run_id,
-        runner_id="runner-a",
-        session=SessionRef(tenant="t.one", conversation_id="c", agent_id="a"),
-        attempt=1,
-        status=status,  # type: ignore[arg-type]
-        action="retry_same_session",
-        reason="native_session_interrupted",
-        decision_id="d",
-        updated_at=at,
-    )
+    return listed_entry(run_id, status, at, SessionRef(tenant="t.one", conversation_id="c", agent_id="a"))
 
 
 async def test_a_page_on_redis_cluster_merges_the_runs_listed_in_the_stream(

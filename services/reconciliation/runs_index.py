@@ -20,12 +20,14 @@ Entries may be stale (the run's last decision is recorded but not yet indexed, o
 record expired): each listed run is checked against its run record, a run whose record has
 another status is left out of that page, and an entry whose record is gone is removed.
 
-Retention (contract section 9.9): the index keeps a run as long as its run record, no longer.
-`trim`, run by the service's refresher, looks at the entries decided more than a retention ago
-(a record is kept a retention after its last step, so only those can have expired) and removes
-the ones whose run record is gone; never by time alone, since a run waiting on a person keeps
-its record, and so its entry, until its next step. A round looks at a bounded slice of each
-bucket and the next round goes on after it, so runs kept long never hold the rest back.
+Retention (contract section 9.9): the index keeps a run as long as its run record, no longer;
+a finished run's, until CONTINUITY_HISTORY lists it (9.14), from where a listing reads it after.
+`trim`, run by the service's refresher, looks at the entries decided more than a linger (or a
+retention) ago (a record is kept that long after its last step, so only those can have
+expired) and removes the ones whose run record is gone; never by time alone, since a run
+waiting on a person keeps its record, and so its entry, until its next step. A round looks at a
+bounded slice of each bucket and the next round goes on after it, so runs kept long never hold
+the rest back.
 """
 
 from __future__ import annotations

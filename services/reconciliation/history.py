@@ -46,20 +46,6 @@ class History:
             return
         log.debug("history_moved", run_id=outcome.run_id, result=moved.code)
 
-    async def list_moved(self, entry: RunEntry) -> bool:
-        """List a finished run whose run record is gone (the runs index's trim); True once its
-        Redis entry may go: listed for the grace, or no copy of the run in the stream to list
-        (its records expired whole, never moved: section 9.9)."""
-        listed, pointer = await self.listing.state(entry)
-        if listed.code == "settled":
-            return True
-        if listed.code == "standing":
-            return False
-        if not await self.reader.exists(entry.run_id):
-            return True
-        await self.listing.publish(entry, pointer)
-        return False
-
     async def load(self, run_id: str) -> RunHistory | None:
         """The run's history from the stream; None when it holds none (or there is no stream
         yet). A NATS failure raises: not found is an answer, an outage is not."""

@@ -33,6 +33,11 @@ def span_s(retention_s: float) -> float:
     return 2 * retention_s + 2 * DAY_S
 
 
+def _looked_at(low: float, high: float | None, now: float, retention_s: float) -> tuple[float, float]:
+    """The first and last instants where a listed run's last step can be, within the bounds."""
+    return max(low, now - span_s(retention_s)), now + SKEW_S if high is None else min(high, now + SKEW_S)
+
+
 class ListedRuns:
     """The stream's runs for one list page, in order, from `low` (inclusive) to `high`
     (exclusive, None for no bound)."""
@@ -50,8 +55,8 @@ class ListedRuns:
         self.filters = filters
         self.low = low
         self.high = high
-        self.hour = hour_of(max(low, now - span_s(retention_s)))
-        self.last_hour = hour_of(now + SKEW_S if high is None else min(high, now + SKEW_S))
+        first, last = _looked_at(low, high, now, retention_s)
+        self.hour, self.last_hour = hour_of(first), hour_of(last)
         self.buffer: deque[Row] = deque()
         self._day_seen: int | None = None
         self._any: bool | None = None
@@ -82,12 +87,9 @@ class ListedRuns:
         rows: list[Row] = []
         async with aclosing(self.listing.read(filter_subject)) as batches:
             async for batch in batches:
-                rows.extend(row for row in map(_row, batch) if self._within(row[0]))
+                rows.extend(row for row in map(_row, batch) if _inside(row[0], self.low, self.high))
         rows.sort(key=lambda row: (row[0], row[1]))
         self.buffer.extend(rows)
-
-    def _within(self, score: float) -> bool:
-        return score >= self.low and (self.high is None or score < self.high)
 
 
 async def every_listed(
@@ -97,9 +99,8 @@ async def every_listed(
     reading of them all, where a page's order would cost a sort for nothing)."""
     if await listing.count(filters.subject()) == 0:
         return
-    first = int(max(low, now - span_s(retention_s)) // DAY_S)
-    last = int((now + SKEW_S if high is None else min(high, now + SKEW_S)) // DAY_S)
-    for day in range(first, last + 1):
+    first, last = _looked_at(low, high, now, retention_s)
+    for day in range(int(first // DAY_S), int(last // DAY_S) + 1):
         async with aclosing(listing.read(filters.subject(day=day))) as batches:
             async for batch in batches:
                 kept = [e for e in batch if _inside(epoch_of(e.updated_at), low, high)]

@@ -243,7 +243,7 @@ class RunsIndex:
         if self.history is None or entry.status not in FINAL_STATUSES:
             return True
         try:
-            return await self.history.list_moved(entry)
+            return await self.history.listing.list_moved(entry)
         except Exception as exc:
             log.warning("history_listing_deferred", run_id=entry.run_id, error_type=type(exc).__name__)
             return False
@@ -365,10 +365,7 @@ class RunsIndex:
         """Whether each run has an entry in the Redis index."""
         if not run_ids:
             return []
-        found = await self.redis.batch(
-            [("HEXISTS", keys.runs_index_versions(bucket_of(run_id)), run_id) for run_id in run_ids]
-        )
-        return [bool(f) for f in found]
+        return [bool(f) for f in await self.redis.batch([_has_entry(run_id) for run_id in run_ids])]
 
     @staticmethod
     def _matches(entry: RunEntry, req: RunsListRequest) -> bool:
@@ -387,8 +384,7 @@ class RunsIndex:
         for row in rows:
             assert row.entry is not None
             if row.bucket == STREAM:
-                run_id = row.entry.run_id
-                commands.append(("HEXISTS", keys.runs_index_versions(bucket_of(run_id)), run_id))
+                commands.append(_has_entry(row.entry.run_id))
             else:
                 commands.append(("HGET", keys.run(row.entry.session.key, row.entry.run_id), "status"))
         replies = await self.redis.batch(commands)
@@ -409,3 +405,8 @@ class RunsIndex:
                     log.warning("runs_index_prune_failed", error_type=type(exc).__name__)
             confirmed.append(reply is not None and reply.decode() == row.entry.status)
         return confirmed
+
+
+def _has_entry(run_id: str) -> tuple[str, ...]:
+    """The command that tells whether a run has an entry in the Redis index."""
+    return ("HEXISTS", keys.runs_index_versions(bucket_of(run_id)), run_id)

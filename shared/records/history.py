@@ -64,10 +64,15 @@ _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder(RunHistory).decode
 
 
+def token(text: str) -> str:
+    """`text` as one subject token: base64url, unpadded (a run_id or a tenant may hold '.',
+    which a subject token cannot)."""
+    return base64.urlsafe_b64encode(text.encode()).rstrip(b"=").decode()
+
+
 def subject(run_id: str) -> str:
-    """The run's subject: a run_id may hold '.', which a subject token cannot."""
-    token = base64.urlsafe_b64encode(run_id.encode()).rstrip(b"=").decode()
-    return subjects.HISTORY_RUN + token
+    """The run's subject."""
+    return subjects.HISTORY_RUN + token(run_id)
 
 
 def encode(history: RunHistory) -> bytes:

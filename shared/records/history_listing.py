@@ -22,7 +22,6 @@ listing page that read the stream before the move and Redis after it still finds
 
 from __future__ import annotations
 
-import base64
 import time
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
@@ -36,6 +35,7 @@ from nats.js.errors import BadRequestError, NotFoundError
 from shared.contract import subjects
 from shared.contract.runs import RunEntry
 from shared.contract.times import epoch_of
+from shared.records.history import HistoryReader, token
 
 HOUR_S = 3600
 DAY_S = 86_400
@@ -65,32 +65,29 @@ class Pointer(msgspec.Struct, kw_only=True):
 _pointer = msgspec.json.Decoder(Pointer)
 
 
-def _b64(text: str) -> str:
-    return base64.urlsafe_b64encode(text.encode()).rstrip(b"=").decode()
-
-
 def hour_of(epoch: float) -> int:
     return int(epoch // HOUR_S)
 
 
+def _listing(day: str, hour: str, status: str, tenant: str, runner_id: str, reason: str, run: str) -> str:
+    return ".".join((subjects.HISTORY_LIST.rstrip("."), day, hour, status, tenant, runner_id, reason, run))
+
+
 def listing_subject(entry: RunEntry) -> str:
     epoch = epoch_of(entry.updated_at)
-    return ".".join(
-        (
-            subjects.HISTORY_LIST.rstrip("."),
-            str(int(epoch // DAY_S)),
-            str(hour_of(epoch)),
-            entry.status,
-            _b64(entry.session.tenant),
-            entry.runner_id,
-            entry.reason,
-            _b64(entry.run_id),
-        )
+    return _listing(
+        str(int(epoch // DAY_S)),
+        str(hour_of(epoch)),
+        entry.status,
+        token(entry.session.tenant),
+        entry.runner_id,
+        entry.reason,
+        token(entry.run_id),
     )
 
 
 def pointer_subject(run_id: str) -> str:
-    return subjects.HISTORY_LISTED + _b64(run_id)
+    return subjects.HISTORY_LISTED + token(run_id)
 
 
 @dataclass(frozen=True)
@@ -106,24 +103,21 @@ class Filters:
         """The filter subject of the listings in `day` (or `hour`), or in every day."""
         if hour is not None:
             day = hour * HOUR_S // DAY_S
-        return ".".join(
-            (
-                subjects.HISTORY_LIST.rstrip("."),
-                ANY if day is None else str(day),
-                ANY if hour is None else str(hour),
-                self.status or ANY,
-                ANY if self.tenant is None else _b64(self.tenant),
-                self.runner_id or ANY,
-                self.reason or ANY,
-                ANY,
-            )
+        return _listing(
+            ANY if day is None else str(day),
+            ANY if hour is None else str(hour),
+            self.status or ANY,
+            ANY if self.tenant is None else token(self.tenant),
+            self.runner_id or ANY,
+            self.reason or ANY,
+            ANY,
         )
 
 
 @dataclass(frozen=True)
 class Listed:
-    """A run's listing: `missing`, `published` (now), `standing` (published less than the grace
-    ago) or `settled` (published long enough ago for the run's Redis entry to go)."""
+    """A run's listing: `missing`, `standing` (published less than the grace ago) or `settled`
+    (published long enough ago for the run's Redis entry to go)."""
 
     code: str
 
@@ -131,6 +125,7 @@ class Listed:
 class HistoryListing:
     def __init__(self, js: JetStreamContext, grace_s: float = GRACE_S) -> None:
         self._js = js
+        self._copies = HistoryReader(js)
         self.grace_s = grace_s
 
     # Writing -------------------------------------------------------------------------------
@@ -154,7 +149,7 @@ class HistoryListing:
             return Listed("settled" if now - current.at >= self.grace_s else "standing"), current
         return Listed("missing"), current
 
-    async def publish(self, entry: RunEntry, current: Pointer | None, now: float | None = None) -> Listed:
+    async def publish(self, entry: RunEntry, current: Pointer | None, now: float | None = None) -> None:
         """List a finished run whose records have left Redis. Safe to call again, and again
         after a crash at any point: the pointer is written last."""
         target = listing_subject(entry)
@@ -165,7 +160,18 @@ class HistoryListing:
         at = time.time() if now is None else now
         pointer = _encode(Pointer(subject=target, at=at))
         await self._js.publish(pointer_subject(entry.run_id), pointer, stream=subjects.HISTORY_STREAM)
-        return Listed("published")
+
+    async def list_moved(self, entry: RunEntry) -> bool:
+        """List a finished run whose run record is gone (the runs index's trim); True once its
+        Redis entry may go: listed for the grace, or no copy of the run in the stream to list
+        (its records expired whole, never moved: section 9.9)."""
+        listed, current = await self.state(entry)
+        if listed.code != "missing":
+            return listed.code == "settled"
+        if not await self._copies.exists(entry.run_id):
+            return True
+        await self.publish(entry, current)
+        return False
 
     # Reading -------------------------------------------------------------------------------
 

@@ -285,7 +285,7 @@ async def _listed_in_history(client: Redis, nats_url: str) -> None:
                     "EXISTS", keys.run(entry.session.key, entry.run_id)
                 ):
                     continue
-                await listing.publish(entry, (await listing.state(entry))[1])
+                await listing.list_moved(entry)  # lists it (no grace here to wait out)
                 await runs.runs_index_forget(run_id.decode(), versions[run_id].split(b"|")[0].decode())
     finally:
         await nc.close()

@@ -25,7 +25,7 @@ from shared.contract.runs import RunEntry
 from shared.contract.sessions import SessionRef
 from shared.contract.times import epoch_of, rfc3339_from_epoch
 from shared.platform.redis import Redis
-from shared.records import keys
+from shared.records import history, keys
 from shared.records.history_listing import HistoryListing, listing_subject
 from shared.records.retention import Retention
 from tests.support import make_config, wait_for
@@ -176,6 +176,25 @@ def _epoch(t: str) -> float:
 
 def _entry(run_id: str, status: str, at: str) -> RunEntry:
     return listed_entry(run_id, status, at, SessionRef(tenant="t.one", conversation_id="c", agent_id="a"))
+
+
+async def test_a_listing_stands_30_s_and_a_run_with_no_copy_is_not_listed(nc: Client, redis: Redis) -> None:
+    """Contract 9.14: the trim removes a run's Redis entry at least 30 s after listing it, and
+    lists no run whose copy the stream does not hold."""
+    js = nc.jetstream()
+    await History(redis, js, make_config("nats://unused", "redis://unused")).mover.ensure()
+    listing = HistoryListing(js)
+    entry = _entry(f"run.{uid()}", "recovered", "2026-12-02T10:00:00.000Z")
+    assert await listing.list_moved(entry) is True  # no copy: nothing to list, the entry may go
+    assert await _listed_in_stream(js, listing_subject(entry)) == 0
+    copy = history.RunHistory(run_id=entry.run_id, session_key=entry.session.key, moved_at=0.0, run={})
+    await js.publish(history.subject(entry.run_id), history.encode(copy), stream=subjects.HISTORY_STREAM)
+    assert await listing.list_moved(entry) is False  # listed now, its entry kept
+    assert await _listed_in_stream(js, listing_subject(entry)) == 1
+    pointer = await listing.pointer(entry.run_id)
+    assert pointer is not None
+    assert (await listing.state(entry, now=pointer.at + 29.9))[0].code == "standing"
+    assert (await listing.state(entry, now=pointer.at + 30.0))[0].code == "settled"
 
 
 async def test_a_page_on_redis_cluster_merges_the_runs_listed_in_the_stream(

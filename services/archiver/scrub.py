@@ -2,34 +2,22 @@
 
 No detail may repeat a generation value (contract section 1), and a runner's output is free
 text: it can print the generation it runs with, which is the one the session record stores.
-So before the output is redacted and cut (`shared.contract.redaction.bounded_detail`), every stored
-generation value is replaced with `[REDACTED]`, in any letter case, and so is a prefix of one
-that ends the output (a runner that cut its own output in the middle of the value).
+So before the output is redacted and cut (`shared.contract.redaction.bounded_detail`), every
+stored generation value (`shared.records.session.every_generation`) is replaced with
+`[REDACTED]`, in any letter case, and so is a prefix of one that ends the output (a runner that
+cut its own output in the middle of the value).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Collection
 
 from shared.contract.redaction import REDACTED
-from shared.records.session import StoredSession
 
 MIN_TRAILING_PREFIX = 8
 """A prefix of a generation this long or longer that ends the output is hidden too; shorter
 ones are too common as ordinary text to tell apart."""
-
-
-def stored_generations(raw: Mapping[bytes, bytes]) -> frozenset[str]:
-    """Every generation value a session hash holds, whichever form stores it (contract 3.1 and
-    9.6: the compact `generation` field, the long `compatibility_generation`), trusted or not."""
-    if not raw:
-        return frozenset()
-    values = {StoredSession.from_hash(raw).generation}
-    long_form = raw.get(b"compatibility_generation")
-    if long_form is not None:
-        values.add(long_form.decode("utf-8", "replace"))
-    return frozenset(value for value in values if value)
 
 
 def scrub(text: str, values: Collection[str]) -> str:

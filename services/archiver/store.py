@@ -21,11 +21,10 @@ from shared.platform.redis import Redis
 from shared.records import keys
 from shared.records.names import archive_slot
 from shared.records.retention import DEFAULT, Retention
-from shared.records.session import SAVED_FIELDS, saved_session_of
+from shared.records.session import SAVED_FIELDS, every_generation, saved_session_of
 from shared.records.steps import RunStep
 from shared.records.store import RunStore
 
-from .scrub import stored_generations
 from .step import Begin, MoveResult
 
 
@@ -39,7 +38,7 @@ class ArchiveStore:
 
     async def session_generations(self, session_key: str) -> frozenset[str]:
         """Every generation value the session record holds (to hide in the runner's output)."""
-        return stored_generations(await self.redis.hgetall(keys.session(session_key)))
+        return every_generation(await self.redis.hgetall(keys.session(session_key)))
 
     async def epoch(self, session_key: str) -> int | None:
         """The session's epoch, 0 for a record without one, None without a record."""

@@ -101,13 +101,17 @@ def generation_binding(v1: Mapping[str, str]) -> str:
 
 
 def binding_stamp(v1: Mapping[str, str]) -> bytes:
-    """What a commit stores of the binding: its first STAMP_CHARS lowercase hex characters (ASCII
-    text, ready to be a script argument)."""
-    return _text_stamp(_binding_digest(v1))
+    """What a commit stores of the binding: its first 64 bits as STAMP_CHARS base64url
+    characters (ASCII text, ready to be a script argument)."""
+    return _stamp(_binding_digest(v1))
 
 
-def _text_stamp(digest: bytes) -> bytes:
-    return digest[: STAMP_CHARS // 2].hex().encode()
+def _stamp(digest: bytes) -> bytes:
+    return base64.urlsafe_b64encode(digest[:8])[:STAMP_CHARS]
+
+
+def _hex_stamp(digest: bytes) -> bytes:
+    return digest[: _HEX_STAMP_CHARS // 2].hex().encode()
 
 
 def _binding_digest(v1: Mapping[str, str]) -> bytes:
@@ -115,15 +119,24 @@ def _binding_digest(v1: Mapping[str, str]) -> bytes:
     return hashlib.sha256(joined.encode("utf-8")).digest()
 
 
-STAMP_CHARS = 16
-"""The compact `generation` field is the first 16 hex characters of the binding (64 bits)
-followed by the generation: text, like every stored value, so that a client decoding replies as
-UTF-8 reads the whole record; 64 bits detect an accidental rewrite of the version-1 fields (the
-binding guards against that, not against forgery); and the record stays small enough for Redis'
-listpack encoding (docs/contract-v1.md, 9.6)."""
+GENERATION_FIELD = "g"
+"""The field a commit stores the generation in: the binding stamp followed by the generation
+(docs/contract-v1.md, 9.6). A one-letter name, and a stamp in base64url, keep a realistic record
+with its owner within 512 bytes of Redis memory."""
+
+STAMP_CHARS = 11
+"""The binding stamp of `GENERATION_FIELD`: the first 64 bits of the binding as base64url text
+(no padding), like every stored value text, so that a client decoding replies as UTF-8 reads the
+whole record; 64 bits detect an accidental rewrite of the version-1 fields (the binding guards
+against that, not against forgery); and the field stays short enough for Redis' listpack
+encoding."""
+
+_HEX_STAMP_CHARS = 16
+"""The previous form, in the `generation` field: the binding's first 16 lowercase hex
+characters. Still read, never written."""
 
 _RAW_STAMP_BYTES = 16
-"""The earlier compact form: the binding's first 16 bytes, raw. Still read, never written."""
+"""The form before it, in the `generation` field too: the binding's first 16 bytes, raw."""
 
 _HEX_GENERATION = re.compile(r"^[0-9a-f]{64}\Z")
 _PACKED = "~"
@@ -186,6 +199,7 @@ READ_FIELDS = (
     "revision",
     "epoch",
     "state",
+    GENERATION_FIELD,
     "generation",
     "compatibility_generation",
     "generation_binding",
@@ -193,8 +207,9 @@ READ_FIELDS = (
     "components",
 )
 """Every field a reader of the record uses, in the order `StoredSession.from_values` takes them
-(HMGET): the version-1 fields, then the version-2 ones, then the contract's long form, then the
-owner (contract section 10), then the components of the generation (9.6)."""
+(HMGET): the version-1 fields, then the version-2 ones, then the generation's older forms (the
+`generation` field of earlier releases, the contract's long form), then the owner (contract
+section 10), then the components of the generation (9.6)."""
 _READ_KEYS = tuple(name.encode() for name in READ_FIELDS)
 _V1_COUNT = len(V1_FIELDS)
 
@@ -230,8 +245,10 @@ class StoredSession(msgspec.Struct, frozen=True, kw_only=True):
         v1 = dict(zip(V1_FIELDS, [value.decode("utf-8", "replace") for value in raw_v1], strict=True))
         # The binding over the stored bytes: what a commit hashed, as it wrote them.
         digest = hashlib.sha256(b"\n".join(raw_v1)).digest()
-        revision, epoch, state, compact, long_generation, long_binding, owner, components = values[_V1_COUNT:]
-        generation, trusted = _generation(compact, long_generation, long_binding, digest)
+        revision, epoch, state, compact, earlier, long_generation, long_binding, owner, components = values[
+            _V1_COUNT:
+        ]
+        generation, trusted, field = _generation(compact, earlier, long_generation, long_binding, digest)
         return cls(
             v1=v1,
             revision=integer(revision),
@@ -241,7 +258,7 @@ class StoredSession(msgspec.Struct, frozen=True, kw_only=True):
             generation=generation,
             generation_trusted=trusted,
             owner=text(owner),
-            components=_components(components, compact),
+            components=_components(components, field),
         )
 
     @property
@@ -281,29 +298,57 @@ class StoredSession(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def _generation(
-    compact: bytes | None, long_generation: bytes | None, long_binding: bytes | None, digest: bytes
-) -> tuple[str, bool]:
-    """The stored generation, and whether the binding recomputed from the current version-1
-    fields (`digest`) still equals the one stamped with it."""
-    # Both compact forms have a 16-byte stamp: 16 hex characters (written now) or 16 raw bytes
-    # (written by the previous release). A stamp of one form matching the other is a 2^-64 chance.
+    compact: bytes | None,
+    earlier: bytes | None,
+    long_generation: bytes | None,
+    long_binding: bytes | None,
+    digest: bytes,
+) -> tuple[str, bool, bytes | None]:
+    """The stored generation, whether the binding recomputed from the current version-1 fields
+    (`digest`) still equals the one stamped with it, and the stamped field it was read from (None
+    for the long form). The first trusted form wins, in the order a release would have written
+    them last; with none trusted, the first present (untrusted)."""
+    found: tuple[str, bool, bytes | None] | None = None
     if compact is not None and len(compact) > STAMP_CHARS:
-        stamp, generation = compact[:STAMP_CHARS], _unpacked(text(compact[STAMP_CHARS:]))
-        return generation, stamp == _text_stamp(digest) or stamp == digest[:_RAW_STAMP_BYTES]
+        found = (_unpacked(text(compact[STAMP_CHARS:])), compact[:STAMP_CHARS] == _stamp(digest), compact)
+        if found[1]:
+            return found
+    # The `generation` field of earlier releases has a 16-byte stamp: 16 hex characters, or 16
+    # raw bytes before that. A stamp of one form matching the other is a 2^-64 chance.
+    if earlier is not None and len(earlier) > _HEX_STAMP_CHARS:
+        stamp = earlier[:_HEX_STAMP_CHARS]
+        trusted = stamp == _hex_stamp(digest) or stamp == digest[:_RAW_STAMP_BYTES]
+        if trusted or found is None:
+            found = (_unpacked(text(earlier[_HEX_STAMP_CHARS:])), trusted, earlier)
+            if trusted:
+                return found
     # The long form of the contract's text (compatibility_generation, generation_binding).
     generation = text(long_generation)
-    return generation, bool(generation) and text(long_binding) == digest.hex()
+    if generation:
+        trusted = text(long_binding) == digest.hex()
+        if trusted or found is None:
+            return generation, trusted, None
+    return found or ("", False, None)
 
 
-def _components(raw: bytes | None, compact: bytes | None) -> str:
-    """The `components` field if it was committed with the stored `generation` field (the same
+def every_generation(raw: Mapping[bytes, bytes]) -> frozenset[str]:
+    """Every generation value a session hash (HGETALL's reply) holds, whichever form stores it
+    and whether or not it is trusted."""
+    values = {StoredSession.from_hash(raw).generation} if raw else set()
+    for field, stamp_chars in ((GENERATION_FIELD.encode(), STAMP_CHARS), (b"generation", _HEX_STAMP_CHARS)):
+        value = raw.get(field)
+        if value is not None and len(value) > stamp_chars:
+            values.add(_unpacked(text(value[stamp_chars:])))
+    long_form = raw.get(b"compatibility_generation")
+    if long_form is not None:
+        values.add(text(long_form))
+    return frozenset(value for value in values if value)
+
+
+def _components(raw: bytes | None, field: bytes | None) -> str:
+    """The `components` field if it was committed with the stamped generation `field` (the same
     binding stamp opens both), else ''."""
-    if (
-        raw is None
-        or compact is None
-        or len(raw) != COMPONENTS_CHARS
-        or raw[:TAG_CHARS] != compact[:TAG_CHARS]
-    ):
+    if raw is None or field is None or len(raw) != COMPONENTS_CHARS or raw[:TAG_CHARS] != field[:TAG_CHARS]:
         return ""
     return raw.decode("ascii", "replace")
 

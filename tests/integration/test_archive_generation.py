@@ -140,7 +140,7 @@ async def test_the_stored_generation_is_hidden_in_the_detail_the_decision_and_ru
 ) -> None:
     session = _session()
     await client.commit(_commit(session, GENERATION))
-    stored = await redis_client.hget(keys.session(session.key), "generation")  # type: ignore[misc]
+    stored = await redis_client.hget(keys.session(session.key), "g")  # type: ignore[misc]
     assert stored is not None and stored.endswith(GENERATION.encode())  # the compact form
     work = _work(f"r{uuid.uuid4().hex[:10]}", session)
 
@@ -161,7 +161,7 @@ async def test_the_stored_generation_is_hidden_in_the_detail_the_decision_and_ru
         assert GENERATION[:8].lower() not in detail.lower()
         assert detail.count(REDACTED) == 4
     # The record itself is untouched by the failed move, its generation still stored.
-    assert await redis_client.hget(keys.session(session.key), "generation") == stored  # type: ignore[misc]
+    assert await redis_client.hget(keys.session(session.key), "g") == stored  # type: ignore[misc]
 
 
 async def test_a_generation_committed_while_the_runner_answers_is_hidden_too(

@@ -30,7 +30,7 @@ from shared.contract.client import ContinuityClient, RequestError
 from shared.contract.policy import DeclarationsRequest, DeclareRequest, PreviewRequest, RevokeRequest
 from shared.platform.config import Config
 from shared.records import keys
-from shared.records.session import V1_FIELDS, binding_stamp, fingerprints
+from shared.records.session import V1_FIELDS, binding_stamp, fingerprints, generation_binding
 from tests.support import Bus, RunningApp, make_config, new_runner_id, resume_failed, running, wait_for
 from tests.support.cli import run_cli
 from tests.support.sessions import commit_req, decide_req, new_session
@@ -139,7 +139,7 @@ async def test_a_changed_model_route_and_server_set_start_fresh_and_only_their_n
 
     # The stored record: compact, text, the generation packed, no component value.
     record: dict[bytes, bytes] = await redis_client.hgetall(keys.session(s.key))  # type: ignore[misc]
-    assert len(record[b"components"]) == 64 and len(record[b"generation"]) == 60
+    assert len(record[b"components"]) == 64 and len(record[b"g"]) == 55
     assert await redis_client.object("encoding", keys.session(s.key)) == b"listpack"
     stored = b"".join(record.values()).decode()
     assert moved.generation not in stored and "openai" not in stored
@@ -329,7 +329,7 @@ async def test_a_generation_rewritten_by_a_release_without_components_leaves_the
     # An older release's commit: a new stamp (its updated_at) and its own generation.
     await redis_client.hset(key, "updated_at", "2026-12-01T00:00:00Z")  # type: ignore[misc]
     v1 = {name: (await redis_client.hget(key, name) or b"").decode() for name in V1_FIELDS}  # type: ignore[misc]
-    await redis_client.hset(key, "generation", binding_stamp(v1) + b"gen-old")  # type: ignore[misc]
+    await redis_client.hset(key, "generation", generation_binding(v1)[:16].encode() + b"gen-old")  # type: ignore[misc]
     assert record[b"components"] == await redis_client.hget(key, "components")  # type: ignore[misc]
     view = await client.get(GetRequest(session=s))
     assert (view.generation_trusted, view.components) == (True, None)
@@ -338,6 +338,37 @@ async def test_a_generation_rewritten_by_a_release_without_components_leaves_the
     # The next commit with components starts over: nothing known of what changed.
     await client.commit(commit_of(s, READY))
     assert (await client.get(GetRequest(session=s))).changed_components is None
+
+
+async def test_components_in_the_form_of_the_previous_release_keep_what_changed(
+    store_app: RunningApp, client: ContinuityClient, redis_client: aioredis.Redis
+) -> None:
+    """A record the previous release committed: its generation in `generation` after 16 hex
+    characters, the components tagged with them. It is read as it is, and the next commit of the
+    same generation keeps the last change while it rewrites the record in the `g` form."""
+    s = new_session()
+    await client.commit(commit_of(s, SAVED))
+    await client.commit(commit_of(s, READY, native_session_id="ns-2"))
+    key = keys.session(s.key)
+    record: dict[bytes, bytes] = await redis_client.hgetall(key)  # type: ignore[misc]
+    v1 = {name: record[name.encode()].decode() for name in V1_FIELDS}
+    stamp = binding_stamp(v1)
+    previous = generation_binding(v1)[:16].encode()
+    await redis_client.hdel(key, "g")  # type: ignore[misc]
+    await redis_client.hset(  # type: ignore[misc]
+        key,
+        mapping={
+            "generation": previous + record[b"g"][len(stamp) :],
+            "components": previous[:7] + record[b"components"][7:],
+        },
+    )
+    assert (await client.get(GetRequest(session=s))).changed_components == ["mcp_servers", "model_route"]
+
+    await client.commit(commit_of(s, READY, native_session_id="ns-2", cursor="c-2"))
+    view = await client.get(GetRequest(session=s))
+    assert (view.generation_trusted, view.changed_components) == (True, ["mcp_servers", "model_route"])
+    rewritten: dict[bytes, bytes] = await redis_client.hgetall(key)  # type: ignore[misc]
+    assert b"generation" not in rewritten and rewritten[b"components"][:7] == rewritten[b"g"][:7]
 
 
 async def test_components_that_do_not_make_the_generation_are_refused(

@@ -7,9 +7,9 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from services.archiver import remote
-from services.archiver.scrub import scrub, stored_generations
+from services.archiver.scrub import scrub
 from shared.contract.redaction import DETAIL_LIMIT, REDACTED
-from shared.records.session import binding_stamp, generation_binding
+from shared.records.session import binding_stamp, every_generation, generation_binding
 
 GENERATION = "dsh-2026.11.3-p7"
 V1 = {
@@ -32,23 +32,29 @@ def _hash(**fields: str | bytes) -> dict[bytes, bytes]:
 
 def test_the_compact_form_is_read_trusted_or_not() -> None:
     stamp = binding_stamp(V1)
-    assert stored_generations(_hash(generation=stamp + GENERATION.encode())) == {GENERATION}
+    assert every_generation(_hash(g=stamp + GENERATION.encode())) == {GENERATION}
     # A rewritten version-1 field makes it untrusted; it is still hidden.
-    stale = _hash(generation=stamp + GENERATION.encode(), cwd="/elsewhere")
-    assert stored_generations(stale) == {GENERATION}
+    stale = _hash(g=stamp + GENERATION.encode(), cwd="/elsewhere")
+    assert every_generation(stale) == {GENERATION}
 
 
-def test_the_long_form_is_read_and_both_forms_together_are_read() -> None:
+def test_the_earlier_forms_are_read_and_every_form_together_is_read() -> None:
     long_form = _hash(compatibility_generation=GENERATION, generation_binding=generation_binding(V1))
-    assert stored_generations(long_form) == {GENERATION}
-    both = _hash(generation=binding_stamp(V1) + b"gen-new-1", compatibility_generation="gen-old-1")
-    assert stored_generations(both) == {"gen-new-1", "gen-old-1"}
+    assert every_generation(long_form) == {GENERATION}
+    earlier = _hash(generation=generation_binding(V1)[:16] + GENERATION)
+    assert every_generation(earlier) == {GENERATION}
+    every = _hash(
+        g=binding_stamp(V1) + b"gen-new-1",
+        generation=generation_binding(V1)[:16] + "gen-mid-1",
+        compatibility_generation="gen-old-1",
+    )
+    assert every_generation(every) == {"gen-new-1", "gen-mid-1", "gen-old-1"}
 
 
 def test_no_record_or_no_generation_hides_nothing() -> None:
-    assert stored_generations({}) == frozenset()
-    assert stored_generations(_hash()) == frozenset()
-    assert scrub("exit 1: nothing to hide", stored_generations(_hash())) == "exit 1: nothing to hide"
+    assert every_generation({}) == frozenset()
+    assert every_generation(_hash()) == frozenset()
+    assert scrub("exit 1: nothing to hide", every_generation(_hash())) == "exit 1: nothing to hide"
 
 
 def test_every_occurrence_in_any_case_and_a_cut_off_prefix_at_the_end_are_hidden() -> None:

@@ -67,7 +67,7 @@ def test_compact_stamp_follows_the_same_rule(v1: dict[str, str], field: str, new
     from shared.records.session import binding_stamp
 
     raw = {k.encode(): v.encode() for k, v in v1.items()}
-    raw[b"generation"] = binding_stamp(v1) + b"gen-1"
+    raw[b"g"] = binding_stamp(v1) + b"gen-1"
     record = StoredSession.from_hash(raw)
     assert (record.generation, record.generation_trusted) == ("gen-1", True)
     raw[field.encode()] = new.encode()

@@ -542,7 +542,7 @@ def stored(*, state: str = "active", generation: str = "g1", **v1: str) -> Store
     if state != "active":
         raw[b"state"] = state.encode()
     if generation:
-        raw[b"generation"] = binding_stamp(fields) + generation.encode()
+        raw[b"g"] = binding_stamp(fields) + generation.encode()
     return StoredSession.from_hash(raw)
 
 

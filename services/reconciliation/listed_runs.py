@@ -5,9 +5,9 @@ Each day's matching listings are counted first: a day with none is passed over, 
 few is read at once, and a larger one an hour at a time (sorted here), so a page costs what its
 days and hours hold, not what the stream holds. Days are counted ahead, concurrently, more of
 them after each day found empty: a first page passes over up to two retentions of days, most of
-them empty. How far back to look: a listing is published after its
-run's last step, and the stream keeps it for the retention, so no listed run's last step is more
-than two retentions (and a margin for a migration's late moves) before now.
+them empty. How far back to look: a listing is published after its run's last step, and the
+stream keeps it for the retention, so no listed run's last step is more than two retentions
+(and a margin for a migration's late moves) before now.
 """
 
 from __future__ import annotations

@@ -316,7 +316,7 @@ def _generation(
     the long form is read; with none trusted, the first present, untrusted."""
     found: tuple[str, bool, bytes | None] | None = None
     if compact is not None and len(compact) > STAMP_CHARS:
-        found = (_unpacked(text(compact[STAMP_CHARS:])), compact[:STAMP_CHARS] == _stamp(digest), compact)
+        found = (_after_stamp(compact, STAMP_CHARS), compact[:STAMP_CHARS] == _stamp(digest), compact)
         if found[1]:
             return found
     # The `generation` field of earlier releases has a 16-byte stamp: 16 hex characters, or 16
@@ -325,7 +325,7 @@ def _generation(
         stamp = earlier[:_HEX_STAMP_CHARS]
         trusted = stamp == _hex_stamp(digest) or stamp == digest[:_RAW_STAMP_BYTES]
         if trusted or found is None:
-            found = (_unpacked(text(earlier[_HEX_STAMP_CHARS:])), trusted, earlier)
+            found = (_after_stamp(earlier, _HEX_STAMP_CHARS), trusted, earlier)
             if trusted:
                 return found
     # The long form of the contract's text (compatibility_generation, generation_binding).
@@ -337,6 +337,11 @@ def _generation(
     return found or ("", False, None)
 
 
+def _after_stamp(field: bytes, stamp_chars: int) -> str:
+    """The generation a stamped field holds after its stamp, unpacked."""
+    return _unpacked(text(field[stamp_chars:]))
+
+
 def every_generation(raw: Mapping[bytes, bytes]) -> frozenset[str]:
     """Every generation value a session hash (HGETALL's reply) holds, whichever form stores it
     and whether or not it is trusted."""
@@ -344,7 +349,7 @@ def every_generation(raw: Mapping[bytes, bytes]) -> frozenset[str]:
     for field, stamp_chars in ((GENERATION_FIELD.encode(), STAMP_CHARS), (b"generation", _HEX_STAMP_CHARS)):
         value = raw.get(field)
         if value is not None and len(value) > stamp_chars:
-            values.add(_unpacked(text(value[stamp_chars:])))
+            values.add(_after_stamp(value, stamp_chars))
     long_form = raw.get(b"compatibility_generation")
     if long_form is not None:
         values.add(text(long_form))

@@ -88,6 +88,29 @@ async def test_the_limit_counts_headers_exactly_as_the_server_does(
     await wait_for(lambda: other.is_closed, what="the server to close the connection that sent it")
 
 
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Nats-Msg-Id": "id\r\nwith\nbreaks", "traceparent": "00-" + "ab" * 16 + "-" + "cd" * 8 + "-01"},
+        {" Nats-Msg-Id ": "  spaced  ", "Continuity-Service": "s\u00e9rvice"},
+    ],
+    ids=["line breaks in a value", "spaces around, and not ascii"],
+)
+async def test_the_limit_counts_a_header_as_nats_py_writes_it(
+    nats_server: NatsServer, headers: dict[str, str]
+) -> None:
+    """nats-py strips keys and values and writes a line break inside a value as a space: the
+    message at exactly the limit is taken, one byte more closes the connection."""
+    nc = await nats.connect(nats_server.url, allow_reconnect=False)
+    room = nc.max_payload - header_size(headers)
+    await nc.publish(_subject(), b"a" * room, headers=headers)
+    await nc.flush()  # the server answers the ping after the message: it took it
+    assert nc.is_connected
+
+    await nc.publish(_subject(), b"a" * (room + 1), headers=headers)
+    await wait_for(lambda: nc.is_closed, what="the server to close the connection that sent it")
+
+
 async def test_a_dead_letter_keeps_a_bounded_copy_and_the_original_size(js_nc: Client) -> None:
     js = js_nc.jetstream()
     big_subject, small_subject = _subject(), _subject()

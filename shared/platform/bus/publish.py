@@ -41,7 +41,6 @@ TOO_LARGE_REASON = "payload_too_large"
 """The dead-letter reason of a message that could never be published."""
 
 _HEADER_LINE = len(b"NATS/1.0\r\n")
-_NEWLINES = str.maketrans({"\r": " ", "\n": " "})
 # A sender's message id is kept only as visible ASCII of a bounded length: anything else could
 # not be sent back unchanged as a header, so it is left out rather than altered.
 _PLAIN_ID = re.compile(r"[!-~]{1,1024}\Z")
@@ -68,14 +67,17 @@ class PayloadTooLarge(Exception):
 
 def header_size(headers: Mapping[str, str] | None) -> int:
     """The bytes of the header block nats-py writes for `headers` (`NATS/1.0`, one
-    `key: value` line each, an empty line), which the server counts into the message's size."""
+    `key: value` line each, an empty line), which the server counts into the message's size.
+    nats-py strips each key and value and writes a line break inside a value as a space: the
+    same number of bytes, so the value is measured as it is (a translation costs 1 to 2 µs a
+    header, on every publication)."""
     if not headers:
         return 0
     size = _HEADER_LINE + 2
     for key, value in headers.items():
         k = key.strip()
         if k:
-            size += len(k.encode()) + 2 + len(value.strip().translate(_NEWLINES).encode()) + 2
+            size += len(k.encode()) + 2 + len(value.strip().encode()) + 2
     return size
 
 

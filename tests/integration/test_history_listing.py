@@ -16,7 +16,7 @@ from nats.js.errors import NotFoundError
 
 from continuity.devstack.servers import NatsServer, RedisCluster, RedisServer
 from services.reconciliation.history import History
-from services.reconciliation.listed_runs import ListedRuns
+from services.reconciliation.listed_runs import COUNTED_AHEAD_MAX, ListedRuns
 from services.reconciliation.runs_index import STATUSES, RunsIndex
 from services.reconciliation.step import version_of
 from shared.contract import RunsListRequest, RunsStatsRequest, subjects
@@ -269,6 +269,29 @@ async def test_a_list_over_days_with_gaps_counts_them_ahead_and_keeps_the_order(
             read += [row[2] for row in rows]
         assert read == expected, size
     assert listing.most_at_once > 1  # the empty days between were counted several at a time
+
+
+async def test_days_counted_ahead_are_never_more_than_the_bound_at_once(nc: Client, redis: Redis) -> None:
+    """Two listings 58 empty days apart: the counts ahead double up to the bound and stay there,
+    and the list still finds both."""
+    js = nc.jetstream()
+    await History(redis, js, make_config("nats://unused", "redis://unused")).mover.ensure()
+    listing = _CountsWatched(js)
+    runner, now = f"r{uid()}", time.time()
+    entries = []
+    for n, days_ago in enumerate((59, 0)):
+        session = SessionRef(tenant="t", conversation_id="c", agent_id="a")
+        entry = listed_entry(
+            f"run.{uid()}", "recovered", rfc3339_from_epoch(now - days_ago * DAY_S - n), session, runner
+        )
+        await listing.publish(entry, (await listing.state(entry))[1])
+        entries.append(entry)
+    listed = ListedRuns(listing, Filters(runner_id=runner), 0.0, None, now, 30 * DAY_S)
+    read: list[RunEntry] = []
+    while rows := await listed.slice(100):
+        read += [row[2] for row in rows]
+    assert read == sorted(entries, key=lambda e: (epoch_of(e.updated_at), e.run_id))
+    assert listing.most_at_once == COUNTED_AHEAD_MAX
 
 
 class _CountsWatched(HistoryListing):
